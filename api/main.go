@@ -1,0 +1,101 @@
+// Command api is the front end of the campus identity and notification service: the token
+// service, OpenID Connect endpoints, push and result lookup. With -standalone it also runs
+// everything it depends on in the process, for a developer's machine.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	_ "time/tzdata" // the envelope's time zone must exist on minimal images
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/standalone"
+)
+
+func main() {
+	var (
+		configPath = flag.String("config", "", "YAML configuration file (see deployments/config.example.yaml)")
+		standAlone = flag.Bool("standalone", false, "run the whole service in this process: embedded NATS, FerretDB, platform simulator and workers")
+		dataDir    = flag.String("data", "./data", "folder of the standalone mode's data")
+		listen     = flag.String("listen", "", "address to serve on, overriding the configuration")
+		workers    = flag.Int("workers", 1, "in-process workers under -standalone")
+		verbose    = flag.Bool("v", false, "log debug messages")
+	)
+	flag.Parse()
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, *configPath, *standAlone, *dataDir, *listen, *workers); err != nil {
+		log.Error("api stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, configPath string, standAlone bool, dataDir, listen string, workers int) error {
+	var cfg *config.Config
+	if configPath != "" {
+		c, err := config.Load(configPath)
+		if err != nil {
+			return err
+		}
+		cfg = c
+	} else {
+		cfg = &config.Config{}
+	}
+	cfg.ApplyEnv(os.Getenv)
+	if listen != "" {
+		cfg.Listen = listen
+	}
+	if standAlone {
+		st, err := standalone.Start(ctx, standalone.Options{DataDir: dataDir, Config: cfg, Workers: workers, Logger: log})
+		if err != nil {
+			return err
+		}
+		st.PrintWalkthrough(os.Stdout)
+		select {
+		case <-ctx.Done():
+		case err := <-waitErr(st):
+			st.Close()
+			return err
+		}
+		log.Info("shutting down")
+		st.Close()
+		return nil
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleAPI); err != nil {
+		return err
+	}
+	api, err := service.NewAPI(ctx, cfg, service.Deps{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
+	if err := api.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func waitErr(st *standalone.Stack) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- st.Wait() }()
+	return ch
+}

@@ -1,0 +1,581 @@
+// Package config holds the configuration of the api and worker programs: one YAML file, with
+// NATS_URL and MONGODB_URI from the environment overriding it, defaults filled in one place and
+// a Validate that reports every problem at once.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Grant types a client may be allowed to use.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantAuthorizationCode = "authorization_code"
+	GrantRefreshToken      = "refresh_token"
+)
+
+// Scopes the service knows.
+const (
+	ScopeOpenID           = "openid"
+	ScopeNotificationMP   = "notification.mp"
+	ScopeFakeAPI          = "fake_api"
+	DefaultRealm          = "campus"
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultDatabase       = "ucs"
+	DefaultTimeZone       = "Asia/Shanghai"
+	DefaultStream         = "UCS_PUSH"
+	DefaultConsumer       = "delivery"
+	DefaultAccessTokenTTL = 7200 * time.Second
+)
+
+// KnownScopes lists every scope a client may be granted.
+var KnownScopes = []string{ScopeOpenID, ScopeNotificationMP, ScopeFakeAPI}
+
+// Config is the whole configuration of the service. Every field documents its meaning, default
+// and limits; Defaults fills the defaults and Validate checks them.
+type Config struct {
+	// Listen is the address the front end serves HTTP on. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// PublicURL is the address clients reach the front end at; it is the token issuer and the base
+	// of the platform's callback address. Default http://<listen>.
+	PublicURL string `yaml:"public_url"`
+	// TimeZone names the zone of the `time` field of every response. Default Asia/Shanghai.
+	TimeZone string `yaml:"time_zone"`
+	// NATS is the queue.
+	NATS NATS `yaml:"nats"`
+	// MongoDB is the store of delivery results, bindings and signing keys.
+	MongoDB MongoDB `yaml:"mongodb"`
+	// OAuth is the token service.
+	OAuth OAuth `yaml:"oauth"`
+	// Directory is the built-in identity provider's user list.
+	Directory Directory `yaml:"directory"`
+	// Bindings map campus user numbers to the official account's follower ids; they are loaded
+	// into the store at start, where the platform's subscribe events keep them current.
+	Bindings []Binding `yaml:"bindings"`
+	// Platform is the messaging platform account messages are sent through.
+	Platform Platform `yaml:"platform"`
+	// Worker tunes delivery.
+	Worker Worker `yaml:"worker"`
+}
+
+// NATS configures the JetStream stream that carries accepted pushes.
+type NATS struct {
+	// URL of the NATS servers (comma separated). Required unless standalone. Env NATS_URL wins.
+	URL string `yaml:"url"`
+	// Stream is the JetStream stream name. Default UCS_PUSH.
+	Stream string `yaml:"stream"`
+	// Consumer is the durable consumer all workers share. Default delivery.
+	Consumer string `yaml:"consumer"`
+	// Replicas of the stream: 1 to 5, 3 in a production cluster. Default 1.
+	Replicas int `yaml:"replicas"`
+	// MaxBytes bounds the stream's size; when full, pushes are refused (503) rather than old
+	// messages dropped. Default 8 GiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxAge is how long an undelivered message stays in the stream. Default 168h (7 days).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// MongoDB configures the store.
+type MongoDB struct {
+	// URI of the MongoDB deployment. Required unless standalone. Env MONGODB_URI wins.
+	URI string `yaml:"uri"`
+	// Database name. Default ucs.
+	Database string `yaml:"database"`
+	// Retention is how long delivery records are kept. Default 720h (30 days); at least 1h.
+	Retention Duration `yaml:"retention"`
+}
+
+// OAuth configures the token service.
+type OAuth struct {
+	// Realm is the realm name in the OpenID Connect paths and the issuer. Default campus.
+	Realm string `yaml:"realm"`
+	// AccessTokenTTL is the default lifetime of access tokens. Default 7200s; 60s to 24h.
+	AccessTokenTTL Duration `yaml:"access_token_ttl"`
+	// SigningAlg is the JWT algorithm of new tokens: ES256 (default) or RS256.
+	SigningAlg string `yaml:"signing_alg"`
+	// Clients are the registered client applications.
+	Clients []Client `yaml:"clients"`
+}
+
+// Client is one registered client application.
+type Client struct {
+	// ClientID identifies the client. Required, unique, 1 to 64 characters of [A-Za-z0-9._-].
+	ClientID string `yaml:"client_id" json:"client_id"`
+	// ClientSecret is the secret in clear text, at least 16 characters. Exactly one of
+	// ClientSecret and ClientSecretSHA256 is required; the service keeps only its hash.
+	ClientSecret string `yaml:"client_secret" json:"client_secret,omitempty"`
+	// ClientSecretSHA256 is the hex SHA-256 of the secret, for files that must not hold it.
+	ClientSecretSHA256 string `yaml:"client_secret_sha256" json:"client_secret_sha256,omitempty"`
+	// Grants the client may use: client_credentials, authorization_code, refresh_token. Required.
+	Grants []string `yaml:"grants" json:"grants"`
+	// Scopes the client may be granted, among openid, notification.mp, fake_api. Required.
+	Scopes []string `yaml:"scopes" json:"scopes"`
+	// RedirectURIs are the exact callback addresses of the authorization code grant.
+	RedirectURIs []string `yaml:"redirect_uris" json:"redirect_uris,omitempty"`
+	// SkipConsent lets the client's users skip the consent page.
+	SkipConsent bool `yaml:"skip_consent" json:"skip_consent,omitempty"`
+	// AccessTokenTTL overrides OAuth.AccessTokenTTL for this client (the interface's "longer
+	// lifetime by special application"). Zero: the default. 60s to 24h.
+	AccessTokenTTL Duration `yaml:"access_token_ttl" json:"access_token_ttl,omitempty"`
+}
+
+// SecretHash returns the SHA-256 of the client's secret, from whichever form the file gave.
+func (c Client) SecretHash() ([32]byte, error) {
+	var h [32]byte
+	if c.ClientSecret != "" {
+		return sha256.Sum256([]byte(c.ClientSecret)), nil
+	}
+	b, err := hex.DecodeString(c.ClientSecretSHA256)
+	if err != nil || len(b) != len(h) {
+		return h, errors.New("client_secret_sha256 is not 64 hex digits")
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// Directory is the built-in identity provider.
+type Directory struct {
+	// Users who can sign in with the built-in login form.
+	Users []User `yaml:"users"`
+}
+
+// User is one account of the built-in directory.
+type User struct {
+	// UserID is the campus user number. Required, unique.
+	UserID string `yaml:"userid" json:"userid"`
+	// Password in clear text (development only) or PasswordHash (bcrypt); one is required.
+	Password     string `yaml:"password" json:"password,omitempty"`
+	PasswordHash string `yaml:"password_hash" json:"password_hash,omitempty"`
+}
+
+// Binding ties a campus user number to the account's follower id (openid).
+type Binding struct {
+	UserID string `yaml:"userid" json:"userid"`
+	OpenID string `yaml:"openid" json:"openid"`
+}
+
+// Platform is the messaging platform account.
+type Platform struct {
+	// APIBase is the platform API's base address, e.g. https://api.weixin.qq.com. Required
+	// for workers unless standalone, where empty means the built-in simulator.
+	APIBase string `yaml:"api_base"`
+	// AppID and Secret of the official account. Required with APIBase.
+	AppID  string `yaml:"appid"`
+	Secret string `yaml:"secret"`
+	// CallbackToken signs the platform's event pushes to the callback endpoint. Required with
+	// APIBase; at least 3 characters.
+	CallbackToken string `yaml:"callback_token"`
+	// Templates maps each push type to its template and keyword mapping. Every type that is to
+	// be delivered needs one; a message of a type without one fails with that reason.
+	Templates map[string]Template `yaml:"templates"`
+}
+
+// Template maps the data fields of one push type onto a platform template.
+type Template struct {
+	// TemplateID is the platform's template id. Required.
+	TemplateID string `yaml:"template_id" json:"template_id"`
+	// Fields maps a data field of the push (e.g. content) to a template keyword (e.g. thing4).
+	// Fields not listed are not sent (header and remark are stripped by the platform anyway).
+	Fields map[string]string `yaml:"fields" json:"fields"`
+}
+
+// Worker tunes the delivery workers.
+type Worker struct {
+	// Concurrency is how many messages one worker process delivers at once. Default 64; 1 to 4096.
+	Concurrency int `yaml:"concurrency"`
+	// MaxAttempts is how many times a message is tried before it fails. Default 12; 1 to 1000.
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffInitial is the delay before the first retry. Default 2s.
+	BackoffInitial Duration `yaml:"backoff_initial"`
+	// BackoffMax caps the delay between retries. Default 10m.
+	BackoffMax Duration `yaml:"backoff_max"`
+	// AckWait is how long the queue waits for a worker's answer before redelivering. Default 60s.
+	AckWait Duration `yaml:"ack_wait"`
+}
+
+// Duration is a time.Duration written in YAML as "7200s", "10m" or a number of seconds.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML reads "7200s", "2h" or 7200 (seconds).
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: duration must be a string like 7200s or a number of seconds", n.Line)
+	}
+	if secs, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+		*d = Duration(time.Duration(secs) * time.Second)
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration like 7200s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as Go writes it ("2h0m0s").
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(time.Duration(d).String())), nil
+}
+
+// Load reads the YAML file at path; unknown keys are errors. It does not fill defaults.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse reads a YAML document; unknown keys are errors. It does not fill defaults.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	return &c, nil
+}
+
+// ApplyEnv lets NATS_URL and MONGODB_URI override the file, as deployments set them.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv("NATS_URL"); v != "" {
+		c.NATS.URL = v
+	}
+	if v := getenv("MONGODB_URI"); v != "" {
+		c.MongoDB.URI = v
+	}
+}
+
+// Defaults fills every unset field with its default.
+func (c *Config) Defaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.TimeZone == "" {
+		c.TimeZone = DefaultTimeZone
+	}
+	if c.NATS.Stream == "" {
+		c.NATS.Stream = DefaultStream
+	}
+	if c.NATS.Consumer == "" {
+		c.NATS.Consumer = DefaultConsumer
+	}
+	if c.NATS.Replicas == 0 {
+		c.NATS.Replicas = 1
+	}
+	if c.NATS.MaxBytes == 0 {
+		c.NATS.MaxBytes = 8 << 30
+	}
+	if c.NATS.MaxAge == 0 {
+		c.NATS.MaxAge = Duration(7 * 24 * time.Hour)
+	}
+	if c.MongoDB.Database == "" {
+		c.MongoDB.Database = DefaultDatabase
+	}
+	if c.MongoDB.Retention == 0 {
+		c.MongoDB.Retention = Duration(30 * 24 * time.Hour)
+	}
+	if c.OAuth.Realm == "" {
+		c.OAuth.Realm = DefaultRealm
+	}
+	if c.OAuth.AccessTokenTTL == 0 {
+		c.OAuth.AccessTokenTTL = Duration(DefaultAccessTokenTTL)
+	}
+	if c.OAuth.SigningAlg == "" {
+		c.OAuth.SigningAlg = "ES256"
+	}
+	if c.Worker.Concurrency == 0 {
+		c.Worker.Concurrency = 64
+	}
+	if c.Worker.MaxAttempts == 0 {
+		c.Worker.MaxAttempts = 12
+	}
+	if c.Worker.BackoffInitial == 0 {
+		c.Worker.BackoffInitial = Duration(2 * time.Second)
+	}
+	if c.Worker.BackoffMax == 0 {
+		c.Worker.BackoffMax = Duration(10 * time.Minute)
+	}
+	if c.Worker.AckWait == 0 {
+		c.Worker.AckWait = Duration(60 * time.Second)
+	}
+}
+
+// Role says which program a configuration is checked for: each needs different parts.
+type Role int
+
+// The roles.
+const (
+	// RoleAPI is the front end: needs NATS, MongoDB and OAuth.
+	RoleAPI Role = iota
+	// RoleWorker is a delivery worker: needs NATS, MongoDB and the platform.
+	RoleWorker
+	// RoleStandalone embeds NATS, MongoDB and the platform simulator where they are not given.
+	RoleStandalone
+)
+
+// Validate checks a configuration with defaults filled for the given role and reports every
+// problem at once, one per line, each naming the key.
+func (c *Config) Validate(role Role) error {
+	var p problems
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		p.add("listen: %q is not host:port", c.Listen)
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
+	}
+	if _, err := time.LoadLocation(c.TimeZone); err != nil {
+		p.add("time_zone: %q is not a known time zone", c.TimeZone)
+	}
+	if role != RoleStandalone && c.NATS.URL == "" {
+		p.add("nats.url: required (or set NATS_URL)")
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		p.add("nats.replicas: %d, must be 1 to 5", c.NATS.Replicas)
+	}
+	if !validName(c.NATS.Stream) {
+		p.add("nats.stream: %q must be letters, digits, - or _", c.NATS.Stream)
+	}
+	if !validName(c.NATS.Consumer) {
+		p.add("nats.consumer: %q must be letters, digits, - or _", c.NATS.Consumer)
+	}
+	if c.NATS.MaxBytes < 1<<20 {
+		p.add("nats.max_bytes: %d, at least 1 MiB", c.NATS.MaxBytes)
+	}
+	if c.NATS.MaxAge.D() < time.Hour {
+		p.add("nats.max_age: %s, at least 1h", c.NATS.MaxAge.D())
+	}
+	if role != RoleStandalone && c.MongoDB.URI == "" {
+		p.add("mongodb.uri: required (or set MONGODB_URI)")
+	}
+	if !validName(c.MongoDB.Database) {
+		p.add("mongodb.database: %q must be letters, digits, - or _", c.MongoDB.Database)
+	}
+	if c.MongoDB.Retention.D() < time.Hour {
+		p.add("mongodb.retention: %s, at least 1h", c.MongoDB.Retention.D())
+	}
+	c.validateOAuth(&p)
+	seenUser := map[string]bool{}
+	for i, u := range c.Directory.Users {
+		at := fmt.Sprintf("directory.users[%d]", i)
+		if u.UserID == "" {
+			p.add("%s.userid: required", at)
+		} else if seenUser[u.UserID] {
+			p.add("%s.userid: %q appears twice", at, u.UserID)
+		}
+		seenUser[u.UserID] = true
+		if (u.Password == "") == (u.PasswordHash == "") {
+			p.add("%s: exactly one of password and password_hash is required", at)
+		}
+	}
+	for i, b := range c.Bindings {
+		if b.UserID == "" || b.OpenID == "" {
+			p.add("bindings[%d]: userid and openid are required", i)
+		}
+	}
+	c.validatePlatform(role, &p)
+	w := c.Worker
+	if w.Concurrency < 1 || w.Concurrency > 4096 {
+		p.add("worker.concurrency: %d, must be 1 to 4096", w.Concurrency)
+	}
+	if w.MaxAttempts < 1 || w.MaxAttempts > 1000 {
+		p.add("worker.max_attempts: %d, must be 1 to 1000", w.MaxAttempts)
+	}
+	if w.BackoffInitial.D() < 10*time.Millisecond {
+		p.add("worker.backoff_initial: %s, at least 10ms", w.BackoffInitial.D())
+	}
+	if w.BackoffMax.D() < w.BackoffInitial.D() {
+		p.add("worker.backoff_max: %s, less than backoff_initial", w.BackoffMax.D())
+	}
+	if w.AckWait.D() < 5*time.Second {
+		p.add("worker.ack_wait: %s, at least 5s", w.AckWait.D())
+	}
+	return p.err()
+}
+
+func (c *Config) validateOAuth(p *problems) {
+	o := c.OAuth
+	if !validName(o.Realm) {
+		p.add("oauth.realm: %q must be letters, digits, - or _", o.Realm)
+	}
+	if !validTTL(o.AccessTokenTTL) {
+		p.add("oauth.access_token_ttl: %s, must be 60s to 24h", o.AccessTokenTTL.D())
+	}
+	if o.SigningAlg != "ES256" && o.SigningAlg != "RS256" {
+		p.add("oauth.signing_alg: %q, must be ES256 or RS256", o.SigningAlg)
+	}
+	seen := map[string]bool{}
+	for i, cl := range o.Clients {
+		at := fmt.Sprintf("oauth.clients[%d]", i)
+		switch {
+		case !validClientID(cl.ClientID):
+			p.add("%s.client_id: %q must be 1 to 64 characters of letters, digits, '.', '_' or '-'", at, cl.ClientID)
+		case seen[cl.ClientID]:
+			p.add("%s.client_id: %q appears twice", at, cl.ClientID)
+		}
+		seen[cl.ClientID] = true
+		switch {
+		case cl.ClientSecret != "" && cl.ClientSecretSHA256 != "":
+			p.add("%s: give client_secret or client_secret_sha256, not both", at)
+		case cl.ClientSecret == "" && cl.ClientSecretSHA256 == "":
+			p.add("%s: client_secret or client_secret_sha256 is required", at)
+		case cl.ClientSecret != "" && len(cl.ClientSecret) < 16:
+			p.add("%s.client_secret: %d characters, at least 16", at, len(cl.ClientSecret))
+		default:
+			if _, err := cl.SecretHash(); err != nil {
+				p.add("%s.%s", at, err)
+			}
+		}
+		if len(cl.Grants) == 0 {
+			p.add("%s.grants: at least one grant is required", at)
+		}
+		for _, g := range cl.Grants {
+			if g != GrantClientCredentials && g != GrantAuthorizationCode && g != GrantRefreshToken {
+				p.add("%s.grants: unknown grant %q", at, g)
+			}
+		}
+		if len(cl.Scopes) == 0 {
+			p.add("%s.scopes: at least one scope is required", at)
+		}
+		for _, s := range cl.Scopes {
+			if !slices.Contains(KnownScopes, s) {
+				p.add("%s.scopes: unknown scope %q", at, s)
+			}
+		}
+		if slices.Contains(cl.Grants, GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
+			p.add("%s.redirect_uris: required for the authorization_code grant", at)
+		}
+		for _, r := range cl.RedirectURIs {
+			if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+				p.add("%s.redirect_uris: %q is not an absolute URL without fragment", at, r)
+			}
+		}
+		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
+			p.add("%s.access_token_ttl: %s, must be 60s to 24h", at, cl.AccessTokenTTL.D())
+		}
+	}
+}
+
+func (c *Config) validatePlatform(role Role, p *problems) {
+	pl := c.Platform
+	if pl.APIBase == "" {
+		if role == RoleWorker {
+			p.add("platform.api_base: required")
+		}
+	} else {
+		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("platform.api_base: %q is not an absolute http(s) URL", pl.APIBase)
+		}
+		if pl.AppID == "" {
+			p.add("platform.appid: required with api_base")
+		}
+		if pl.Secret == "" {
+			p.add("platform.secret: required with api_base")
+		}
+		if len(pl.CallbackToken) < 3 {
+			p.add("platform.callback_token: required with api_base, at least 3 characters")
+		}
+	}
+	types := make([]string, 0, len(pl.Templates))
+	for t := range pl.Templates {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		tpl := pl.Templates[t]
+		if !slices.Contains(PushTypes, t) {
+			p.add("platform.templates.%s: unknown push type", t)
+		}
+		if tpl.TemplateID == "" {
+			p.add("platform.templates.%s.template_id: required", t)
+		}
+		if len(tpl.Fields) == 0 {
+			p.add("platform.templates.%s.fields: at least one field is required", t)
+		}
+	}
+}
+
+// PushTypes are the push type codes a template can be configured for.
+var PushTypes = []string{"TDL", "EN", "JML", "WR", "JDS", "FWR", "MDAN", "AR", "OPPAN"}
+
+// Client returns the registered client with the given id.
+func (c *Config) Client(id string) (Client, bool) {
+	for _, cl := range c.OAuth.Clients {
+		if cl.ClientID == id {
+			return cl, true
+		}
+	}
+	return Client{}, false
+}
+
+type problems []string
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &Error{Problems: p}
+}
+
+// Error lists every problem of a configuration.
+type Error struct{ Problems []string }
+
+// Error reports the problems one per line.
+func (e *Error) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func validTTL(d Duration) bool { return d.D() >= time.Minute && d.D() <= 24*time.Hour }
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validClientID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,107 @@
+// Package delivery is the workers' side of the pipeline: it takes accepted pushes from the
+// shared durable consumer, finds the recipient's follower id, maps the data onto the type's
+// template, sends it through the platform and records the outcome before answering the queue.
+package delivery
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// outcomeKind says what became of one delivery attempt.
+type outcomeKind int
+
+const (
+	outcomeSent outcomeKind = iota + 1
+	outcomeRetry
+	outcomeFailed
+)
+
+// Outcome is the explicit result of one delivery attempt: sent (with the platform's msgid),
+// retry after a delay (with the error), or failed for good (with the reason).
+type Outcome struct {
+	kind   outcomeKind
+	msgID  int64
+	delay  time.Duration
+	reason string
+}
+
+// Sent is an attempt the platform accepted.
+func Sent(msgID int64) Outcome { return Outcome{kind: outcomeSent, msgID: msgID} }
+
+// Retry is an attempt to be repeated after delay.
+func Retry(reason string, delay time.Duration) Outcome {
+	return Outcome{kind: outcomeRetry, reason: reason, delay: delay}
+}
+
+// Failed is an attempt that must never be repeated.
+func Failed(reason string) Outcome { return Outcome{kind: outcomeFailed, reason: reason} }
+
+// String describes the outcome for logs and tests.
+func (o Outcome) String() string {
+	switch o.kind {
+	case outcomeSent:
+		return fmt.Sprintf("sent msgid=%d", o.msgID)
+	case outcomeRetry:
+		return fmt.Sprintf("retry in %s: %s", o.delay, o.reason)
+	case outcomeFailed:
+		return "failed: " + o.reason
+	}
+	return "unknown outcome"
+}
+
+// RetryPolicy decides how long a message waits before its next attempt, and when to give up.
+type RetryPolicy struct {
+	// Initial is the delay after the first failed attempt.
+	Initial time.Duration
+	// Max caps the delay.
+	Max time.Duration
+	// Multiplier grows the delay from one attempt to the next. Default 2.
+	Multiplier float64
+	// Jitter spreads delays by ± this share, so that a burst of failures does not return as a
+	// burst. 0 to 1; 0 means none.
+	Jitter float64
+	// MaxAttempts is the number of attempts after which a message fails.
+	MaxAttempts int
+}
+
+// Next returns the delay before attempt+1 after attempt (counted from 1) failed, and whether
+// the message should be given up instead.
+func (p RetryPolicy) Next(attempt int) (time.Duration, bool) {
+	if attempt >= p.MaxAttempts {
+		return 0, true
+	}
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     p.Initial,
+		RandomizationFactor: p.Jitter,
+		Multiplier:          p.Multiplier,
+		MaxInterval:         p.Max,
+		MaxElapsedTime:      0, // MaxAttempts ends retries, not time
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
+	}
+	if b.Multiplier == 0 {
+		b.Multiplier = 2
+	}
+	b.Reset()
+	var d time.Duration
+	for range attempt {
+		d = b.NextBackOff()
+	}
+	return d, false
+}
+
+// Apply turns a retry outcome of the given attempt into a failure when the policy gives up.
+func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
+	if o.kind != outcomeRetry {
+		return o
+	}
+	d, giveUp := p.Next(attempt)
+	if giveUp {
+		return Failed(fmt.Sprintf("gave up after %d attempts: %s", attempt, o.reason))
+	}
+	o.delay = d
+	return o
+}

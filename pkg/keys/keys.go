@@ -1,0 +1,206 @@
+// Package keys holds the service's token signing keys: it generates them on first start, keeps
+// them in the store so every replica signs with the same key, signs JWTs, verifies them with the
+// algorithm pinned, and publishes the public keys as a JWKS.
+package keys
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// Store keeps signing keys; *store.Store implements it.
+type Store interface {
+	CurrentSigningKey(ctx context.Context, alg string, generate func() (store.SigningKey, error)) (store.SigningKey, error)
+}
+
+// Set is the keys in use: the one that signs new tokens and every one whose tokens are accepted.
+type Set struct {
+	alg    string
+	kid    string
+	method jwt.SigningMethod
+	signer crypto.Signer
+	verify map[string]crypto.PublicKey
+	algs   []string
+	jwks   []byte
+}
+
+// Load returns the key set, generating and storing a key of alg (ES256 or RS256) on first start.
+func Load(ctx context.Context, st Store, alg string, now func() time.Time) (*Set, error) {
+	if now == nil {
+		now = time.Now
+	}
+	sk, err := st.CurrentSigningKey(ctx, alg, func() (store.SigningKey, error) { return Generate(alg, now()) })
+	if err != nil {
+		return nil, err
+	}
+	return FromStored(sk)
+}
+
+// Generate makes a new signing key of alg.
+func Generate(alg string, now time.Time) (store.SigningKey, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case "ES256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "RS256":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		return store.SigningKey{}, fmt.Errorf("unsupported signing algorithm %q", alg)
+	}
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("generate %s key: %w", alg, err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("encode key: %w", err)
+	}
+	kid, err := thumbprint(priv.Public())
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	return store.SigningKey{KeyID: kid, Alg: alg, PKCS8: der, Created: now.UTC()}, nil
+}
+
+// FromStored builds a set that signs with sk.
+func FromStored(sk store.SigningKey) (*Set, error) {
+	k, err := x509.ParsePKCS8PrivateKey(sk.PKCS8)
+	if err != nil {
+		return nil, fmt.Errorf("decode signing key %s: %w", sk.KeyID, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("signing key %s is not a signer", sk.KeyID)
+	}
+	s := &Set{alg: sk.Alg, kid: sk.KeyID, signer: signer, verify: map[string]crypto.PublicKey{sk.KeyID: signer.Public()}}
+	switch sk.Alg {
+	case "ES256":
+		if _, ok := signer.(*ecdsa.PrivateKey); !ok {
+			return nil, fmt.Errorf("key %s is not an ECDSA key", sk.KeyID)
+		}
+		s.method = jwt.SigningMethodES256
+	case "RS256":
+		if _, ok := signer.(*rsa.PrivateKey); !ok {
+			return nil, fmt.Errorf("key %s is not an RSA key", sk.KeyID)
+		}
+		s.method = jwt.SigningMethodRS256
+	default:
+		return nil, fmt.Errorf("unsupported signing algorithm %q", sk.Alg)
+	}
+	s.algs = []string{sk.Alg}
+	jwks, err := s.buildJWKS()
+	if err != nil {
+		return nil, err
+	}
+	s.jwks = jwks
+	return s, nil
+}
+
+// Alg is the algorithm of new tokens.
+func (s *Set) Alg() string { return s.alg }
+
+// KeyID is the kid of the signing key.
+func (s *Set) KeyID() string { return s.kid }
+
+// Sign returns the signed compact JWT of claims, with kid in its header.
+func (s *Set) Sign(claims jwt.Claims) (string, error) {
+	t := jwt.NewWithClaims(s.method, claims)
+	t.Header["kid"] = s.kid
+	return t.SignedString(s.signer)
+}
+
+// ErrUnknownKey is returned for a token signed with a key the set does not hold.
+var ErrUnknownKey = errors.New("token signed with an unknown key")
+
+// Parse verifies token's signature, with only the set's algorithms allowed, and its time
+// claims, and decodes it into claims.
+func (s *Set) Parse(token string, claims jwt.Claims, opts ...jwt.ParserOption) error {
+	opts = append(opts, jwt.WithValidMethods(s.algs), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	_, err := jwt.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		k, ok := s.verify[kid]
+		if !ok {
+			return nil, ErrUnknownKey
+		}
+		return k, nil
+	}, opts...)
+	return err
+}
+
+// JWKS returns the public keys as a JSON Web Key Set document.
+func (s *Set) JWKS() []byte { return s.jwks }
+
+type jwk struct {
+	Kty string `json:"kty"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Crv string `json:"crv,omitempty"`
+	X   string `json:"x,omitempty"`
+	Y   string `json:"y,omitempty"`
+	N   string `json:"n,omitempty"`
+	E   string `json:"e,omitempty"`
+}
+
+func (s *Set) buildJWKS() ([]byte, error) {
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	for kid, pub := range s.verify {
+		k, err := publicJWK(pub)
+		if err != nil {
+			return nil, err
+		}
+		k.Kid = kid
+		set.Keys = append(set.Keys, k)
+	}
+	return json.Marshal(set)
+}
+
+func publicJWK(pub crypto.PublicKey) (jwk, error) {
+	b64 := base64.RawURLEncoding.EncodeToString
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		raw, err := k.Bytes() // 0x04 || X || Y, each 32 bytes for P-256
+		if err != nil {
+			return jwk{}, err
+		}
+		return jwk{Kty: "EC", Use: "sig", Alg: "ES256", Crv: "P-256", X: b64(raw[1:33]), Y: b64(raw[33:65])}, nil
+	case *rsa.PublicKey:
+		return jwk{Kty: "RSA", Use: "sig", Alg: "RS256", N: b64(k.N.Bytes()), E: b64(big.NewInt(int64(k.E)).Bytes())}, nil
+	}
+	return jwk{}, fmt.Errorf("unsupported public key %T", pub)
+}
+
+// thumbprint is the RFC 7638 SHA-256 thumbprint of the public key, used as its kid.
+func thumbprint(pub crypto.PublicKey) (string, error) {
+	k, err := publicJWK(pub)
+	if err != nil {
+		return "", err
+	}
+	var canon string
+	switch k.Kty {
+	case "EC":
+		canon = fmt.Sprintf(`{"crv":%q,"kty":"EC","x":%q,"y":%q}`, k.Crv, k.X, k.Y)
+	case "RSA":
+		canon = fmt.Sprintf(`{"e":%q,"kty":"RSA","n":%q}`, k.E, k.N)
+	}
+	sum := sha256.Sum256([]byte(canon))
+	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
+}

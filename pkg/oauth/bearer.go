@@ -1,0 +1,114 @@
+package oauth
+
+import (
+	"crypto/sha256"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Verifier checks bearer tokens. A verified token is kept, keyed by the SHA-256 of the token,
+// until it expires, so the push hot path checks a signature once per token rather than once per
+// request (clients reuse a token for up to its whole lifetime, as the interface tells them to).
+type Verifier struct {
+	svc *Service
+	max int
+
+	mu    sync.RWMutex
+	cache map[[32]byte]*Claims
+}
+
+// NewVerifier returns a verifier keeping at most maxCached tokens (default 100000).
+func NewVerifier(svc *Service, maxCached int) *Verifier {
+	if maxCached <= 0 {
+		maxCached = 100_000
+	}
+	return &Verifier{svc: svc, max: maxCached, cache: make(map[[32]byte]*Claims)}
+}
+
+// Requirement is what an interface demands of a token.
+type Requirement struct {
+	// Scope the token must grant; empty for none.
+	Scope string
+	// Grants the token may have been obtained with; empty for any.
+	Grants []string
+}
+
+// Verify checks the Authorization header value against req and returns the token's claims.
+// A refusal is an *Error with code invalid_request, invalid_token or insufficient_scope.
+func (v *Verifier) Verify(authorization string, req Requirement) (*Claims, *Error) {
+	tok, ok := bearerToken(authorization)
+	if !ok {
+		if authorization == "" {
+			return nil, &Error{Code: "", Description: "an access token is required", Status: 401}
+		}
+		return nil, errorf(ErrInvalidRequest, "the Authorization header must be: Bearer <access token>")
+	}
+	c, err := v.claims(tok)
+	if err != nil {
+		return nil, err
+	}
+	if req.Scope != "" && !c.HasScope(req.Scope) {
+		return nil, errorf(ErrInsufficientScope, "the token lacks scope %s", req.Scope)
+	}
+	if len(req.Grants) > 0 && !slices.Contains(req.Grants, c.Grant) {
+		return nil, errorf(ErrInsufficientScope, "tokens of the %s grant are not accepted here", c.Grant)
+	}
+	return c, nil
+}
+
+func (v *Verifier) claims(tok string) (*Claims, *Error) {
+	key := sha256.Sum256([]byte(tok))
+	now := v.svc.Now()
+	v.mu.RLock()
+	c, ok := v.cache[key]
+	v.mu.RUnlock()
+	if ok {
+		if now.Before(c.ExpiresAt.Time) {
+			return c, nil
+		}
+		v.mu.Lock()
+		delete(v.cache, key)
+		v.mu.Unlock()
+		return nil, errorf(ErrInvalidToken, "the access token expired")
+	}
+	c = &Claims{}
+	err := v.svc.Keys.Parse(tok, c, jwt.WithIssuer(v.svc.Issuer), jwt.WithTimeFunc(v.svc.Now))
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return nil, errorf(ErrInvalidToken, "the access token expired")
+	case err != nil:
+		return nil, errorf(ErrInvalidToken, "the access token is invalid")
+	case c.Typ != "Bearer":
+		return nil, errorf(ErrInvalidToken, "the token is not an access token")
+	}
+	v.mu.Lock()
+	if len(v.cache) >= v.max {
+		// Full: drop expired entries, and if that frees nothing, an arbitrary tenth. A dropped
+		// token is only verified again on its next use.
+		evict := v.max / 10
+		for k, e := range v.cache {
+			if !now.Before(e.ExpiresAt.Time) {
+				delete(v.cache, k)
+			} else if evict > 0 {
+				delete(v.cache, k)
+				evict--
+			}
+		}
+	}
+	v.cache[key] = c
+	v.mu.Unlock()
+	return c, nil
+}
+
+func bearerToken(h string) (string, bool) {
+	const p = "Bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return "", false
+	}
+	t := strings.TrimSpace(h[len(p):])
+	return t, t != "" && !strings.ContainsAny(t, " \t")
+}

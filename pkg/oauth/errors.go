@@ -1,0 +1,51 @@
+// Package oauth is the token service: client authentication, the token endpoint's grants,
+// access token claims, and the verification of bearer tokens on every data interface.
+package oauth
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error codes of RFC 6749 §5.2 and RFC 6750 §3.1.
+const (
+	ErrInvalidRequest       = "invalid_request"
+	ErrInvalidClient        = "invalid_client"
+	ErrInvalidGrant         = "invalid_grant"
+	ErrUnauthorizedClient   = "unauthorized_client"
+	ErrUnsupportedGrantType = "unsupported_grant_type"
+	ErrInvalidScope         = "invalid_scope"
+	ErrInvalidToken         = "invalid_token"
+	ErrInsufficientScope    = "insufficient_scope"
+	ErrServerError          = "server_error"
+	ErrAccessDenied         = "access_denied"
+)
+
+// Error is an OAuth 2.0 error answer: a standard code, a description a developer can act on,
+// and the HTTP status it is sent with.
+type Error struct {
+	Code        string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+	Status      int    `json:"-"`
+}
+
+// Error returns "code: description".
+func (e *Error) Error() string { return e.Code + ": " + e.Description }
+
+// errorf builds an Error with the status RFC 6749 gives its code.
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Description: fmt.Sprintf(format, args...), Status: statusOf(code)}
+}
+
+func statusOf(code string) int {
+	switch code {
+	case ErrInvalidClient, ErrInvalidToken:
+		return http.StatusUnauthorized
+	case ErrInsufficientScope:
+		// The interface answers every refused token with 401; WWW-Authenticate tells why.
+		return http.StatusUnauthorized
+	case ErrServerError:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}

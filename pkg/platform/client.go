@@ -1,0 +1,220 @@
+// Package platform is the client the delivery workers use to send template
+// messages through the messaging platform (a WeChat official account).
+//
+// It keeps the account's access token, shared with every other worker
+// process through the platform's stable token endpoint in normal mode, and
+// classifies the platform's answers so that workers know which failures to
+// retry (see Permanent).
+package platform
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const (
+	// maxAnswerBytes bounds what is read of any answer of the platform, so a
+	// broken proxy in between cannot make a worker buffer without limit.
+	maxAnswerBytes = 1 << 20
+	// defaultHTTPTimeout bounds one request when Config.HTTPClient is nil.
+	defaultHTTPTimeout = 10 * time.Second
+)
+
+// Config configures a Client.
+type Config struct {
+	// APIBase is the platform's API origin, e.g. https://api.weixin.qq.com,
+	// or a simulator's. Required; an absolute http or https URL. A trailing
+	// slash is allowed.
+	APIBase string
+	// AppID is the official account's AppID. Required.
+	AppID string
+	// Secret is the account's AppSecret. Required. It is sent only to the
+	// token endpoint and never logged.
+	Secret string
+	// HTTPClient sends the requests. Default: a client with a 10 s timeout
+	// whose transport keeps up to 256 idle connections to the platform, so
+	// that many concurrent sends reuse connections.
+	HTTPClient *http.Client
+	// Now is the clock used for the token's lifetime. Default: time.Now.
+	Now func() time.Time
+	// Logger receives token fetches and refreshes. Default: discard. Access
+	// tokens and the secret are never logged.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of the configuration at once.
+func (c Config) Validate() error {
+	var problems []string
+	if u, err := url.Parse(c.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, "APIBase must be an absolute http or https URL")
+	} else if u.RawQuery != "" || u.Fragment != "" {
+		problems = append(problems, "APIBase must not have a query or fragment")
+	}
+	if c.AppID == "" {
+		problems = append(problems, "AppID is empty")
+	}
+	if c.Secret == "" {
+		problems = append(problems, "Secret is empty")
+	}
+	if len(problems) > 0 {
+		return errors.New("platform: invalid config: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Client sends template messages. It is safe for concurrent use; one Client
+// per process is enough, as it shares its token among all goroutines.
+type Client struct {
+	appID    string
+	secret   string
+	tokenURL string
+	sendURL  string // without the access_token query
+	http     *http.Client
+	log      *slog.Logger
+	tokens   *tokenCache
+}
+
+// New returns a Client for the account in cfg, after validating cfg.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = defaultHTTPClient()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	base := strings.TrimRight(cfg.APIBase, "/")
+	c := &Client{
+		appID:    cfg.AppID,
+		secret:   cfg.Secret,
+		tokenURL: base + "/cgi-bin/stable_token",
+		sendURL:  base + "/cgi-bin/message/template/send",
+		http:     cfg.HTTPClient,
+		log:      cfg.Logger,
+	}
+	c.tokens = newTokenCache(c.fetchToken, cfg.Now, cfg.Logger)
+	return c, nil
+}
+
+// defaultHTTPClient keeps many idle connections per host: every worker talks
+// to one host at a high rate, and the standard two idle connections would
+// make most requests open a new TLS connection.
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.IdleConnTimeout = 90 * time.Second
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{Timeout: defaultHTTPTimeout, Transport: t}
+}
+
+// TemplateMessage is one template message to one follower.
+type TemplateMessage struct {
+	// ToUser is the follower's openid.
+	ToUser string
+	// TemplateID is the account's template id.
+	TemplateID string
+	// URL is where a tap on the message leads; optional.
+	URL string
+	// ClientMsgID is the idempotency key (the service passes the ucsId): the
+	// platform sends one message per openid and ClientMsgID within ten
+	// minutes, so a retry after a lost answer does not reach the user twice.
+	ClientMsgID string
+	// Data maps keyword names of the template (e.g. "thing1") to values.
+	Data map[string]string
+}
+
+// sendAnswer is the answer of the template send endpoint.
+type sendAnswer struct {
+	ErrCode int    `json:"errcode"`
+	ErrMsg  string `json:"errmsg"`
+	MsgID   int64  `json:"msgid"`
+}
+
+// SendTemplate sends m and returns the platform's message id, which the
+// platform's TEMPLATESENDJOBFINISH event later names with the final status.
+//
+// An errcode answer is returned as a wrapped *Error; use Permanent to decide
+// whether to retry. When the platform rejects the access token (40001, 42001,
+// 40014), SendTemplate fetches a token again and retries the send exactly
+// once; a persistent rejection is returned as a retryable *Error.
+func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
+	body := appendSendBody(make([]byte, 0, 256), &m)
+	tok, err := c.tokens.get(ctx, "")
+	if err != nil {
+		return 0, fmt.Errorf("send template: %w", err)
+	}
+	msgID, err = c.send(ctx, tok, body)
+	var pe *Error
+	if err == nil || !errors.As(err, &pe) || !isTokenCode(pe.Code) {
+		return msgID, err
+	}
+	c.log.Warn("the platform rejected the access token; fetching it again", "errcode", pe.Code)
+	tok, terr := c.tokens.get(ctx, tok)
+	if terr != nil {
+		return 0, fmt.Errorf("%w; then getting a new access token: %w", err, terr)
+	}
+	return c.send(ctx, tok, body)
+}
+
+// send makes one call of the template send endpoint.
+func (c *Client) send(ctx context.Context, tok string, body []byte) (int64, error) {
+	raw, err := c.post(ctx, c.sendURL+"?access_token="+url.QueryEscape(tok), c.sendURL, body)
+	if err != nil {
+		return 0, fmt.Errorf("send template: %w", err)
+	}
+	var a sendAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return 0, fmt.Errorf("send template: unparsable answer: %w", err)
+	}
+	if a.ErrCode != 0 {
+		return 0, fmt.Errorf("send template: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
+	}
+	return a.MsgID, nil
+}
+
+// post sends a JSON body and returns the answer's body. shownURL is what
+// errors name instead of target: target may carry the access token, which the
+// standard client would otherwise copy into its error text.
+func (c *Client) post(ctx context.Context, target, shownURL string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: shownURL, Err: errors.New("cannot build the request")}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, &url.Error{Op: ue.Op, URL: shownURL, Err: ue.Err}
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	if len(raw) > maxAnswerBytes {
+		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)
+	}
+	return raw, nil
+}

@@ -1,0 +1,103 @@
+package platform
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Error is an errcode answer of the platform: the request reached it and it
+// refused, with the code and message it gave. Msg is kept as sent (including
+// the platform's " rid: …" request id, which its support asks for).
+type Error struct {
+	Code int
+	Msg  string
+}
+
+// Error formats the answer as "platform error 43004: require subscribe".
+func (e *Error) Error() string {
+	return "platform error " + strconv.Itoa(e.Code) + ": " + e.Msg
+}
+
+// Error codes of the platform that the client and its callers act on.
+const (
+	// CodeBusy is "system error": the platform asks to try again later.
+	CodeBusy = -1
+	// CodeInvalidCredential is 40001: the access token is invalid or not the
+	// latest one (another holder forced a refresh).
+	CodeInvalidCredential = 40001
+	// CodeInvalidOpenID is 40003: the openid does not belong to this account.
+	CodeInvalidOpenID = 40003
+	// CodeInvalidAppID is 40013, answered by the token endpoint.
+	CodeInvalidAppID = 40013
+	// CodeInvalidAccessToken is 40014: the platform does not know the token.
+	CodeInvalidAccessToken = 40014
+	// CodeInvalidTemplateID is 40037.
+	CodeInvalidTemplateID = 40037
+	// CodeInvalidAppSecret is 40125, answered by the token endpoint.
+	CodeInvalidAppSecret = 40125
+	// CodeAccessTokenExpired is 42001.
+	CodeAccessTokenExpired = 42001
+	// CodeRequireSubscribe is 43004: the user does not follow the account.
+	CodeRequireSubscribe = 43004
+	// CodeUserRefused is 43101: the user refuses messages from the account.
+	CodeUserRefused = 43101
+	// CodeDailyQuota is 45009: the account's daily call quota is used up.
+	CodeDailyQuota = 45009
+	// CodeArgumentInvalid is 47003: a template keyword value (or another
+	// argument) breaks the template's rules.
+	CodeArgumentInvalid = 47003
+)
+
+// permanentCodes are the answers that no retry can change: the recipient or
+// the template is wrong, or the content breaks the template's rules. The
+// text is used when the platform sent no message of its own.
+var permanentCodes = map[int]string{
+	CodeRequireSubscribe:  "require subscribe",
+	CodeInvalidOpenID:     "invalid openid",
+	CodeUserRefused:       "user refuse to accept the msg",
+	CodeInvalidTemplateID: "invalid template_id",
+	CodeArgumentInvalid:   "argument invalid",
+}
+
+// Permanent reports whether err is an answer of the platform that must never
+// be retried: 43004 (the user does not follow the account), 40003 (invalid
+// openid), 43101 (the user refuses messages), 40037 (invalid template id) and
+// 47003 (argument invalid). reason is a short readable text that starts with
+// the code, e.g. "43004 require subscribe".
+//
+// Everything else is retryable and answers ok=false: -1 (busy), 45009
+// (quota), HTTP 5xx, timeouts, connection errors, unparsable answers and
+// token errors that persisted after a refresh.
+func Permanent(err error) (reason string, ok bool) {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return "", false
+	}
+	text, ok := permanentCodes[pe.Code]
+	if !ok {
+		return "", false
+	}
+	if msg := stripRequestID(pe.Msg); msg != "" {
+		text = msg
+	}
+	return strconv.Itoa(pe.Code) + " " + text, true
+}
+
+// stripRequestID drops the " rid: …" suffix the platform appends to every
+// message, so that a reason stays the same from one answer to the next.
+func stripRequestID(msg string) string {
+	if i := strings.Index(msg, " rid:"); i >= 0 {
+		msg = msg[:i]
+	}
+	if i := strings.Index(msg, " hint:"); i >= 0 {
+		msg = msg[:i]
+	}
+	return strings.TrimSpace(msg)
+}
+
+// isTokenCode reports whether the platform refused the access token itself,
+// the only answers that a fresh token can cure.
+func isTokenCode(code int) bool {
+	return code == CodeInvalidCredential || code == CodeAccessTokenExpired || code == CodeInvalidAccessToken
+}

@@ -1,0 +1,54 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+)
+
+func TestPermanent(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		reason string
+		ok     bool
+	}{
+		{"require subscribe", &Error{43004, "require subscribe rid: 6472dfd0-536f4e2c-16f28abc"}, "43004 require subscribe", true},
+		{"invalid openid", &Error{40003, "invalid openid rid: 6385c6c1-0fcadca1-22c1fc91"}, "40003 invalid openid", true},
+		{"user refuses", &Error{43101, "user refuse to accept the msg rid: x"}, "43101 user refuse to accept the msg", true},
+		{"invalid template", &Error{40037, "invalid template_id rid: x"}, "40037 invalid template_id", true},
+		{"argument invalid names the keyword", &Error{47003, "argument invalid! data.thing1.value invalid rid: 655b0825-4bb435d9-2c8ecd13"},
+			"47003 argument invalid! data.thing1.value invalid", true},
+		{"old hint suffix", &Error{43004, "require subscribe hint: [qx0nZa02818630]"}, "43004 require subscribe", true},
+		{"no message", &Error{43004, ""}, "43004 require subscribe", true},
+		{"wrapped", fmt.Errorf("send template: %w", &Error{43004, "require subscribe"}), "43004 require subscribe", true},
+		{"busy", &Error{-1, "system error"}, "", false},
+		{"quota", &Error{45009, "reach max api daily quota limit"}, "", false},
+		{"token rejected", &Error{40001, "invalid credential, access_token is invalid or not latest"}, "", false},
+		{"token expired", &Error{42001, "access_token expired"}, "", false},
+		{"invalid token", &Error{40014, "invalid access_token"}, "", false},
+		{"wrong appid", fmt.Errorf("fetch access token: %w", &Error{40013, "invalid appid"}), "", false},
+		{"wrong secret", &Error{40125, "invalid appsecret"}, "", false},
+		{"HTTP 502", errors.New("send template: HTTP status 502 Bad Gateway"), "", false},
+		{"timeout", context.DeadlineExceeded, "", false},
+		{"connection", io.ErrUnexpectedEOF, "", false},
+		{"nil", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reason, ok := Permanent(tt.err)
+			if reason != tt.reason || ok != tt.ok {
+				t.Errorf("Permanent = %q, %v; want %q, %v", reason, ok, tt.reason, tt.ok)
+			}
+		})
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	err := error(&Error{Code: 43004, Msg: "require subscribe"})
+	if got := err.Error(); got != "platform error 43004: require subscribe" {
+		t.Errorf("Error() = %q", got)
+	}
+}

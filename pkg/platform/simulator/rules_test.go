@@ -1,0 +1,156 @@
+package simulator
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKindOf(t *testing.T) {
+	tests := []struct{ keyword, kind string }{
+		{"thing1", "thing"},
+		{"character_string12", "character_string"},
+		{"time3", "time"},
+		{"phone_number01", "phone_number"},
+		{"const4", "const"},
+		{"thing", "thing"},
+	}
+	for _, tt := range tests {
+		if got := kindOf(tt.keyword); got != tt.kind {
+			t.Errorf("kindOf(%q) = %q, want %q", tt.keyword, got, tt.kind)
+		}
+	}
+}
+
+func TestValidValue(t *testing.T) {
+	tests := []struct {
+		kind, value string
+		want        bool
+	}{
+		// thing: 20 characters, any printable mix.
+		{"thing", "高等数学期末考试", true},
+		{"thing", "Exam: Calculus II, room 3-101", false}, // 29 characters
+		{"thing", strings.Repeat("考", 20), true},
+		{"thing", strings.Repeat("考", 21), false},
+		{"thing", "第一行\n第二行", false},
+		{"thing", "", false},
+		{"thing", "tab\there", false},
+		{"thing", "\xff\xfe", false},
+		// number: digits, one decimal point.
+		{"number", "12345", true},
+		{"number", "3.14", true},
+		{"number", "3.", false},
+		{"number", ".5", false},
+		{"number", "1.2.3", false},
+		{"number", "-5", false},
+		{"number", strings.Repeat("9", 32), true},
+		{"number", strings.Repeat("9", 33), false},
+		// letter
+		{"letter", "ABCdef", true},
+		{"letter", "ABC1", false},
+		{"letter", "é", false},
+		// symbol: 5 at most, no letters, digits or Chinese.
+		{"symbol", "+-*/", true},
+		{"symbol", "!!!!!!", false},
+		{"symbol", "a!", false},
+		// character_string: 32 of digits, letters, symbols; no Chinese.
+		{"character_string", "01HZX3K9-2024/A#7", true},
+		{"character_string", "测试单号", false},
+		{"character_string", strings.Repeat("a", 32), true},
+		{"character_string", strings.Repeat("a", 33), false},
+		// time: a time of day, optionally after a date; periods with "~".
+		{"time", "15:01", true},
+		{"time", "15:01:59", true},
+		{"time", "9:05", true},
+		{"time", "2019年10月1日 15:01", true},
+		{"time", "2019年10月1日15:01", true},
+		{"time", "2024-07-05 16:16:42", true},
+		{"time", "2024/07/05 16:16", true},
+		{"time", "15:01~17:30", true},
+		{"time", "2024-01-08 09:00 ~ 2024-01-08 11:00", true},
+		{"time", "24:00", false},
+		{"time", "12:60", false},
+		{"time", "2024-07-05", false}, // no time of day
+		{"time", "tomorrow 9:00", false},
+		{"time", "15:01~", false},
+		// date: a date, optionally followed by a time of day.
+		{"date", "2019年10月1日", true},
+		{"date", "2019年10月", true},
+		{"date", "10月1日", true},
+		{"date", "2018-01-01", true},
+		{"date", "2018/01/01", true},
+		{"date", "2018.01.01", true},
+		{"date", "2018-01", true},
+		{"date", "01-01", true},
+		{"date", "2019年10月1日 15:01", true},
+		{"date", "2018-01-01~2018-01-31", true},
+		{"date", "2018-13-01", false},
+		{"date", "2018-01-32", false},
+		{"date", "15:01", false},
+		{"date", "10月", false},
+		{"date", "18-01-01", false},
+		// amount: a currency symbol, 12 digits, decimals, 元.
+		{"amount", "¥99.00", true},
+		{"amount", "￥100元", true},
+		{"amount", "$5", true},
+		{"amount", "39.8元", true},
+		{"amount", "¥" + strings.Repeat("9", 12), true},
+		{"amount", "¥" + strings.Repeat("9", 13), false},
+		{"amount", "人民币260.00元", false},
+		{"amount", "¥¥5", false},
+		{"amount", "five", false},
+		// phone_number: 17 digits and symbols.
+		{"phone_number", "+86-0766-66888866", true},
+		{"phone_number", "(010) 6275 1234", true},
+		{"phone_number", "+86-0766-668888661", false},
+		{"phone_number", "ext.12", false},
+		// car_number: 8, Chinese only first and last.
+		{"car_number", "粤A8Z888挂", true},
+		{"car_number", "京A12345", true},
+		{"car_number", "粤A8Z8888挂", false},
+		{"car_number", "A京12345", false},
+		// name: 10 Chinese, or 20 letters/symbols; a mix counts as Chinese.
+		{"name", "张三", true},
+		{"name", "欧阳娜娜娜娜娜娜娜娜", true},
+		{"name", "欧阳娜娜娜娜娜娜娜娜娜", false},
+		{"name", "John Smith", true},
+		{"name", "Maximilian Alexander", true},
+		{"name", "Maximilian Alexanders", false},
+		{"name", "张Tom", true},
+		{"name", "张Tomasz Kowalski", false},
+		{"name", "R2D2", false},
+		// phrase: 5 Chinese characters.
+		{"phrase", "配送中", true},
+		{"phrase", "审核通过了吧啊", false},
+		{"phrase", "ok", false},
+		{"phrase", "已通过!", false},
+		// const: 20 at most, may be empty.
+		{"const", "", true},
+		{"const", "课程取消申请单", true},
+		{"const", strings.Repeat("x", 21), false},
+		// unnamed kinds fall back to the thing rule.
+		{"short_thing", "审批", true},
+		{"short_thing", strings.Repeat("审", 21), false},
+	}
+	for _, tt := range tests {
+		if got := validValue(tt.kind, tt.value); got != tt.want {
+			t.Errorf("validValue(%q, %q) = %v, want %v", tt.kind, tt.value, got, tt.want)
+		}
+	}
+}
+
+// FuzzValidValue feeds arbitrary values to every rule: none may panic, and
+// no accepted value may hold a line break.
+func FuzzValidValue(f *testing.F) {
+	for _, s := range []string{"15:01", "2019年10月1日 15:01", "¥99.00元", "粤A8Z888挂", "a~b~c", "日日", "年月日", "::"} {
+		f.Add(s)
+	}
+	kinds := []string{"thing", "number", "letter", "symbol", "character_string", "time", "date",
+		"amount", "phone_number", "car_number", "name", "phrase", "const"}
+	f.Fuzz(func(t *testing.T, value string) {
+		for _, k := range kinds {
+			if validValue(k, value) && strings.ContainsAny(value, "\r\n") {
+				t.Fatalf("%s accepted a line break: %q", k, value)
+			}
+		}
+	})
+}

@@ -1,0 +1,174 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+const (
+	// maxTokenSkew is how long before the end of its life a token is
+	// fetched again. The platform hands out a new token in normal mode during
+	// the last five minutes of the old one (both stay valid meanwhile), so
+	// asking then gets the new token without invalidating anyone's.
+	maxTokenSkew = 5 * time.Minute
+	// forceRefreshInterval bounds forced refreshes per client: the platform
+	// allows few a day (and 30 s apart), and each one invalidates the token
+	// every other worker holds.
+	forceRefreshInterval = time.Minute
+	// tokenFetchTimeout bounds one token fetch. The fetch is shared by every
+	// goroutine waiting for it, so it does not end with the context of the
+	// goroutine that happened to start it.
+	tokenFetchTimeout = 15 * time.Second
+)
+
+// tokenCall is one token fetch in flight; waiters block on done.
+type tokenCall struct {
+	done  chan struct{}
+	stale string // the rejected token that prompted the fetch, if any
+	tok   string
+	err   error
+}
+
+// tokenCache holds the account's access token. At most one goroutine fetches
+// at a time; the others wait for its result.
+type tokenCache struct {
+	fetch func(ctx context.Context, force bool) (tok string, expiresIn time.Duration, err error)
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu  sync.Mutex
+	tok string
+	exp time.Time
+	// confirmed is a token the platform rejected and then handed out again
+	// in normal mode: only a forced refresh replaces it.
+	confirmed string
+	lastForce time.Time
+	inflight  *tokenCall
+}
+
+func newTokenCache(fetch func(context.Context, bool) (string, time.Duration, error), now func() time.Time, log *slog.Logger) *tokenCache {
+	return &tokenCache{fetch: fetch, now: now, log: log}
+}
+
+// errForceRefreshTooSoon is returned when a rejected token would need a
+// forced refresh but one was made less than a minute ago.
+var errForceRefreshTooSoon = errors.New("the platform keeps handing out a token it rejects, and a forced refresh was made less than a minute ago")
+
+// get returns a token to use. stale, when not empty, is a token the platform
+// has just rejected: get then returns a different one, fetching in normal
+// mode first and forcing a refresh only when normal mode hands out the very
+// same token again.
+func (tc *tokenCache) get(ctx context.Context, stale string) (string, error) {
+	for {
+		tc.mu.Lock()
+		if tc.tok != "" && tc.tok != stale && tc.now().Before(tc.exp) {
+			tok := tc.tok
+			tc.mu.Unlock()
+			return tok, nil
+		}
+		if c := tc.inflight; c != nil {
+			tc.mu.Unlock()
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return "", fmt.Errorf("waiting for the access token: %w", ctx.Err())
+			}
+			if c.err != nil {
+				return "", c.err
+			}
+			continue
+		}
+		force := false
+		if stale != "" && tc.tok == stale && tc.confirmed == stale {
+			if now := tc.now(); !tc.lastForce.IsZero() && now.Sub(tc.lastForce) < forceRefreshInterval {
+				tc.mu.Unlock()
+				return "", errForceRefreshTooSoon
+			}
+			force = true
+			tc.lastForce = tc.now()
+		}
+		// The fetch runs on its own goroutine so that the caller that starts
+		// it can give up on its context like every other waiter.
+		tc.inflight = &tokenCall{done: make(chan struct{}), stale: stale}
+		go tc.run(ctx, tc.inflight, force)
+		tc.mu.Unlock()
+	}
+}
+
+// run performs the fetch of c and publishes its result.
+func (tc *tokenCache) run(ctx context.Context, c *tokenCall, force bool) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenFetchTimeout)
+	defer cancel()
+	start := tc.now()
+	tok, expiresIn, err := tc.fetch(fctx, force)
+
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	defer close(c.done)
+	tc.inflight = nil
+	if err != nil {
+		c.err = err
+		tc.log.Warn("fetching the platform access token failed", "force_refresh", force, "error", err)
+		return
+	}
+	c.tok = tok
+	tc.tok = tok
+	skew := min(expiresIn/10, maxTokenSkew)
+	tc.exp = start.Add(expiresIn - skew)
+	if c.stale != "" && tok == c.stale {
+		tc.confirmed = tok
+	}
+	tc.log.Info("fetched the platform access token", "force_refresh", force, "expires_in", expiresIn)
+}
+
+// stableTokenRequest is the body of the stable token endpoint.
+type stableTokenRequest struct {
+	GrantType    string `json:"grant_type"`
+	AppID        string `json:"appid"`
+	Secret       string `json:"secret"`
+	ForceRefresh bool   `json:"force_refresh"`
+}
+
+// stableTokenAnswer is its answer: a token, or an errcode.
+type stableTokenAnswer struct {
+	AccessToken string `json:"access_token"`
+	ExpiresIn   int64  `json:"expires_in"`
+	ErrCode     int    `json:"errcode"`
+	ErrMsg      string `json:"errmsg"`
+}
+
+// fetchToken asks the platform's stable token endpoint for the account's
+// token. Normal mode (force=false) returns the token that is current while it
+// is valid, so many worker processes share one token and never invalidate
+// each other's; force=true invalidates it.
+func (c *Client) fetchToken(ctx context.Context, force bool) (string, time.Duration, error) {
+	body, err := json.Marshal(stableTokenRequest{
+		GrantType:    "client_credential",
+		AppID:        c.appID,
+		Secret:       c.secret,
+		ForceRefresh: force,
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("fetch access token: %w", err)
+	}
+	raw, err := c.post(ctx, c.tokenURL, c.tokenURL, body)
+	if err != nil {
+		return "", 0, fmt.Errorf("fetch access token: %w", err)
+	}
+	var a stableTokenAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return "", 0, fmt.Errorf("fetch access token: unparsable answer: %w", err)
+	}
+	if a.ErrCode != 0 {
+		return "", 0, fmt.Errorf("fetch access token: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
+	}
+	if a.AccessToken == "" || a.ExpiresIn <= 0 {
+		return "", 0, errors.New("fetch access token: answer without access_token or expires_in")
+	}
+	return a.AccessToken, time.Duration(a.ExpiresIn) * time.Second, nil
+}

@@ -1,0 +1,134 @@
+package push
+
+import (
+	"testing"
+)
+
+func TestContainsEmoji(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want bool
+	}{
+		// Emoji.
+		{"😀", true},
+		{"文字😀文字", true},
+		{"👨\u200D👩\u200D👧", true}, // ZWJ sequence
+		{"🇨🇳", true},              // flag: two regional indicators
+		{"\U0001F1E6", true},      // one regional indicator
+		{"1\uFE0F\u20E3", true},   // keycap 1
+		{"#\u20E3", true},         // keycap without VS16
+		{"👍🏽", true},              // skin tone modifier
+		{"\U0001F3FB", true},      // modifier alone
+		{"🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", true}, // Scotland
+		{"\U000E0067", true}, // tag alone
+		{"a\u200Db", true},   // ZWJ alone
+		{"a\uFE0F", true},    // VS16 alone
+		{"❤", true},          // U+2764 without VS16
+		{"❤️", true},
+		{"☀", true},
+		{"⌚", true},
+		{"✅", true},
+		{"🀄", true},
+		{"🫠", true},          // Emoji 14
+		{"🪿", true},          // Emoji 15
+		{"\U0001FAE9", true}, // Emoji 16, in a reserved Extended_Pictographic block
+		{"\U0001FC00", true}, // reserved, Extended_Pictographic
+		{"©", true},          // Extended_Pictographic, though text by default
+		{"®", true},
+		{"™", true},
+		{"‼", true},
+		{"★", true}, // U+2605 is Extended_Pictographic
+		{"〰", true},
+		{"〽", true},
+		{"㊗", true},
+		{"↔", true},
+
+		// Not emoji.
+		{"", false},
+		{"hello, world #1 *", false},
+		{"0123456789", false},
+		{"关于2024年暑期放假安排的通知", false},
+		{"，。：；？！“”‘’《》【】（）、…—·", false},
+		{"ＡＢＣ１２３！＠＃", false},
+		{"　", false},
+		{"℃", false},
+		{"№", false},
+		{"①②⑳", false},
+		{"☆", false}, // U+2606 is not
+		{"←↑→↓", false},
+		{"×÷°±¥€£§¶", false},
+		{"\uFE0E", false},     // VS15 asks for text presentation
+		{"\U00020000", false}, // CJK extension B
+		{"あア가ㄅ", false},
+		{"\U0001F100", false}, // DIGIT ZERO FULL STOP
+		{"\U0001F1AC", false}, // SQUARED VOD, just below an emoji range
+		{"\U0001F3FB"[:3], false},
+		{"\xff\xfe", false},
+		{"\u00A8\u00AA\u00AD\u00AF", false}, // around © and ®
+	} {
+		if got := ContainsEmoji(c.s); got != c.want {
+			t.Errorf("ContainsEmoji(%q) = %v, want %v", c.s, got, c.want)
+		}
+	}
+}
+
+// TestEmojiTables checks the hand-entered tables and that isEmoji, with
+// its fast paths, agrees with a plain scan of them for every code point.
+func TestEmojiTables(t *testing.T) {
+	for name, tab := range map[string][]runeRange{
+		"extendedPictographic": extendedPictographic,
+		"emojiComponents":      emojiComponents,
+		"emojiRanges":          emojiRanges,
+	} {
+		for i, r := range tab {
+			if r.lo > r.hi {
+				t.Errorf("%s[%d] = %X..%X is empty", name, i, r.lo, r.hi)
+			}
+			// Sorted, and adjacent ranges joined: a gap of at least one.
+			if i > 0 && r.lo <= tab[i-1].hi+1 {
+				t.Errorf("%s[%d] = %X..%X overlaps or touches the one before", name, i, r.lo, r.hi)
+			}
+		}
+	}
+	in := func(r rune) bool {
+		for _, tab := range [][]runeRange{extendedPictographic, emojiComponents} {
+			for _, x := range tab {
+				if x.lo <= r && r <= x.hi {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for r := rune(0); r <= 0x10FFFF; r++ {
+		if got, want := isEmoji(r), in(r); got != want {
+			t.Fatalf("isEmoji(%U) = %v, want %v", r, got, want)
+		}
+	}
+}
+
+func TestInspect(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want textFacts
+	}{
+		{"", textFacts{blank: true}},
+		{"中文", textFacts{runes: 2}},
+		{" \u3000\u00A0\u2003", textFacts{runes: 4, blank: true}},
+		{"\u200B", textFacts{runes: 1}}, // zero width space is not White_Space
+		{"a\nb", textFacts{runes: 3, lineBreak: true}},
+		{"\n", textFacts{runes: 1, blank: true, lineBreak: true}},
+		{"\v\f\r", textFacts{runes: 3, blank: true, lineBreak: true}},
+		{"\t", textFacts{runes: 1, blank: true, control: true}},
+		{"\x00", textFacts{runes: 1, control: true}},
+		{"\x1c", textFacts{runes: 1, control: true}},
+		{"\u0085", textFacts{runes: 1, blank: true, lineBreak: true}},
+		{"\u0080\u009f", textFacts{runes: 2, control: true}},
+		{"\u2028x", textFacts{runes: 2, lineBreak: true}},
+		{"😀!", textFacts{runes: 2, emoji: true}},
+	} {
+		if got := inspect(c.s); got != c.want {
+			t.Errorf("inspect(%q) = %+v, want %+v", c.s, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package push
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+)
+
+func equalMessage(a, b Message) bool {
+	return a.UcsID == b.UcsID && a.ClientID == b.ClientID && a.UserID == b.UserID && a.Type == b.Type &&
+		a.URL == b.URL && maps.Equal(a.Data, b.Data) && (a.Data == nil) == (b.Data == nil) &&
+		a.Time == b.Time && a.Accepted == b.Accepted
+}
+
+func TestMessageEncode(t *testing.T) {
+	for _, m := range []Message{
+		{UcsID: "01HX", ClientID: "oa", UserID: "u1", Type: TypeTDL, Data: map[string]string{"type": "a", "list": "b"}, Accepted: 1},
+		{UcsID: "01HX", ClientID: "oa", UserID: "u1", Type: TypeEN, URL: "https://a.b/?x=1&y=<2>", Data: map[string]string{}, Time: 1714800000000, Accepted: 1714800001234},
+		{UcsID: "01HX", ClientID: "c", UserID: "u", Type: TypeWR},
+		{UcsID: "\"\\\n\r\t\b\f\x00\x1f\x7f", ClientID: "\u2028\u2029\u0085", UserID: "中文😀", Type: "X\xffY",
+			Data: map[string]string{"k\xfe": "<&>", "": "", "z": strings.Repeat("长", 300), "a": "\u00e9"}, Time: -5, Accepted: -1},
+	} {
+		got, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("Encode:\n got  %s\n want %s", got, want)
+		}
+	}
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	req, err := Parse([]byte(tdlBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := req.Message(NewID(req.Time), "oa-client", req.Time.Add(1500))
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeMessage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalMessage(got, m) {
+		t.Errorf("round trip:\n got  %+v\n want %+v", got, m)
+	}
+}
+
+func TestDecodeMessage(t *testing.T) {
+	ok := `{"ucsId":"01HX","clientId":"c","userId":"u","type":"AR","data":{"title":"t"},"accepted":1,"future":true}`
+	if m, err := DecodeMessage([]byte(ok)); err != nil || m.Type != TypeAR || m.Data["title"] != "t" {
+		t.Errorf("DecodeMessage(%s) = %+v, %v", ok, m, err)
+	}
+	for body, want := range map[string]string{
+		`{`: "push: decode message: ",
+		`{"clientId":"c","userId":"u","type":"AR"}`:                        "push: decode message: no ucsId",
+		`{"ucsId":"i","userId":"u","type":"AR"}`:                           "push: decode message: no clientId",
+		`{"ucsId":"i","clientId":"c","type":"AR"}`:                         "push: decode message: no userId",
+		`{"ucsId":"i","clientId":"c","userId":"u"}`:                        "push: decode message: no type",
+		`{"ucsId":"i","clientId":"c","userId":"u","type":"ar"}`:            `push: decode message: unknown type "ar"`,
+		`{"ucsId":"i","clientId":"c","userId":"u","type":"AR","time":"1"}`: "push: decode message: ",
+	} {
+		_, err := DecodeMessage([]byte(body))
+		// Error texts of encoding/json are its own; only the prefix is ours.
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.HasSuffix(want, " ") == (err.Error() == want) {
+			t.Errorf("DecodeMessage(%s) error = %v, want %s", body, err, want)
+		}
+	}
+}

@@ -1,0 +1,685 @@
+package push
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxBodyBytes is the largest push body accepted. A full message of the
+// longest type is under 3 KiB even in four-byte runes, so this leaves room
+// for escapes and white space while keeping a flood of bodies cheap.
+const MaxBodyBytes = 64 << 10
+
+// Limits of the top-level fields, in characters.
+const (
+	maxUserIDRunes = 64
+	maxURLRunes    = 1024
+)
+
+// Request is a push body that passed every rule.
+type Request struct {
+	// UserID is the campus user number of the recipient.
+	UserID string
+	// Type is the message type.
+	Type Type
+	// URL is the link target of the message, "" if none.
+	URL string
+	// Data holds the given data fields of Type, keyed by field name.
+	Data map[string]string
+	// Time is the time given in the body, in UTC, or the zero Time if the
+	// body gave none.
+	Time time.Time
+}
+
+// Problem is one broken rule: the path of the field (userId, data.content,
+// body) and what is wrong with it.
+type Problem struct {
+	Field, Rule string
+}
+
+// String returns "Field: Rule".
+func (p Problem) String() string { return p.Field + ": " + p.Rule }
+
+// ValidationError is the error of Parse for a bad body. It lists every
+// problem of the body in a fixed order: body, userId, type, url, time, data,
+// the data fields in the type's order, unknown data keys and unknown
+// top-level keys, each of the last two sorted.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error returns the problems joined with "; ".
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+		b.WriteString(p.Rule)
+	}
+	return b.String()
+}
+
+// Rule texts shared by several fields.
+const (
+	ruleRequired  = "required"
+	ruleString    = "must be a string"
+	ruleDuplicate = "duplicate key"
+	ruleBlank     = "must not be blank"
+	ruleLineBreak = "contains a line break"
+	ruleControl   = "contains a control character"
+	ruleEmoji     = "contains emoji"
+	ruleUserID    = "may contain only letters, digits, '.', '_' and '-'"
+	ruleURL       = "must be an absolute http or https URL"
+	ruleTime      = "must be Unix seconds (10 digits) or milliseconds (13 digits)"
+	ruleUnknown   = "not a field of a push body"
+)
+
+// body is a push body as read, before any rule but JSON syntax is applied.
+type body struct {
+	userID, typ, url, time, data value
+	members                      []member // of data, if it is an object
+	unknown                      []string // unknown top-level keys
+}
+
+// Parse reads a push body and applies every rule of the interface and of
+// the messaging platform to it. On success the Request holds the body's
+// values; data values and the user id share one copy of body. On failure
+// the error is a *ValidationError that lists every problem.
+func Parse(body []byte) (Request, error) {
+	if len(body) > MaxBodyBytes {
+		return Request{}, bodyProblem("larger than " + strconv.Itoa(MaxBodyBytes) + " bytes")
+	}
+	if !utf8.Valid(body) {
+		return Request{}, bodyProblem("not valid UTF-8")
+	}
+	// Room for the data members of any type on the stack: a buffer
+	// inside b would make b point to itself and move it to the heap.
+	var buf [8]member
+	var b bodyReader
+	b.members = buf[:0]
+	if problem := b.read(string(body)); problem != "" {
+		return Request{}, bodyProblem(problem)
+	}
+	return b.check()
+}
+
+func bodyProblem(rule string) error {
+	return &ValidationError{Problems: []Problem{{"body", rule}}}
+}
+
+// bodyReader reads a body and then checks it.
+type bodyReader struct {
+	body
+	problems []Problem
+}
+
+// read fills b from the JSON text s and returns the problem of the body as
+// a whole, or "".
+func (b *bodyReader) read(s string) string {
+	r := reader{s: s}
+	r.ws()
+	if r.peek() != '{' {
+		if r.skip(0) && r.end() {
+			return "must be a JSON object"
+		}
+		return "not valid JSON"
+	}
+	ok := r.object(func(key string) bool {
+		var dst *value
+		switch key {
+		case "userId":
+			dst = &b.userID
+		case "type":
+			dst = &b.typ
+		case "url":
+			dst = &b.url
+		case "time":
+			dst = &b.time
+		case "data":
+			return b.readData(&r)
+		default:
+			b.unknown = append(b.unknown, key)
+			return r.skip(1)
+		}
+		v, ok := r.value(1)
+		v.count = dst.count + 1
+		*dst = v
+		return ok
+	})
+	if !ok || !r.end() {
+		return "not valid JSON"
+	}
+	return ""
+}
+
+// end reports whether only white space is left.
+func (r *reader) end() bool {
+	r.ws()
+	return r.i == len(r.s)
+}
+
+func (b *bodyReader) readData(r *reader) bool {
+	b.data.count++
+	if r.peek() != '{' {
+		v, ok := r.value(1)
+		b.data.kind = v.kind
+		return ok
+	}
+	b.data.kind = kindObject
+	b.members = b.members[:0] // a repeated data key is reported; keep the last
+	return r.object(func(key string) bool {
+		v, ok := r.value(2)
+		b.members = append(b.members, member{key, v})
+		return ok
+	})
+}
+
+func (b *bodyReader) add(field, rule string) {
+	b.problems = append(b.problems, Problem{field, rule})
+}
+
+// check applies the rules in the order of the problem list.
+func (b *bodyReader) check() (Request, error) {
+	var req Request
+	req.UserID = b.checkUserID()
+	sp := b.checkType()
+	if sp != nil {
+		req.Type = sp.Type
+	}
+	req.URL = b.checkURL()
+	req.Time = b.checkTime()
+	if sp != nil {
+		req.Data = b.checkData(sp)
+	} else {
+		b.checkUntypedData()
+	}
+	b.checkUnknown()
+	if len(b.problems) > 0 {
+		return Request{}, &ValidationError{Problems: b.problems}
+	}
+	return req, nil
+}
+
+// scalar applies the rules every top-level string shares and returns the
+// string, or ok=false if the field is absent or already reported.
+func (b *bodyReader) scalar(name string, v value, required bool) (string, bool) {
+	switch {
+	case v.count > 1:
+		b.add(name, ruleDuplicate)
+	case v.kind == kindAbsent || v.kind == kindNull || v.kind == kindString && v.str == "":
+		if required {
+			b.add(name, ruleRequired)
+		}
+	case v.kind != kindString:
+		b.add(name, ruleString)
+	default:
+		return v.str, true
+	}
+	return "", false
+}
+
+func (b *bodyReader) checkUserID() string {
+	s, ok := b.scalar("userId", b.userID, true)
+	if !ok {
+		return ""
+	}
+	good := true
+	for i := 0; i < len(s); i++ {
+		if !isIDByte(s[i]) {
+			good = false
+			break
+		}
+	}
+	if n := utf8.RuneCountInString(s); n > maxUserIDRunes {
+		b.add("userId", tooLong(n, maxUserIDRunes))
+	}
+	if !good {
+		b.add("userId", ruleUserID)
+	}
+	return s
+}
+
+func isIDByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '-'
+}
+
+func (b *bodyReader) checkType() *TypeSpec {
+	s, ok := b.scalar("type", b.typ, true)
+	if !ok {
+		return nil
+	}
+	sp := spec(s)
+	if sp == nil {
+		b.add("type", quote(s, 32)+" is not one of "+typeList)
+	}
+	return sp
+}
+
+func (b *bodyReader) checkURL() string {
+	s, ok := b.scalar("url", b.url, false)
+	if !ok {
+		return ""
+	}
+	if n := utf8.RuneCountInString(s); n > maxURLRunes {
+		b.add("url", tooLong(n, maxURLRunes))
+	}
+	if !validURL(s) {
+		b.add("url", ruleURL)
+	}
+	return s
+}
+
+func (b *bodyReader) checkTime() time.Time {
+	v := b.time
+	switch {
+	case v.count > 1:
+		b.add("time", ruleDuplicate)
+		return time.Time{}
+	case v.kind == kindAbsent || v.kind == kindNull:
+		return time.Time{}
+	}
+	var n int64
+	ok := false
+	switch v.kind {
+	case kindString:
+		n, ok = digitTime(v.str)
+	case kindNumber:
+		n, ok = integral(v.str)
+	}
+	switch {
+	case ok && 1e9 <= n && n <= 9999999999:
+		return time.Unix(n, 0).UTC()
+	case ok && 1e12 <= n && n <= 9999999999999:
+		return time.UnixMilli(n).UTC()
+	}
+	b.add("time", ruleTime)
+	return time.Time{}
+}
+
+// digitTime parses 10 or 13 ASCII digits, the first not 0.
+func digitTime(s string) (int64, bool) {
+	if len(s) != 10 && len(s) != 13 || s[0] == '0' {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// integral returns the value of a JSON number literal if it is a whole
+// number of at most 13 digits. It works on the decimal digits rather than a
+// float64 so that 1700000000.0000000001 is not taken for a whole number; the
+// JSON Schema validator decides the same way with exact rationals.
+func integral(lit string) (int64, bool) {
+	if lit[0] == '-' {
+		return 0, false // no valid time is negative
+	}
+	mant, exp := lit, 0
+	if e := strings.IndexAny(lit, "eE"); e >= 0 {
+		mant = lit[:e]
+		x, neg := lit[e+1:], false
+		if x[0] == '+' || x[0] == '-' {
+			neg = x[0] == '-'
+			x = x[1:]
+		}
+		for i := 0; i < len(x); i++ {
+			if exp < 1<<20 { // beyond that the answer no longer changes
+				exp = exp*10 + int(x[i]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	intPart, frac := mant, ""
+	if d := strings.IndexByte(mant, '.'); d >= 0 {
+		intPart, frac = mant[:d], mant[d+1:]
+	}
+	// The digits intPart+frac times 10^(exp-len(frac)), walked without
+	// joining them: first and last significant digit.
+	n := len(intPart) + len(frac)
+	at := func(i int) byte {
+		if i < len(intPart) {
+			return intPart[i]
+		}
+		return frac[i-len(intPart)]
+	}
+	first, last := -1, -1
+	for i := 0; i < n; i++ {
+		if at(i) != '0' {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return 0, false // zero
+	}
+	scale := exp - len(frac) + (n - 1 - last)
+	if scale < 0 || last-first+1+scale > 13 {
+		return 0, false
+	}
+	var v int64
+	for i := first; i <= last; i++ {
+		v = v*10 + int64(at(i)-'0')
+	}
+	for ; scale > 0; scale-- {
+		v *= 10
+	}
+	return v, true
+}
+
+// checkData applies the rules of type sp to the data object and returns the
+// data map, built only if nothing is wrong so far.
+func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
+	if !b.checkDataObject() {
+		return nil
+	}
+	// Where each field is in members, or -1; -2 if it occurs twice.
+	var at [16]int
+	for i := range sp.Fields {
+		at[i] = -1
+	}
+	var unknown []string
+	for i, m := range b.members {
+		f := sp.field(m.key)
+		switch {
+		case f < 0:
+			unknown = append(unknown, m.key)
+		case at[f] == -1:
+			at[f] = i
+		default:
+			at[f] = -2
+		}
+	}
+	for i := range sp.Fields {
+		f := &sp.Fields[i]
+		switch at[i] {
+		case -1:
+			if f.Required {
+				b.add("data."+f.Name, ruleRequired)
+			}
+		case -2:
+			b.add("data."+f.Name, ruleDuplicate)
+		default:
+			b.checkText(f.Name, b.members[at[i]].val, f)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		unknown = slices.Compact(unknown)
+		rule := "not a field of type " + string(sp.Type)
+		for _, k := range unknown {
+			b.add("data."+displayKey(k), rule)
+		}
+	}
+	if len(b.problems) > 0 {
+		return nil
+	}
+	data := make(map[string]string, len(b.members))
+	for i := range sp.Fields {
+		if at[i] >= 0 {
+			data[sp.Fields[i].Name] = b.members[at[i]].val.str
+		}
+	}
+	return data
+}
+
+// checkDataObject applies the rules on data itself and reports whether its
+// members are worth checking.
+func (b *bodyReader) checkDataObject() bool {
+	switch {
+	case b.data.count > 1:
+		b.add("data", ruleDuplicate)
+	case b.data.kind == kindAbsent || b.data.kind == kindNull:
+		b.add("data", ruleRequired)
+	case b.data.kind != kindObject:
+		b.add("data", "must be an object")
+	default:
+		return true
+	}
+	return false
+}
+
+// checkUntypedData applies the rules that hold whatever the type: data is an
+// object of strings free of emoji and control characters.
+func (b *bodyReader) checkUntypedData() {
+	if !b.checkDataObject() {
+		return
+	}
+	ms := slices.Clone(b.members)
+	slices.SortStableFunc(ms, func(x, y member) int { return strings.Compare(x.key, y.key) })
+	for i := 0; i < len(ms); {
+		j := i + 1
+		for j < len(ms) && ms[j].key == ms[i].key {
+			j++
+		}
+		if j > i+1 {
+			b.add("data."+displayKey(ms[i].key), ruleDuplicate)
+		} else {
+			b.checkText(displayKey(ms[i].key), ms[i].val, nil)
+		}
+		i = j
+	}
+}
+
+// checkText applies the content rules to the value of data key; f is nil
+// if the type, and so the field's limits, are unknown. The problem path is
+// built only when there is a problem, as this runs for every field.
+func (b *bodyReader) checkText(key string, v value, f *Field) {
+	if v.kind != kindString {
+		b.add("data."+key, ruleString)
+		return
+	}
+	t := inspect(v.str)
+	if f != nil && f.Required && t.blank {
+		b.add("data."+key, ruleBlank)
+	}
+	if t.lineBreak {
+		b.add("data."+key, ruleLineBreak)
+	}
+	if t.control {
+		b.add("data."+key, ruleControl)
+	}
+	if t.emoji {
+		b.add("data."+key, ruleEmoji)
+	}
+	if f != nil && t.runes > f.MaxRunes {
+		b.add("data."+key, tooLong(t.runes, f.MaxRunes))
+	}
+}
+
+func (b *bodyReader) checkUnknown() {
+	if len(b.unknown) == 0 {
+		return
+	}
+	slices.Sort(b.unknown)
+	for _, k := range slices.Compact(b.unknown) {
+		b.add(displayKey(k), ruleUnknown)
+	}
+}
+
+func tooLong(n, most int) string {
+	return strconv.Itoa(n) + " characters, at most " + strconv.Itoa(most)
+}
+
+// displayKey returns a key as it appears in a problem: plain if it is a
+// harmless name, else quoted and cut, so that no key can inject line breaks
+// or megabytes into an error message or a log line.
+func displayKey(k string) string {
+	if k != "" && len(k) <= 64 {
+		plain := true
+		for i := 0; i < len(k); i++ {
+			if !isIDByte(k[i]) {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return k
+		}
+	}
+	return quote(k, 64)
+}
+
+// quote returns s in Go quoted form, cut to at most n runes.
+func quote(s string, n int) string {
+	if utf8.RuneCountInString(s) > n {
+		i := 0
+		for range n {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+		}
+		return strconv.Quote(s[:i]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// textFacts is what the content rules need to know about a value.
+type textFacts struct {
+	runes                     int
+	blank                     bool // only Unicode White_Space, or empty
+	lineBreak, control, emoji bool
+}
+
+// inspect walks s once and collects its textFacts.
+func inspect(s string) textFacts {
+	t := textFacts{blank: true}
+	for i := 0; i < len(s); {
+		t.runes++
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c == ' ':
+			case c == '\n' || c == '\r' || c == '\v' || c == '\f':
+				t.lineBreak = true
+			case c == '\t':
+				t.control = true
+			case c < 0x20 || c == 0x7F:
+				t.control = true
+				t.blank = false
+			default:
+				t.blank = false
+			}
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		switch {
+		case r == 0x85 || r == 0x2028 || r == 0x2029:
+			t.lineBreak = true
+		case r <= 0x9F:
+			t.control = true // C1 controls
+		}
+		if t.blank && !unicode.IsSpace(r) {
+			t.blank = false
+		}
+		if isEmoji(r) {
+			t.emoji = true
+		}
+	}
+	return t
+}
+
+// validURL reports whether u is an absolute http or https URL with a host,
+// in the exact form that the schema's url pattern describes (urlPattern in
+// schema_gen_test.go): scheme, a DNS name or a bracketed IPv6 address, an
+// optional port of 1 to 5 digits, then an optional path, query or fragment
+// without white space or control characters and with well-formed percent
+// escapes. User info is not accepted: a link that carries a password must
+// not be sent to a user's phone.
+func validURL(u string) bool {
+	i := 0
+	if len(u) < 7 || !strings.EqualFold(u[:4], "http") {
+		return false
+	}
+	i = 4
+	if u[i] == 's' || u[i] == 'S' {
+		i++
+	}
+	if !strings.HasPrefix(u[i:], "://") {
+		return false
+	}
+	i += 3
+	j := i
+	if j < len(u) && u[j] == '[' {
+		j++
+		for j < len(u) && (isHex(u[j]) || u[j] == ':' || u[j] == '.') {
+			j++
+		}
+		if j == i+1 || j >= len(u) || u[j] != ']' {
+			return false
+		}
+		j++
+	} else {
+		for j < len(u) && (isAlnum(u[j]) || u[j] == '.' || u[j] == '-') {
+			j++
+		}
+		if j == i || !isAlnum(u[i]) || !isAlnum(u[j-1]) {
+			return false
+		}
+	}
+	i = j
+	if i < len(u) && u[i] == ':' {
+		j := i + 1
+		for j < len(u) && '0' <= u[j] && u[j] <= '9' {
+			j++
+		}
+		if j == i+1 || j-i-1 > 5 {
+			return false
+		}
+		i = j
+	}
+	if i == len(u) {
+		return true
+	}
+	if u[i] != '/' && u[i] != '?' && u[i] != '#' {
+		return false
+	}
+	for i++; i < len(u); {
+		c := u[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(u) || !isHex(u[i+1]) || !isHex(u[i+2]) {
+				return false
+			}
+			i += 3
+		case c < utf8.RuneSelf:
+			if c <= ' ' || c == 0x7F {
+				return false
+			}
+			i++
+		default:
+			r, n := utf8.DecodeRuneInString(u[i:])
+			if r <= 0xA0 || unicode.Is(unicode.White_Space, r) {
+				return false
+			}
+			i += n
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}

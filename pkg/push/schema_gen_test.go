@@ -1,0 +1,241 @@
+package push
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/campus-it/ucs/schemas"
+)
+
+// schemas/push.schema.json is generated here from the same tables Parse
+// uses (types, emoji ranges, white space), so that its long character
+// classes cannot drift from the Go rules. Regenerate it after changing a
+// rule with:
+//
+//	go test ./pkg/push -run TestPushSchemaUpToDate -update
+var update = flag.Bool("update", false, "rewrite schemas/push.schema.json from the rules in this package")
+
+const schemaFile = "../../schemas/push.schema.json"
+
+func TestPushSchemaUpToDate(t *testing.T) {
+	want := generatePushSchema()
+	if *update {
+		if err := os.WriteFile(schemaFile, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The embedded copy is the one compiled into this test binary;
+		// the next run sees the new file.
+		return
+	}
+	if got := schemas.Push(); !bytes.Equal(got, want) {
+		t.Fatalf("schemas/push.schema.json does not match the rules of package push; " +
+			"run: go test ./pkg/push -run TestPushSchemaUpToDate -update")
+	}
+}
+
+// obj is a JSON object that keeps its keys in the order written, so that
+// the schema reads top-down like the rules.
+type obj []kv
+
+type kv struct {
+	k string
+	v any
+}
+
+func (o obj) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := encodeNoHTML(&b, e.k); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		if err := encodeNoHTML(&b, e.v); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func encodeNoHTML(b *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	return nil
+}
+
+// classOf writes ranges as the inside of an RE2 character class.
+func classOf(rs []runeRange) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, `\x{%X}`, r.lo)
+		if r.hi > r.lo {
+			fmt.Fprintf(&b, `-\x{%X}`, r.hi)
+		}
+	}
+	return b.String()
+}
+
+func tableRanges(t *unicode.RangeTable) []runeRange {
+	var out []runeRange
+	add := func(lo, hi, stride rune) {
+		if stride == 1 {
+			out = append(out, runeRange{lo, hi})
+			return
+		}
+		for r := lo; r <= hi; r += stride {
+			out = append(out, runeRange{r, r})
+		}
+	}
+	for _, r := range t.R16 {
+		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
+	}
+	for _, r := range t.R32 {
+		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
+	}
+	return mergeRanges(out)
+}
+
+// The character sets of the rules.
+var (
+	// controlsAndBreaks are what inspect reports as line breaks or
+	// control characters: C0, DEL, C1, and the two Unicode separators.
+	controlsAndBreaks = []runeRange{{0x00, 0x1F}, {0x7F, 0x9F}, {0x2028, 0x2029}}
+	// whiteSpace is what makes a value blank (unicode.IsSpace).
+	whiteSpace = tableRanges(unicode.White_Space)
+	// urlExcluded may not occur in a URL: controls and white space.
+	urlExcluded = mergeRanges([]runeRange{{0x00, 0x20}, {0x7F, 0xA0}}, whiteSpace)
+)
+
+// Patterns of the schema, in Go RE2 syntax, which jsonschema/v6 uses.
+var (
+	textPattern    = `^[^` + classOf(mergeRanges(controlsAndBreaks, emojiRanges)) + `]*$`
+	nonBlank       = `[^` + classOf(whiteSpace) + `]`
+	userIDPattern  = fmt.Sprintf(`^[A-Za-z0-9._-]{1,%d}$`, maxUserIDRunes)
+	timeDigits     = `^[1-9][0-9]{9}(?:[0-9]{3})?$`
+	urlPattern     = `^$|^[hH][tT][tT][pP][sS]?://` + urlHost + `(?::[0-9]{1,5})?` + urlRest + `$`
+	urlHost        = `(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])`
+	urlRest        = `(?:[/?#](?:[^` + classOf(urlExcluded) + `%]|%[0-9A-Fa-f]{2})*)?`
+	schemaTypeList = func() []string {
+		var out []string
+		for _, t := range typeTable {
+			out = append(out, string(t.Type))
+		}
+		return out
+	}()
+)
+
+func generatePushSchema() []byte {
+	var allOf []any
+	defs := obj{
+		{"text", obj{
+			{"description", "A data value: a string without emoji, line breaks or other control characters (the platform strips emoji and cannot show line breaks)."},
+			{"type", "string"},
+			{"pattern", textPattern},
+		}},
+		{"mainItem", obj{
+			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters.", mainItemMaxRunes)},
+			{"$ref", "#/$defs/text"},
+			{"maxLength", mainItemMaxRunes},
+			{"pattern", nonBlank},
+		}},
+		{"extraItem", obj{
+			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters; the platform no longer shows them.", extraItemMaxRunes)},
+			{"$ref", "#/$defs/text"},
+			{"maxLength", extraItemMaxRunes},
+		}},
+	}
+	for _, t := range typeTable {
+		props := obj{}
+		var required []string
+		for _, f := range t.Fields {
+			ref := "#/$defs/extraItem"
+			switch {
+			case f.Main && f.Required && f.MaxRunes == mainItemMaxRunes:
+				ref = "#/$defs/mainItem"
+				required = append(required, f.Name)
+			case !f.Main && !f.Required && f.MaxRunes == extraItemMaxRunes:
+			default:
+				panic("schema generator: field " + f.Name + " of " + string(t.Type) + " fits neither mainItem nor extraItem")
+			}
+			props = append(props, kv{f.Name, obj{{"title", f.DescZH}, {"description", f.DescEN}, {"$ref", ref}}})
+		}
+		defs = append(defs, kv{string(t.Type), obj{
+			{"title", t.MeaningZH},
+			{"description", "data of type " + string(t.Type) + ": " + t.MeaningEN},
+			{"type", "object"},
+			{"required", required},
+			{"additionalProperties", false},
+			{"properties", props},
+		}})
+		allOf = append(allOf, obj{
+			{"if", obj{{"properties", obj{{"type", obj{{"const", string(t.Type)}}}}}, {"required", []string{"type"}}}},
+			{"then", obj{{"properties", obj{{"data", obj{{"$ref", "#/$defs/" + string(t.Type)}}}}}}},
+		})
+	}
+	s := obj{
+		{"$schema", "https://json-schema.org/draft/2020-12/schema"},
+		{"$id", "https://github.com/campus-it/ucs/schemas/push.schema.json"},
+		{"title", "Push request body"},
+		{"description", "Body of POST /v1/infra/notification/mp. Generated from package push (go test ./pkg/push -run TestPushSchemaUpToDate -update); " +
+			"the tests check that it accepts exactly the bodies push.Parse accepts, given a body of at most 65536 bytes of valid UTF-8 JSON without duplicate keys."},
+		{"type", "object"},
+		{"required", []string{"userId", "type", "data"}},
+		{"additionalProperties", false},
+		{"properties", obj{
+			{"userId", obj{
+				{"description", "Campus user number of the recipient."},
+				{"type", "string"},
+				{"pattern", userIDPattern},
+			}},
+			{"type", obj{
+				{"description", "Message type code, exact case."},
+				{"type", "string"},
+				{"enum", schemaTypeList},
+			}},
+			{"url", obj{
+				{"description", "Link target: an absolute http or https URL with a host and no user info, white space or control characters. null or \"\" means none."},
+				{"type", []string{"string", "null"}},
+				{"maxLength", maxURLRunes},
+				{"pattern", urlPattern},
+			}},
+			{"time", obj{
+				{"description", "Unix time in seconds (10 digits) or milliseconds (13 digits), as a whole number or a string of digits. null means none."},
+				{"anyOf", []any{
+					obj{{"type", "null"}},
+					obj{{"type", "integer"}, {"minimum", int64(1e9)}, {"maximum", int64(9999999999)}},
+					obj{{"type", "integer"}, {"minimum", int64(1e12)}, {"maximum", int64(9999999999999)}},
+					obj{{"type", "string"}, {"pattern", timeDigits}},
+				}},
+			}},
+			{"data", obj{
+				{"description", "Template content; its fields depend on type."},
+				{"type", "object"},
+				{"additionalProperties", obj{{"$ref", "#/$defs/text"}}},
+			}},
+		}},
+		{"allOf", allOf},
+		{"$defs", defs},
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}

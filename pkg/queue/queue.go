@@ -1,0 +1,120 @@
+// Package queue carries accepted pushes from the front end to the workers on a NATS JetStream
+// stream: the stream and subject names, the durable consumer all workers share, and the
+// publisher that answers only after the stream has stored the message.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/push"
+)
+
+// SubjectPrefix starts the subject of every push; the push type follows it.
+const SubjectPrefix = "ucs.push.mp."
+
+// Subject is the subject a push of type t is published on.
+func Subject(t push.Type) string { return SubjectPrefix + string(t) }
+
+// Config describes the stream and its consumer.
+type Config struct {
+	// Stream is the stream's name.
+	Stream string
+	// Consumer is the durable consumer's name.
+	Consumer string
+	// Replicas of the stream.
+	Replicas int
+	// MaxBytes bounds the stream; when full, publishing fails rather than dropping messages.
+	MaxBytes int64
+	// MaxAge is how long a message may wait.
+	MaxAge time.Duration
+	// AckWait is how long a delivered message may go unanswered before it is delivered again.
+	AckWait time.Duration
+	// MaxAckPending bounds messages delivered but not yet answered, over all workers.
+	MaxAckPending int
+}
+
+// EnsureStream creates the stream or brings its configuration up to date. The stream is a work
+// queue: a message is removed once a worker acknowledges it, and until then it is on disk,
+// replicated. When the stream is full, new messages are refused, never old ones dropped.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        c.Stream,
+		Description: "template message pushes accepted by the front end, awaiting delivery",
+		Subjects:    []string{SubjectPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+		MaxBytes:    c.MaxBytes,
+		MaxAge:      c.MaxAge,
+		Discard:     jetstream.DiscardNew,
+		// The window in which a repeated Nats-Msg-Id (the ucsId) is dropped as a duplicate.
+		Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
+	}
+	return st, nil
+}
+
+// EnsureConsumer creates the durable pull consumer every worker shares, or updates it.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 20_000
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
+		Durable:       c.Consumer,
+		Description:   "delivery workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1, // the workers' retry policy decides when to give up
+		MaxAckPending: c.MaxAckPending,
+		FilterSubject: SubjectPrefix + ">",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", c.Consumer, err)
+	}
+	return cons, nil
+}
+
+// JetStream error codes of a stream that cannot take more: 10077 is a refused store (the
+// stream's limits with DiscardNew), 10047 a server out of storage.
+const (
+	errCodeStoreFailed     jetstream.ErrorCode = 10077
+	errCodeStorageExceeded jetstream.ErrorCode = 10047
+)
+
+// ErrFull is returned when the stream refuses a message because it is full.
+var ErrFull = errors.New("the push queue is full")
+
+// Publisher publishes accepted pushes.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+// NewPublisher returns a publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// Publish stores m in the stream and returns once the stream acknowledged it; only then may
+// its ucsId be given to the caller. The ucsId is the message id, so a retried publish of the
+// same message is stored once.
+func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
+	b, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	msg := &nats.Msg{Subject: Subject(m.Type), Data: b, Header: nats.Header{}}
+	if _, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.UcsID)); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
+			return fmt.Errorf("%w: %v", ErrFull, err)
+		}
+		return fmt.Errorf("publish %s: %w", m.UcsID, err)
+	}
+	return nil
+}

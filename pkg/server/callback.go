@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// maxCallbackBytes bounds an event push; the platform's are a few hundred bytes.
+const maxCallbackBytes = 64 << 10
+
+// callbackSkew is how far a callback's timestamp may be from now. The platform stamps each push
+// when it sends it; a replayed old push is refused.
+const callbackSkew = 5 * time.Minute
+
+// signatureOK checks the platform's signature: the hex SHA-1 of token, timestamp and nonce,
+// sorted and joined.
+func (s *Server) signatureOK(q map[string][]string) bool {
+	get := func(k string) string {
+		if v := q[k]; len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	sig, ts, nonce := get("signature"), get("timestamp"), get("nonce")
+	if sig == "" || ts == "" || nonce == "" || s.cfg.CallbackToken == "" {
+		return false
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return false
+	}
+	if d := s.now().Sub(time.Unix(secs, 0)); d > callbackSkew || d < -callbackSkew {
+		return false
+	}
+	parts := []string{s.cfg.CallbackToken, ts, nonce}
+	sort.Strings(parts)
+	sum := sha1.Sum([]byte(strings.Join(parts, "")))
+	want := hex.EncodeToString(sum[:])
+	return subtle.ConstantTimeCompare([]byte(want), []byte(strings.ToLower(sig))) == 1
+}
+
+func badSignature() *Error { return errf(CodeUnauthorized, "callback signature invalid") }
+
+// callbackVerify is the platform's check of the callback address: echo echostr when signed.
+func (s *Server) callbackVerify(c echo.Context) error {
+	q := c.QueryParams()
+	if !s.signatureOK(q) {
+		return badSignature()
+	}
+	return c.String(http.StatusOK, q.Get("echostr"))
+}
+
+// platformEvent is an event push of the platform (plaintext mode).
+type platformEvent struct {
+	XMLName      xml.Name `xml:"xml"`
+	ToUserName   string   `xml:"ToUserName"`
+	FromUserName string   `xml:"FromUserName"`
+	CreateTime   int64    `xml:"CreateTime"`
+	MsgType      string   `xml:"MsgType"`
+	Event        string   `xml:"Event"`
+	MsgID        int64    `xml:"MsgID"`
+	Status       string   `xml:"Status"`
+}
+
+// callbackEvent takes the platform's event pushes: the final status of a sent template
+// message, and follows and unfollows. It answers "success" to everything it has recorded or
+// does not handle, so the platform does not repeat it.
+func (s *Server) callbackEvent(c echo.Context) error {
+	if !s.signatureOK(c.QueryParams()) {
+		return badSignature()
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCallbackBytes+1))
+	if err != nil || len(body) > maxCallbackBytes {
+		return errf(CodeBadRequest, "callback body unreadable or too large")
+	}
+	var ev platformEvent
+	if err := xml.Unmarshal(body, &ev); err != nil {
+		return errf(CodeBadRequest, "callback body is not an event")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
+	defer cancel()
+	switch {
+	case ev.MsgType == "event" && ev.Event == "TEMPLATESENDJOBFINISH":
+		if ev.MsgID == 0 || ev.Status == "" {
+			return errf(CodeBadRequest, "TEMPLATESENDJOBFINISH without MsgID or Status")
+		}
+		if err := s.cfg.Store.PutReceipt(ctx, store.Receipt{MsgID: ev.MsgID, Status: ev.Status, At: s.now()}); err != nil {
+			// Not "success": the platform repeats the push later.
+			return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		}
+	case ev.MsgType == "event" && (ev.Event == "subscribe" || ev.Event == "unsubscribe"):
+		if ev.FromUserName == "" {
+			return errf(CodeBadRequest, ev.Event+" without FromUserName")
+		}
+		if _, err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe"); err != nil {
+			return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		}
+	}
+	return c.String(http.StatusOK, "success")
+}

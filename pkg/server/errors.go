@@ -1,0 +1,116 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Code is the status code in the envelope of a data interface's answer.
+type Code string
+
+// The envelope codes. A00000 is the interface's success code; the others are ours.
+const (
+	CodeOK           Code = "A00000"
+	CodeBadRequest   Code = "A00400"
+	CodeUnauthorized Code = "A00401"
+	CodeNotFound     Code = "A00404"
+	CodeMethod       Code = "A00405"
+	CodeTooLarge     Code = "A00413"
+	CodeMediaType    Code = "A00415"
+	CodeInternal     Code = "A00500"
+	CodeUnavailable  Code = "A00503"
+)
+
+var statusOf = map[Code]int{
+	CodeOK:           http.StatusOK,
+	CodeBadRequest:   http.StatusBadRequest,
+	CodeUnauthorized: http.StatusUnauthorized,
+	CodeNotFound:     http.StatusNotFound,
+	CodeMethod:       http.StatusMethodNotAllowed,
+	CodeTooLarge:     http.StatusRequestEntityTooLarge,
+	CodeMediaType:    http.StatusUnsupportedMediaType,
+	CodeInternal:     http.StatusInternalServerError,
+	CodeUnavailable:  http.StatusServiceUnavailable,
+}
+
+// Error is the one error type of the data interfaces: a code and a message for the caller.
+// Internal errors never reach the caller's text; they are logged with the request.
+type Error struct {
+	Code    Code
+	Message string
+	// Header is set on the response (WWW-Authenticate on a 401, say).
+	Header http.Header
+	// Internal is logged, never sent.
+	Internal error
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Unwrap returns the internal cause.
+func (e *Error) Unwrap() error { return e.Internal }
+
+func errf(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
+
+// Envelope is the body of every data interface's answer.
+type Envelope struct {
+	Data any    `json:"data"`
+	Code Code   `json:"code"`
+	Msg  string `json:"msg"`
+	Time string `json:"time"`
+}
+
+const timeLayout = "2006-01-02 15:04:05.000"
+
+func (s *Server) stamp() string { return s.now().In(s.loc).Format(timeLayout) }
+
+func (s *Server) ok(c echo.Context, data any) error {
+	return c.JSON(http.StatusOK, Envelope{Data: data, Code: CodeOK, Msg: "success", Time: s.stamp()})
+}
+
+// handleError is echo's HTTPErrorHandler: the one place that maps errors to statuses and
+// envelopes. OAuth endpoints answer their own errors before this is reached.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var e *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &e):
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			e = errf(CodeNotFound, "no such interface: "+c.Request().Method+" "+c.Request().URL.Path)
+		case http.StatusMethodNotAllowed:
+			e = errf(CodeMethod, "method "+c.Request().Method+" is not allowed here")
+		case http.StatusRequestEntityTooLarge:
+			e = errf(CodeTooLarge, "body too large")
+		default:
+			e = &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+			if he.Code >= 400 && he.Code < 500 {
+				e = errf(CodeBadRequest, http.StatusText(he.Code))
+			}
+		}
+	default:
+		e = &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+	}
+	status := statusOf[e.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if e.Internal != nil || status >= 500 {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "status", status, "err", err)
+	}
+	for k, v := range e.Header {
+		c.Response().Header()[k] = v
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, Envelope{Data: nil, Code: e.Code, Msg: e.Message, Time: s.now().In(s.loc).Format(timeLayout)})
+}
+

@@ -1,0 +1,145 @@
+// Package server is the HTTP front end: the token endpoint, the OpenID Connect documents, the
+// bearer-token check of every data interface, push and result lookup, the platform's callback,
+// the metadata dictionary and health.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
+type Publisher interface {
+	Publish(ctx context.Context, m push.Message) error
+}
+
+// Store is what the front end reads and writes; *store.Store implements it.
+type Store interface {
+	Result(ctx context.Context, ucsID string) (store.Result, error)
+	PutReceipt(ctx context.Context, rc store.Receipt) error
+	SetFollowing(ctx context.Context, openID string, following bool) (int64, error)
+	Ping(ctx context.Context) error
+}
+
+// Events records delivery events; *store.Writer implements it.
+type Events interface {
+	Write(ctx context.Context, evs ...store.Event) error
+}
+
+// Config wires a Server. Every field is required unless it says otherwise.
+type Config struct {
+	// Realm is the OpenID Connect realm of the /auth/realms/{realm} paths.
+	Realm     string
+	OAuth     *oauth.Service
+	Verifier  *oauth.Verifier
+	Publisher Publisher
+	Store     Store
+	Events    Events
+	// CallbackToken checks the signature of the platform's event pushes.
+	CallbackToken string
+	// Location is the time zone of the envelope's time. Default Asia/Shanghai.
+	Location *time.Location
+	// Ready reports whether the queue is reachable, for /readyz; nil: always.
+	QueueReady func() error
+	// QueuedWriteTimeout bounds the wait for the queued record after a publish. Default 2s.
+	QueuedWriteTimeout time.Duration
+	Now                func() time.Time
+	Logger             *slog.Logger
+}
+
+// Server is the front end.
+type Server struct {
+	cfg     Config
+	e       *echo.Echo
+	loc     *time.Location
+	now     func() time.Time
+	log     *slog.Logger
+	results *resultCache
+	// pushReq and lookupReq are the token requirements of the push interfaces.
+	pushReq oauth.Requirement
+}
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.OAuth == nil || cfg.Verifier == nil || cfg.Publisher == nil || cfg.Store == nil || cfg.Events == nil {
+		return nil, errors.New("server: oauth, verifier, publisher, store and events are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Location == nil {
+		loc, err := time.LoadLocation("Asia/Shanghai")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Location = loc
+	}
+	if cfg.QueuedWriteTimeout <= 0 {
+		cfg.QueuedWriteTimeout = 2 * time.Second
+	}
+	s := &Server{
+		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger,
+		results: newResultCache(50_000),
+		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
+	}
+	s.e.HideBanner, s.e.HidePort = true, true
+	s.e.HTTPErrorHandler = s.handleError
+	s.e.Use(middleware.Recover())
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP serves a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// Echo returns the underlying echo instance, for mounting further routes.
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+func (s *Server) routes() {
+	e := s.e
+	e.POST("/v1/token", s.token)
+	realm := "/auth/realms/" + s.cfg.Realm
+	e.POST(realm+"/protocol/openid-connect/token", s.token)
+	e.GET(realm+"/protocol/openid-connect/certs", s.jwks)
+	e.GET(realm+"/.well-known/openid-configuration", s.discovery)
+
+	e.GET("/v1/fake_api/user", s.fakeUser, s.bearer(oauth.Requirement{Scope: "fake_api"}))
+
+	e.POST("/v1/infra/notification/mp", s.push, s.bearer(s.pushReq))
+	e.GET("/v1/infra/notification/mp/callback", s.callbackVerify)
+	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent)
+	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.bearer(s.pushReq))
+
+	e.GET("/v1/meta/notification/mp/types", s.metaTypes)
+	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)
+
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", s.ready)
+}
+
+func (s *Server) ready(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		return &Error{Code: CodeUnavailable, Message: "store unavailable", Internal: err}
+	}
+	if s.cfg.QueueReady != nil {
+		if err := s.cfg.QueueReady(); err != nil {
+			return &Error{Code: CodeUnavailable, Message: "queue unavailable", Internal: err}
+		}
+	}
+	return c.String(http.StatusOK, "ready\n")
+}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/oauth"
+)
+
+// maxFormBytes bounds the token endpoint's form.
+const maxFormBytes = 16 << 10
+
+// token is POST /v1/token. Its errors are OAuth 2.0's (RFC 6749 §5.2), not the envelope.
+func (s *Server) token(c echo.Context) error {
+	r := c.Request()
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().Header().Set("Pragma", "no-cache")
+	ct := r.Header.Get("Content-Type")
+	if !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
+		return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest,
+			Description: "the body must be application/x-www-form-urlencoded", Status: http.StatusBadRequest})
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: http.StatusBadRequest})
+	}
+	id, secret, basic := r.BasicAuth()
+	resp, oerr := s.cfg.OAuth.Token(r.PostForm, id, secret, basic)
+	if oerr != nil {
+		if oerr.Code == oauth.ErrInvalidClient && basic {
+			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
+		}
+		return s.oauthError(c, oerr)
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
+	status := e.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	return c.JSON(status, e)
+}
+
+// jwks serves the public keys of the token signatures.
+func (s *Server) jwks(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=300")
+	return c.Blob(http.StatusOK, "application/json", s.cfg.OAuth.Keys.JWKS())
+}
+
+// discovery is the OpenID Provider configuration document.
+func (s *Server) discovery(c echo.Context) error {
+	iss := s.cfg.OAuth.Issuer
+	oidc := iss + "/protocol/openid-connect"
+	return c.JSON(http.StatusOK, map[string]any{
+		"issuer":                                iss,
+		"token_endpoint":                        oidc + "/token",
+		"jwks_uri":                              oidc + "/certs",
+		"grant_types_supported":                 []string{"client_credentials"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_post", "client_secret_basic"},
+		"id_token_signing_alg_values_supported": []string{s.cfg.OAuth.Keys.Alg()},
+		"scopes_supported":                      []string{"openid", "notification.mp", "fake_api"},
+	})
+}

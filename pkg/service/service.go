@@ -1,0 +1,273 @@
+// Package service assembles the two programs from a configuration: the front end (API) and the
+// delivery worker (Worker). The api and worker commands and standalone mode all build them here,
+// so that production and a developer's machine run the same wiring.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/delivery"
+	"github.com/campus-it/ucs/pkg/keys"
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/server"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// Deps are what the programs take from outside the configuration.
+type Deps struct {
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// HTTPClient is used for the platform; nil means the platform client's default.
+	HTTPClient *http.Client
+}
+
+func (d *Deps) fill() {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+}
+
+// QueueConfig is the stream and consumer configuration of cfg.
+func QueueConfig(cfg *config.Config) queue.Config {
+	return queue.Config{
+		Stream: cfg.NATS.Stream, Consumer: cfg.NATS.Consumer, Replicas: cfg.NATS.Replicas,
+		MaxBytes: cfg.NATS.MaxBytes, MaxAge: cfg.NATS.MaxAge.D(), AckWait: cfg.Worker.AckWait.D(),
+	}
+}
+
+// connections are what both programs open.
+type connections struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	st *store.Store
+}
+
+func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*connections, error) {
+	st, err := store.Open(ctx, store.Options{
+		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database, Retention: cfg.MongoDB.Retention.D(),
+		Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(cfg.NATS.URL,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				d.Logger.Warn("disconnected from nats", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { d.Logger.Info("reconnected to nats", "url", c.ConnectedUrlRedacted()) }),
+	)
+	if err != nil {
+		_ = st.Close(context.Background())
+		return nil, fmt.Errorf("connect to nats: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		_ = st.Close(context.Background())
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := queue.EnsureStream(ctx, js, QueueConfig(cfg)); err != nil {
+		nc.Close()
+		_ = st.Close(context.Background())
+		return nil, err
+	}
+	return &connections{nc: nc, js: js, st: st}, nil
+}
+
+func (c *connections) close() {
+	if err := c.nc.Drain(); err != nil {
+		c.nc.Close()
+	}
+	_ = c.st.Close(context.Background())
+}
+
+// API is the front end with its connections.
+type API struct {
+	cfg     *config.Config
+	deps    Deps
+	conn    *connections
+	writer  *store.Writer
+	Server  *server.Server
+	Store   *store.Store
+	Keys    *keys.Set
+	Clients *oauth.Clients
+}
+
+// NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
+// the configuration into the store, and builds the server.
+func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
+	d.fill()
+	conn, err := connect(ctx, cfg, d, "ucs-api")
+	if err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st}
+	if err := a.build(ctx); err != nil {
+		conn.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *API) build(ctx context.Context) error {
+	cfg, d := a.cfg, a.deps
+	ks, err := keys.Load(ctx, a.Store, cfg.OAuth.SigningAlg, d.Now)
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	a.Keys = ks
+	clients, err := oauth.NewClients(cfg.OAuth.Clients, cfg.OAuth.AccessTokenTTL.D())
+	if err != nil {
+		return err
+	}
+	a.Clients = clients
+	if err := LoadBindings(ctx, a.Store, cfg.Bindings); err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return err
+	}
+	svc := &oauth.Service{
+		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, Now: d.Now, Logger: d.Logger,
+	}
+	a.writer = a.Store.NewWriter(store.WriterOptions{})
+	srv, err := server.New(server.Config{
+		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
+		Publisher: queue.NewPublisher(a.conn.js), Store: a.Store, Events: a.writer,
+		CallbackToken: cfg.Platform.CallbackToken, Location: loc,
+		QueueReady: func() error {
+			if !a.conn.nc.IsConnected() {
+				return errors.New("not connected to nats")
+			}
+			return nil
+		},
+		Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		a.writer.Close()
+		return err
+	}
+	a.Server = srv
+	return nil
+}
+
+// LoadBindings writes the bindings of the configuration into the store. A binding given in the
+// file is taken as following; the platform's unsubscribe events turn that off later.
+func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding) error {
+	for _, b := range bs {
+		if err := st.PutBinding(ctx, store.Binding{UserID: b.UserID, OpenID: b.OpenID, Following: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Serve answers HTTP on ln until ctx ends, then shuts down gracefully: requests under way
+// finish (a push under way gets its ucsId) within 20 seconds.
+func (a *API) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           a.Server,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+	}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go a.Store.RunSweeper(sweepCtx, time.Hour)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (a *API) Close() {
+	a.writer.Close()
+	a.conn.close()
+}
+
+// Worker is a delivery worker with its connections.
+type Worker struct {
+	conn   *connections
+	writer *store.Writer
+	w      *delivery.Worker
+}
+
+// NewWorker connects and builds a worker delivering through the platform of cfg.
+func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error) {
+	d.fill()
+	conn, err := connect(ctx, cfg, d, "ucs-worker")
+	if err != nil {
+		return nil, err
+	}
+	pc, err := platform.New(platform.Config{
+		APIBase: cfg.Platform.APIBase, AppID: cfg.Platform.AppID, Secret: cfg.Platform.Secret,
+		HTTPClient: d.HTTPClient, Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	cons, err := queue.EnsureConsumer(ctx, conn.js, QueueConfig(cfg))
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	writer := conn.st.NewWriter(store.WriterOptions{})
+	w, err := delivery.New(delivery.Config{
+		Consumer: cons, Store: conn.st, Events: writer, Platform: pc, Templates: cfg.Platform.Templates,
+		Policy: delivery.RetryPolicy{
+			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
+			MaxAttempts: cfg.Worker.MaxAttempts,
+		},
+		Concurrency: cfg.Worker.Concurrency, Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		writer.Close()
+		conn.close()
+		return nil, err
+	}
+	return &Worker{conn: conn, writer: writer, w: w}, nil
+}
+
+// Run delivers until ctx ends.
+func (w *Worker) Run(ctx context.Context) error { return w.w.Run(ctx) }
+
+// Close releases the connections; call it after Run returned.
+func (w *Worker) Close() {
+	w.writer.Close()
+	w.conn.close()
+}

@@ -1,0 +1,452 @@
+// Package standalone runs the whole service in one process for a developer's machine and for
+// tests: an embedded NATS server with JetStream, an embedded FerretDB, the platform simulator,
+// the front end and the workers, all keeping their data under one folder. Parts the
+// configuration names (a NATS URL, a MongoDB URI, a platform) are used instead of embedded ones.
+package standalone
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+// Options configures Start.
+type Options struct {
+	// DataDir keeps every part's data; a restart with the same folder keeps everything.
+	DataDir string
+	// Config is the configuration file's content, or nil. Its sections are used where given.
+	Config *config.Config
+	// Listen overrides the configuration's listen address (tests pass 127.0.0.1:0).
+	Listen string
+	// Workers is the number of in-process workers. Default 1.
+	Workers int
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Info is what standalone.json holds: where everything is and how to get in.
+type Info struct {
+	BaseURL     string       `json:"base_url"`
+	NATSURL     string       `json:"nats_url"`
+	MongoDBURI  string       `json:"mongodb_uri"`
+	PlatformURL string       `json:"platform_url"`
+	Clients     []InfoClient `json:"clients"`
+	Users       []InfoUser   `json:"users"`
+	// Platform holds the simulated account's credentials, kept so a restart reuses them.
+	Platform *InfoPlatform `json:"platform,omitempty"`
+	// Bindings of the demo users, kept so a restart reuses them.
+	Bindings []config.Binding `json:"bindings,omitempty"`
+}
+
+// InfoClient is a seeded client.
+type InfoClient struct {
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+	Scope        string `json:"scope"`
+}
+
+// InfoUser is a seeded user of the built-in directory.
+type InfoUser struct {
+	UserID   string `json:"userid"`
+	Password string `json:"password"`
+}
+
+// InfoPlatform is the simulated platform account.
+type InfoPlatform struct {
+	AppID         string `json:"appid"`
+	Secret        string `json:"secret"`
+	CallbackToken string `json:"callback_token"`
+}
+
+// Demo identities seeded on first start.
+const (
+	DemoClient = "demo-app"
+	TestClient = "fake-api-test"
+	// UnboundUser is a directory user with no binding: pushes to it fail with that reason.
+	UnboundUser = "2020000009"
+)
+
+// DemoUsers are the seeded users that follow the official account.
+var DemoUsers = []string{"2020000001", "2020000002", "2020000003"}
+
+// Stack is a running standalone service.
+type Stack struct {
+	Info     Info
+	Config   *config.Config
+	Sim      *simulator.Simulator
+	DataDir  string
+	API      *service.API
+	log      *slog.Logger
+	closers  []func()
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	serveErr chan error
+}
+
+// Start starts everything and returns once the front end accepts requests.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	cfg := &config.Config{}
+	if o.Config != nil {
+		c := *o.Config
+		cfg = &c
+	}
+	if o.Listen != "" {
+		cfg.Listen = o.Listen
+	}
+	seed, err := loadOrSeed(filepath.Join(dir, "standalone.json"))
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{DataDir: dir, log: o.Logger, serveErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.shutdown()
+		}
+	}()
+
+	if cfg.Listen == "" {
+		cfg.Listen = config.DefaultListen
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s.closers = append(s.closers, func() { _ = ln.Close() })
+	cfg.Listen = ln.Addr().String()
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+
+	if cfg.NATS.URL == "" {
+		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats")})
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, n.Shutdown)
+		cfg.NATS.URL = n.URL()
+	}
+	var ferret *embedded.FerretDB
+	if cfg.MongoDB.URI == "" {
+		f, err := embedded.StartFerretDB(embedded.FerretDBOptions{Dir: filepath.Join(dir, "ferretdb")})
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, f.Shutdown)
+		cfg.MongoDB.URI = f.URI()
+		ferret = f
+	}
+	mergeSeed(cfg, seed)
+	if cfg.Platform.APIBase == "" {
+		url, err := s.startSimulator(cfg, seed, o)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Platform.APIBase = url
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleStandalone); err != nil {
+		return nil, err
+	}
+	s.Config = cfg
+
+	deps := service.Deps{Logger: o.Logger, Now: o.Now}
+	api, err := service.NewAPI(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	s.API = api
+	s.closers = append(s.closers, api.Close)
+	if ferret != nil {
+		if err := ferret.IndexIDs(ctx, cfg.MongoDB.Database); err != nil {
+			return nil, err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	for range o.Workers {
+		w, err := service.NewWorker(ctx, cfg, deps)
+		if err != nil {
+			return nil, err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer w.Close()
+			if err := w.Run(runCtx); err != nil {
+				o.Logger.Error("worker stopped", "err", err)
+			}
+		}()
+	}
+	go func() { s.serveErr <- api.Serve(runCtx, ln) }()
+
+	s.Info = seed.info
+	s.Info.BaseURL = cfg.PublicURL
+	s.Info.NATSURL = cfg.NATS.URL
+	s.Info.MongoDBURI = cfg.MongoDB.URI
+	s.Info.PlatformURL = cfg.Platform.APIBase
+	if err := writeInfo(filepath.Join(dir, "standalone.json"), s.Info); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (string, error) {
+	p := seed.info.Platform
+	cfg.Platform.AppID, cfg.Platform.Secret, cfg.Platform.CallbackToken = p.AppID, p.Secret, p.CallbackToken
+	sim := simulator.New(simulator.Config{
+		AppID: p.AppID, Secret: p.Secret,
+		CallbackURL:   cfg.PublicURL + "/v1/infra/notification/mp/callback",
+		CallbackToken: p.CallbackToken,
+		Now:           o.Now,
+		Logger:        o.Logger,
+	})
+	if cfg.Platform.Templates == nil {
+		cfg.Platform.Templates = map[string]config.Template{}
+	}
+	for t, tpl := range DefaultTemplates() {
+		if _, given := cfg.Platform.Templates[t]; !given {
+			cfg.Platform.Templates[t] = tpl
+		}
+	}
+	for _, tpl := range cfg.Platform.Templates {
+		var kws []string
+		for _, kw := range tpl.Fields {
+			kws = append(kws, kw)
+		}
+		slices.Sort(kws)
+		sim.AddTemplate(tpl.TemplateID, kws)
+	}
+	for _, b := range cfg.Bindings {
+		sim.AddFollower(b.OpenID)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		sim.Close()
+		return "", err
+	}
+	hs := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		sim.Close()
+	})
+	s.Sim = sim
+	return "http://" + ln.Addr().String(), nil
+}
+
+// DefaultTemplates maps every push type onto a simulator template whose keywords are thing1,
+// thing2, … for the type's main items in order (thing values are at most 20 characters, as
+// main items are).
+func DefaultTemplates() map[string]config.Template {
+	out := map[string]config.Template{}
+	for _, t := range push.Types() {
+		fields := map[string]string{}
+		n := 0
+		for _, f := range t.Fields {
+			if f.Main {
+				n++
+				fields[f.Name] = fmt.Sprintf("thing%d", n)
+			}
+		}
+		out[string(t.Type)] = config.Template{TemplateID: "tpl-" + string(t.Type), Fields: fields}
+	}
+	return out
+}
+
+// Wait blocks until the front end stops, returning why.
+func (s *Stack) Wait() error { return <-s.serveErr }
+
+// Close stops everything, in order: the front end and workers, then the simulator, the store
+// and the queue.
+func (s *Stack) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	s.shutdown()
+}
+
+func (s *Stack) shutdown() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+type seedState struct {
+	info Info
+	// secrets are the seeded clients' configurations.
+	clients []config.Client
+	users   []config.User
+}
+
+// loadOrSeed reads the seeded identities of an earlier start, or makes new ones.
+func loadOrSeed(path string) (*seedState, error) {
+	var info Info
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &info); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		info = Info{
+			Clients: []InfoClient{
+				{ClientID: DemoClient, ClientSecret: secret(), Scope: "openid notification.mp"},
+				{ClientID: TestClient, ClientSecret: secret(), Scope: "fake_api"},
+			},
+			Platform: &InfoPlatform{AppID: "wx" + hexish(16), Secret: hexish(32), CallbackToken: secret()},
+		}
+		for _, u := range append(slices.Clone(DemoUsers), UnboundUser) {
+			info.Users = append(info.Users, InfoUser{UserID: u, Password: secret()[:12]})
+		}
+		for _, u := range DemoUsers {
+			info.Bindings = append(info.Bindings, config.Binding{UserID: u, OpenID: "o" + secret()[:27]})
+		}
+	default:
+		return nil, err
+	}
+	if info.Platform == nil {
+		return nil, fmt.Errorf("%s: no platform section; remove the file to seed anew", path)
+	}
+	st := &seedState{info: info}
+	for _, c := range info.Clients {
+		cc := config.Client{ClientID: c.ClientID, ClientSecret: c.ClientSecret}
+		switch c.ClientID {
+		case DemoClient:
+			cc.Grants = []string{config.GrantClientCredentials, config.GrantAuthorizationCode, config.GrantRefreshToken}
+			cc.Scopes = []string{config.ScopeOpenID, config.ScopeNotificationMP}
+			cc.RedirectURIs = []string{"http://127.0.0.1:8081/callback"}
+		case TestClient:
+			cc.Grants = []string{config.GrantClientCredentials}
+			cc.Scopes = []string{config.ScopeFakeAPI}
+		default:
+			continue
+		}
+		st.clients = append(st.clients, cc)
+	}
+	for _, u := range info.Users {
+		st.users = append(st.users, config.User{UserID: u.UserID, Password: u.Password})
+	}
+	return st, nil
+}
+
+// mergeSeed adds the seeded identities to what the configuration gives; the file wins where
+// both name the same client, user or binding.
+func mergeSeed(cfg *config.Config, st *seedState) {
+	for _, c := range st.clients {
+		if _, given := cfg.Client(c.ClientID); !given {
+			cfg.OAuth.Clients = append(cfg.OAuth.Clients, c)
+		}
+	}
+	for _, u := range st.users {
+		if !slices.ContainsFunc(cfg.Directory.Users, func(x config.User) bool { return x.UserID == u.UserID }) {
+			cfg.Directory.Users = append(cfg.Directory.Users, u)
+		}
+	}
+	for _, b := range st.info.Bindings {
+		if !slices.ContainsFunc(cfg.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
+			cfg.Bindings = append(cfg.Bindings, b)
+		}
+	}
+}
+
+func writeInfo(path string, info Info) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	// It holds secrets: readable by the owner only.
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func secret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func hexish(n int) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = digits[b[i]%16]
+	}
+	return string(b)
+}
+
+// PrintWalkthrough writes commands a person can paste to try the running service. Secrets are
+// not printed: the commands read them from standalone.json.
+func (s *Stack) PrintWalkthrough(w io.Writer) {
+	base := s.Info.BaseURL
+	info := filepath.Join(s.DataDir, "standalone.json")
+	fmt.Fprintf(w, `
+The campus identity and notification service is running (standalone).
+  front end     %[1]s
+  NATS          %[2]s
+  MongoDB       %[3]s  (FerretDB, SQLite files in %[4]s)
+  platform      %[5]s  (simulator)
+  everything    %[6]s
+
+Try it (paste into a shell):
+
+  SECRET=$(grep -A1 '"client_id": "%[7]s"' %[6]s | sed -n 's/.*"client_secret": "\(.*\)".*/\1/p')
+  TOKEN=$(curl -s %[1]s/v1/token -d grant_type=client_credentials \
+    -d client_id=%[7]s -d client_secret=$SECRET | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
+
+  UCS=$(curl -s %[1]s/v1/infra/notification/mp -H "Authorization: Bearer $TOKEN" \
+    -H 'Content-Type: application/json' \
+    -d '{"userId":"%[8]s","type":"TDL","data":{"header":"您有一条待办","type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请待您审批","remark":"请尽快处理"}}' \
+    | sed -E 's/.*"ucsId":"([^"]+)".*/\1/'); echo $UCS
+
+  curl -s %[1]s/v1/infra/notification/mp/$UCS -H "Authorization: Bearer $TOKEN"
+
+Message types and their fields:   curl -s %[1]s/v1/meta/notification/mp/types
+What the simulated platform got:  curl -s %[5]s/sim/messages
+
+`, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
+		info, DemoClient, DemoUsers[0])
+}

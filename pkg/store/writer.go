@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by a Writer that has been closed.
+var ErrClosed = errors.New("event writer closed")
+
+// Writer batches events from many goroutines into few InsertMany calls (group commit): while
+// one batch is being written, the next collects. Under light load a batch is one event and
+// waits for nothing; under heavy load batches grow to MaxBatch.
+type Writer struct {
+	s        *Store
+	ch       chan pendingEvent
+	maxBatch int
+	timeout  time.Duration
+	stop     chan struct{}
+	closed   chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+type pendingEvent struct {
+	ev   Event
+	done chan error // nil: nobody waits
+}
+
+// WriterOptions tunes a Writer.
+type WriterOptions struct {
+	// MaxBatch is the largest batch. Default 500.
+	MaxBatch int
+	// Flushers is how many batches may be written at once. Default 2.
+	Flushers int
+	// Timeout bounds one batch write. Default 10s.
+	Timeout time.Duration
+}
+
+// NewWriter starts a Writer; Close stops it.
+func (s *Store) NewWriter(o WriterOptions) *Writer {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 500
+	}
+	if o.Flushers <= 0 {
+		o.Flushers = 2
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	w := &Writer{
+		s: s, ch: make(chan pendingEvent, o.MaxBatch*4), maxBatch: o.MaxBatch, timeout: o.Timeout,
+		stop: make(chan struct{}), closed: make(chan struct{}),
+	}
+	for range o.Flushers {
+		w.wg.Add(1)
+		go w.flusher()
+	}
+	return w
+}
+
+// Write stores the events and returns once they are written (or failed).
+func (w *Writer) Write(ctx context.Context, evs ...Event) error {
+	dones := make([]chan error, len(evs))
+	for i, ev := range evs {
+		dones[i] = make(chan error, 1)
+		select {
+		case w.ch <- pendingEvent{ev: ev, done: dones[i]}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.stop:
+			return ErrClosed
+		}
+	}
+	var first error
+	for _, d := range dones {
+		var err error
+		select {
+		case err = <-d:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.closed:
+			select {
+			case err = <-d:
+			default:
+				err = ErrClosed
+			}
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Post stores an event without waiting; a failure is logged. It is for records whose loss a
+// later event makes good (an attempt's start, say).
+func (w *Writer) Post(ev Event) {
+	select {
+	case w.ch <- pendingEvent{ev: ev}:
+	case <-w.stop:
+	}
+}
+
+// Close writes what is queued and stops the writer.
+func (w *Writer) Close() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.wg.Wait()
+		// Whatever slipped in after the flushers' last look is failed, never left hanging.
+		for {
+			select {
+			case p := <-w.ch:
+				if p.done != nil {
+					p.done <- ErrClosed
+				}
+			default:
+				close(w.closed)
+				return
+			}
+		}
+	})
+}
+
+func (w *Writer) flusher() {
+	defer w.wg.Done()
+	batch := make([]pendingEvent, 0, w.maxBatch)
+	evs := make([]Event, 0, w.maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case p := <-w.ch:
+			batch = append(batch, p)
+		case <-w.stop:
+			// Drain what is queued before stopping.
+			for {
+				batch = batch[:0]
+			drain:
+				for len(batch) < w.maxBatch {
+					select {
+					case p := <-w.ch:
+						batch = append(batch, p)
+					default:
+						break drain
+					}
+				}
+				if len(batch) == 0 {
+					return
+				}
+				w.flush(batch, evs)
+			}
+		}
+	fill:
+		for len(batch) < w.maxBatch {
+			select {
+			case p := <-w.ch:
+				batch = append(batch, p)
+			default:
+				break fill
+			}
+		}
+		w.flush(batch, evs)
+	}
+}
+
+func (w *Writer) flush(batch []pendingEvent, evs []Event) {
+	evs = evs[:0]
+	for _, p := range batch {
+		evs = append(evs, p.ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	err := w.s.AppendEvents(ctx, evs)
+	cancel()
+	if err != nil {
+		w.s.log.Error("writing delivery events failed", "events", len(evs), "err", err)
+	}
+	for _, p := range batch {
+		if p.done != nil {
+			p.done <- err
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Package schemas embeds the JSON Schemas of the service: the push body
+// (push.schema.json, generated from the rules of package push and tested to
+// agree with push.Parse) and any other *.json schema in this directory. The
+// metadata dictionary serves them as they are.
+package schemas
+
+import "embed"
+
+// FS holds every *.json file of this directory, at its base name.
+//
+//go:embed *.json
+var FS embed.FS
+
+// Push returns the JSON Schema (draft 2020-12) of a push request body.
+func Push() []byte {
+	b, err := FS.ReadFile("push.schema.json")
+	if err != nil {
+		// The file is embedded at build time; missing, the build is broken.
+		panic("schemas: " + err.Error())
+	}
+	return b
+}
