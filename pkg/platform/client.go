@@ -154,7 +154,7 @@ type sendAnswer struct {
 // 40014), SendTemplate fetches a token again and retries the send exactly
 // once; a persistent rejection is returned as a retryable *Error.
 func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
-	body := appendSendBody(make([]byte, 0, 256), &m)
+	body := appendSendBody(make([]byte, 0, 512), &m)
 	tok, err := c.tokens.get(ctx, "")
 	if err != nil {
 		return 0, fmt.Errorf("send template: %w", err)

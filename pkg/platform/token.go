@@ -81,6 +81,11 @@ func (tc *tokenCache) get(ctx context.Context, stale string) (string, error) {
 			if c.err != nil {
 				return "", c.err
 			}
+			if c.tok != stale {
+				// Taken as fetched even if its lifetime is already short:
+				// checking it again could fetch in a loop.
+				return c.tok, nil
+			}
 			continue
 		}
 		force := false

@@ -25,6 +25,7 @@ func fuzzSeeds() [][]byte {
 		`{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d"},"time":1E9}`,
 		`{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d"},"time":1e+09}`,
 		`{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d"},"url":"http://[::]"}`,
+		`{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d"},"url":"http://[.]/"}`,
 		`{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d"},"url":"http://a:0"}`,
 		`{"":"","\u0000":0,"data":{"":""}}`,
 		`{"a":[[[[{"b":[true,false,null,-1.5e-3]}]]]]}`,

@@ -60,6 +60,12 @@ func (r *reader) ws() {
 	}
 }
 
+// end reports whether only white space is left.
+func (r *reader) end() bool {
+	r.ws()
+	return r.i == len(r.s)
+}
+
 // peek returns the next byte, or 0 at the end.
 func (r *reader) peek() byte {
 	if r.i < len(r.s) {

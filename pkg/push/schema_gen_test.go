@@ -127,7 +127,7 @@ var (
 	userIDPattern  = fmt.Sprintf(`^[A-Za-z0-9._-]{1,%d}$`, maxUserIDRunes)
 	timeDigits     = `^[1-9][0-9]{9}(?:[0-9]{3})?$`
 	urlPattern     = `^$|^[hH][tT][tT][pP][sS]?://` + urlHost + `(?::[0-9]{1,5})?` + urlRest + `$`
-	urlHost        = `(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])`
+	urlHost        = `[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?`
 	urlRest        = `(?:[/?#](?:[^` + classOf(urlExcluded) + `%]|%[0-9A-Fa-f]{2})*)?`
 	schemaTypeList = func() []string {
 		var out []string
@@ -207,7 +207,7 @@ func generatePushSchema() []byte {
 				{"enum", schemaTypeList},
 			}},
 			{"url", obj{
-				{"description", "Link target: an absolute http or https URL with a host and no user info, white space or control characters. null or \"\" means none."},
+				{"description", "Link target: an absolute http or https URL with a host name or IPv4 address (no IPv6 literal, no user info), without white space or control characters. null or \"\" means none."},
 				{"type", []string{"string", "null"}},
 				{"maxLength", maxURLRunes},
 				{"pattern", urlPattern},

@@ -132,7 +132,7 @@ type resultJSON struct {
 	Attempts      int    `json:"attempts"`
 	LastError     string `json:"lastError,omitempty"`
 	Reason        string `json:"reason,omitempty"`
-	MsgID         int64  `json:"msgId,omitempty"`
+	MsgID         int64  `json:"msgId,omitempty,string"`
 	AcceptedAt    string `json:"acceptedAt,omitempty"`
 	UpdatedAt     string `json:"updatedAt,omitempty"`
 	SentAt        string `json:"sentAt,omitempty"`

@@ -1,0 +1,229 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/schemas"
+)
+
+const example = "../../deployments/config.example.yaml"
+
+func TestExampleIsValid(t *testing.T) {
+	c, err := config.Load(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	for _, role := range []config.Role{config.RoleAPI, config.RoleWorker, config.RoleStandalone} {
+		if err := c.Validate(role); err != nil {
+			t.Errorf("role %d: %v", role, err)
+		}
+	}
+	if c.OAuth.AccessTokenTTL.D() != 7200*time.Second || c.NATS.Replicas != 3 || len(c.Platform.Templates) != 9 {
+		t.Fatalf("example read wrong: %+v", c)
+	}
+	h, err := c.OAuth.Clients[0].SecretHash()
+	if err != nil || h[0] != 0x5e {
+		t.Fatalf("secret hash: %x %v", h, err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := &config.Config{}
+	c.Defaults()
+	if c.Listen != "127.0.0.1:8080" || c.PublicURL != "http://127.0.0.1:8080" || c.TimeZone != "Asia/Shanghai" ||
+		c.OAuth.Realm != "campus" || c.OAuth.AccessTokenTTL.D() != 2*time.Hour || c.OAuth.SigningAlg != "ES256" ||
+		c.NATS.Stream != "UCS_PUSH" || c.MongoDB.Database != "ucs" || c.Worker.Concurrency != 64 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if err := c.Validate(config.RoleStandalone); err != nil {
+		t.Fatalf("an empty configuration must run standalone: %v", err)
+	}
+}
+
+func TestValidateReportsEverything(t *testing.T) {
+	c, err := config.Parse([]byte(`
+listen: nowhere
+public_url: ftp://x
+time_zone: Mars/Olympus
+nats: {replicas: 7}
+mongodb: {database: "bad name"}
+oauth:
+  access_token_ttl: 5s
+  signing_alg: HS256
+  clients:
+    - {client_id: a, client_secret: short, grants: [implicit], scopes: [admin]}
+    - {client_id: a, client_secret_sha256: zz, grants: [authorization_code], scopes: [openid]}
+    - {client_id: "", grants: [], scopes: []}
+directory:
+  users: [{userid: "1"}, {userid: "1", password: x, password_hash: y}]
+bindings: [{userid: "1"}]
+platform:
+  api_base: not a url
+  templates:
+    XX: {template_id: "", fields: {}}
+worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max: 1ms, ack_wait: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	err = c.Validate(config.RoleWorker)
+	want := `invalid configuration:
+  listen: "nowhere" is not host:port
+  public_url: "ftp://x" is not an absolute http(s) URL
+  time_zone: "Mars/Olympus" is not a known time zone
+  nats.url: required (or set NATS_URL)
+  nats.replicas: 7, must be 1 to 5
+  mongodb.uri: required (or set MONGODB_URI)
+  mongodb.database: "bad name" must be letters, digits, - or _
+  oauth.access_token_ttl: 5s, must be 60s to 24h
+  oauth.signing_alg: "HS256", must be ES256 or RS256
+  oauth.clients[0].client_secret: 5 characters, at least 16
+  oauth.clients[0].grants: unknown grant "implicit"
+  oauth.clients[0].scopes: unknown scope "admin"
+  oauth.clients[1].client_id: "a" appears twice
+  oauth.clients[1].client_secret_sha256 is not 64 hex digits
+  oauth.clients[1].redirect_uris: required for the authorization_code grant
+  oauth.clients[2].client_id: "" must be 1 to 64 characters of letters, digits, '.', '_' or '-'
+  oauth.clients[2]: client_secret or client_secret_sha256 is required
+  oauth.clients[2].grants: at least one grant is required
+  oauth.clients[2].scopes: at least one scope is required
+  directory.users[0]: exactly one of password and password_hash is required
+  directory.users[1].userid: "1" appears twice
+  directory.users[1]: exactly one of password and password_hash is required
+  bindings[0]: userid and openid are required
+  platform.api_base: "not a url" is not an absolute http(s) URL
+  platform.appid: required with api_base
+  platform.secret: required with api_base
+  platform.callback_token: required with api_base, at least 3 characters
+  platform.templates.XX: unknown push type
+  platform.templates.XX.template_id: required
+  platform.templates.XX.fields: at least one field is required
+  worker.concurrency: -1, must be 1 to 4096
+  worker.max_attempts: 5000, must be 1 to 1000
+  worker.backoff_initial: 5ms, at least 10ms
+  worker.backoff_max: 1ms, less than backoff_initial
+  worker.ack_wait: 1s, at least 5s`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestWorkerNeedsPlatform(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
+	c.Defaults()
+	err := c.Validate(config.RoleWorker)
+	if err == nil || !strings.Contains(err.Error(), "platform.api_base: required") {
+		t.Fatalf("got %v", err)
+	}
+	if err := c.Validate(config.RoleAPI); err != nil {
+		t.Fatalf("api needs no platform: %v", err)
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := config.Parse([]byte("listen: a:1\nlsten: b\n"))
+	if err == nil || !strings.Contains(err.Error(), "field lsten not found") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://file"}, MongoDB: config.MongoDB{URI: "mongodb://file"}}
+	env := map[string]string{"NATS_URL": "nats://env", "MONGODB_URI": "mongodb://env"}
+	c.ApplyEnv(func(k string) string { return env[k] })
+	if c.NATS.URL != "nats://env" || c.MongoDB.URI != "mongodb://env" {
+		t.Fatalf("%+v", c)
+	}
+	c.ApplyEnv(func(string) string { return "" })
+	if c.NATS.URL != "nats://env" {
+		t.Fatal("an empty variable overrode the file")
+	}
+}
+
+func TestDurations(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7200": 2 * time.Hour, "7200s": 2 * time.Hour, "1h30m": 90 * time.Minute} {
+		c, err := config.Parse([]byte("oauth: {access_token_ttl: " + in + "}"))
+		if err != nil || c.OAuth.AccessTokenTTL.D() != want {
+			t.Errorf("%s: %v %v", in, c, err)
+		}
+	}
+	if _, err := config.Parse([]byte("oauth: {access_token_ttl: soon}")); err == nil || !strings.Contains(err.Error(), `"soon" is not a duration`) {
+		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// TestSchemaAgrees checks the JSON Schema in schemas/ against the example and against files
+// Go rejects for their shape.
+func TestSchemaAgrees(t *testing.T) {
+	raw, err := schemas.FS.ReadFile("config.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("config.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := comp.Compile("config.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toJSON := func(y []byte) any {
+		var v any
+		if err := yaml.Unmarshal(y, &v); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ex, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(toJSON(ex)); err != nil {
+		t.Fatalf("schema rejects the example: %v", err)
+	}
+	for _, bad := range []string{
+		"lsten: x",
+		"nats: {replicas: 9}",
+		"oauth: {signing_alg: HS256}",
+		"oauth: {clients: [{client_id: a, client_secret: 0123456789abcdef, client_secret_sha256: " + strings.Repeat("a", 64) + ", grants: [client_credentials], scopes: [fake_api]}]}",
+		"oauth: {clients: [{client_id: a, client_secret: 0123456789abcdef, grants: [implicit], scopes: [fake_api]}]}",
+		"platform: {templates: {XX: {template_id: a, fields: {a: b}}}}",
+		"worker: {concurrency: -1}",
+		"nats: {replicas: -1}",
+		"oauth: {access_token_ttl: soon}",
+	} {
+		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
+			t.Errorf("schema accepts %q", bad)
+		}
+		c, perr := config.Parse([]byte(bad))
+		if perr == nil {
+			c.Defaults()
+			if c.Validate(config.RoleStandalone) == nil {
+				t.Errorf("Go accepts %q", bad)
+			}
+		}
+	}
+}
