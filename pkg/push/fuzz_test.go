@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -36,6 +37,10 @@ func fuzzSeeds() [][]byte {
 		`nul`, `{"x":tru}`, `{"x":1.}`, `{"x":.1}`, `{"x":1e}`, `{"x":"\u12"}`, `{"x":"\`, "\xef\xbb\xbf{}",
 	} {
 		seeds = append(seeds, []byte(s))
+	}
+	// Nesting at encoding/json's limit and one beyond it.
+	for _, n := range []int{maxDepth - 1, maxDepth} {
+		seeds = append(seeds, []byte(`{"x":`+strings.Repeat("[", n)+strings.Repeat("]", n)+`}`))
 	}
 	return seeds
 }
@@ -131,4 +136,55 @@ func checkAccepted(t *testing.T, body []byte, req Request) {
 			t.Fatalf("data.%s: encoding/json reads %q, Parse %q", k, v, req.Data[k])
 		}
 	}
+}
+
+// FuzzURLPattern compares validURL with the schema's url pattern on bare
+// strings, where the fuzzer finds differences much faster than in bodies.
+func FuzzURLPattern(f *testing.F) {
+	for _, s := range []string{"", "http://a", "HTTPS://a.b:8443/x?y#z", "http://a/%4", "http://a/%41", "https://a.b/通知",
+		"http://-a", "http://a-", "http://a:", "http://a:123456", "http://[::1]/", "http://a/\u3000", "http://a/\u00a0", "ftp://a", "http://a\\b"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(urlPattern)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		if got, want := s == "" || validURL(s), re.MatchString(s); got != want {
+			t.Fatalf("validURL(%q) = %v, pattern says %v", s, got, want)
+		}
+		if validURL(s) {
+			if u, err := url.Parse(s); err != nil || u.Host == "" {
+				t.Fatalf("validURL(%q), but net/url: %v", s, err)
+			}
+		}
+	})
+}
+
+// FuzzTextPattern compares the content rules of one value (inspect and
+// the length limits) with the schema's patterns and maxLength.
+func FuzzTextPattern(f *testing.F) {
+	for _, s := range []string{"", " ", "中文", "a\nb", "\t", "\u3000", "😀", "©", "☆", "\u0085", "\u200b", "\U000E0020", strings.Repeat("长", 21)} {
+		f.Add(s)
+	}
+	text, blank := regexp.MustCompile(textPattern), regexp.MustCompile(nonBlank)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		facts := inspect(s)
+		clean := !facts.lineBreak && !facts.control && !facts.emoji
+		if clean != text.MatchString(s) {
+			t.Fatalf("inspect(%q) = %+v, text pattern says %v", s, facts, text.MatchString(s))
+		}
+		if facts.blank == blank.MatchString(s) {
+			t.Fatalf("inspect(%q).blank = %v, non-blank pattern says %v", s, facts.blank, blank.MatchString(s))
+		}
+		if facts.runes != utf8.RuneCountInString(s) {
+			t.Fatalf("inspect(%q).runes = %d", s, facts.runes)
+		}
+		if facts.emoji != ContainsEmoji(s) {
+			t.Fatalf("inspect(%q).emoji = %v, ContainsEmoji says %v", s, facts.emoji, ContainsEmoji(s))
+		}
+	})
 }

@@ -179,6 +179,7 @@ func parseCases() []parseCase {
 		{name: "userId number", body: mkBody("userId", raw("2021012345"), "type", "TDL", "data", d), want: []string{"userId: must be a string"}},
 		{name: "userId of 65", body: mkBody("userId", strings.Repeat("1", 65), "type", "TDL", "data", d), want: []string{"userId: 65 characters, at most 64"}},
 		{name: "userId with space", body: mkBody("userId", "a b", "type", "TDL", "data", d), want: []string{"userId: may contain only letters, digits, '.', '_' and '-'"}},
+		{name: "userId trailing newline", body: mkBody("userId", "u1\n", "type", "TDL", "data", d), want: []string{"userId: may contain only letters, digits, '.', '_' and '-'"}},
 		{name: "userId Chinese", body: mkBody("userId", "张三", "type", "TDL", "data", d), want: []string{"userId: may contain only letters, digits, '.', '_' and '-'"}},
 		{name: "userId twice", body: `{"userId":"a","userId":"b","type":"TDL","data":` + mkData(d) + `}`, want: []string{"userId: duplicate key"}},
 
@@ -198,6 +199,7 @@ func parseCases() []parseCase {
 		{name: "url user info", body: tdl(d, "url", "https://u:p@a.b/"), want: []string{"url: must be an absolute http or https URL"}},
 		{name: "url space", body: tdl(d, "url", "https://a.b/x y"), want: []string{"url: must be an absolute http or https URL"}},
 		{name: "url ideographic space", body: tdl(d, "url", "https://a.b/x\u3000y"), want: []string{"url: must be an absolute http or https URL"}},
+		{name: "url trailing newline", body: tdl(d, "url", "https://a.b\n"), want: []string{"url: must be an absolute http or https URL"}},
 		{name: "url newline", body: tdl(d, "url", "https://a.b/\n"), want: []string{"url: must be an absolute http or https URL"}},
 		{name: "url empty port", body: tdl(d, "url", "https://a.b:/"), want: []string{"url: must be an absolute http or https URL"}},
 		{name: "url long port", body: tdl(d, "url", "https://a.b:123456/"), want: []string{"url: must be an absolute http or https URL"}},
@@ -227,6 +229,7 @@ func parseCases() []parseCase {
 		{name: "time 11 digit string", body: tdl(d, "time", "17000000000"), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
 		{name: "time decimal string", body: tdl(d, "time", "1700000000.0"), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
 		{name: "time empty string", body: tdl(d, "time", ""), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
+		{name: "time trailing newline", body: tdl(d, "time", "1700000000\n"), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
 		{name: "time spaced string", body: tdl(d, "time", " 1700000000"), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
 		{name: "time bool", body: tdl(d, "time", raw("true")), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},
 		{name: "time object", body: tdl(d, "time", raw("{}")), want: []string{"time: must be Unix seconds (10 digits) or milliseconds (13 digits)"}},

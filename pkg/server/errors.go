@@ -113,4 +113,3 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	_ = c.JSON(status, Envelope{Data: nil, Code: e.Code, Msg: e.Message, Time: s.now().In(s.loc).Format(timeLayout)})
 }
-

@@ -163,7 +163,9 @@ type resultCache struct {
 	max int
 }
 
-func newResultCache(max int) *resultCache { return &resultCache{m: map[string]store.Result{}, max: max} }
+func newResultCache(max int) *resultCache {
+	return &resultCache{m: map[string]store.Result{}, max: max}
+}
 
 func (rc *resultCache) get(id string) (store.Result, bool) {
 	rc.mu.Lock()

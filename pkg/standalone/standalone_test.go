@@ -1,0 +1,217 @@
+package standalone_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/standalone"
+)
+
+func call(t *testing.T, method, u, ctype, auth, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %s: %d %q", method, u, resp.StatusCode, b)
+	}
+	return resp.StatusCode, m
+}
+
+func start(t *testing.T, dir string) *standalone.Stack {
+	t.Helper()
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func clientSecret(t *testing.T, info standalone.Info, id string) string {
+	for _, c := range info.Clients {
+		if c.ClientID == id {
+			return c.ClientSecret
+		}
+	}
+	t.Fatalf("no client %s in standalone.json", id)
+	return ""
+}
+
+func token(t *testing.T, base, id, secret string) string {
+	t.Helper()
+	st, m := call(t, "POST", base+"/v1/token", "application/x-www-form-urlencoded", "",
+		url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}.Encode())
+	if st != 200 {
+		t.Fatalf("token: %d %v", st, m)
+	}
+	return "Bearer " + m["access_token"].(string)
+}
+
+// bodyFor makes a valid push of type t whose main items are distinct, so the test can tell
+// where each landed.
+func bodyFor(t push.TypeSpec, user string) (string, map[string]string) {
+	data := map[string]string{}
+	for i, f := range t.Fields {
+		switch {
+		case f.Main:
+			data[f.Name] = fmt.Sprintf("%s的%s第%d项", t.Type, f.Name, i)
+		case f.Name == "header":
+			data[f.Name] = "您有一条新消息"
+		default:
+			data[f.Name] = "请及时处理"
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"userId": user, "type": t.Type, "url": "https://portal.example.edu/m/1", "time": time.Now().Unix(), "data": data})
+	return string(b), data
+}
+
+// TestEndToEnd drives the standalone stack as a campus application would: a token, a push of
+// every type, each message reaching the platform exactly once with its fields mapped onto the
+// template, and the delivery result read back by ucsId. A restart on the same data folder
+// keeps identities and results.
+func TestEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	stopped := false
+	defer func() {
+		if !stopped {
+			s.Close()
+		}
+	}()
+	var info standalone.Info
+	raw, err := os.ReadFile(filepath.Join(dir, "standalone.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "standalone.json")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("standalone.json mode %v", fi.Mode().Perm())
+	}
+	if info.BaseURL == "" || !strings.HasPrefix(info.NATSURL, "nats://") || !strings.HasPrefix(info.MongoDBURI, "mongodb://") ||
+		!strings.HasPrefix(info.PlatformURL, "http://") || len(info.Clients) != 2 || len(info.Users) < 3 {
+		t.Fatalf("standalone.json: %+v", info)
+	}
+	base := info.BaseURL
+	tok := token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+
+	// The test client sees who it is.
+	if st, m := call(t, "GET", base+"/v1/fake_api/user", "", token(t, base, standalone.TestClient, clientSecret(t, info, standalone.TestClient)), ""); st != 200 ||
+		m["data"].(map[string]any)["clientId"] != standalone.TestClient {
+		t.Fatalf("fake_api: %d %v", st, m)
+	}
+
+	type pushed struct {
+		id   string
+		typ  push.Type
+		data map[string]string
+	}
+	var all []pushed
+	for _, ts := range push.Types() {
+		body, data := bodyFor(ts, standalone.DemoUsers[0])
+		st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, body)
+		if st != 200 || m["code"] != "A00000" || m["msg"] != "success" {
+			t.Fatalf("push %s: %d %v", ts.Type, st, m)
+		}
+		all = append(all, pushed{id: m["data"].(map[string]any)["ucsId"].(string), typ: ts.Type, data: data})
+	}
+	unbound, _ := bodyFor(push.Types()[0], standalone.UnboundUser)
+	_, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, unbound)
+	unboundID := m["data"].(map[string]any)["ucsId"].(string)
+
+	result := func(id string) map[string]any {
+		st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
+		if st != 200 {
+			t.Fatalf("lookup %s: %d %v", id, st, m)
+		}
+		return m["data"].(map[string]any)
+	}
+	for _, p := range all {
+		embeddedtest.Eventually(t, 30*time.Second, string(p.typ)+" delivered", func() bool { return result(p.id)["state"] == "delivered" })
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "unbound user's push failed", func() bool { return result(unboundID)["state"] == "failed" })
+	if r := result(unboundID); !strings.HasPrefix(r["reason"].(string), "no binding") || r["attempts"] != 1.0 {
+		t.Fatalf("unbound: %v", r)
+	}
+
+	sent := s.Sim.Sent()
+	if len(sent) != len(all) {
+		t.Fatalf("the platform got %d messages, want %d", len(sent), len(all))
+	}
+	byID := map[string]int{}
+	for _, m := range sent {
+		byID[m.ClientMsgID]++
+	}
+	tpls := standalone.DefaultTemplates()
+	for _, p := range all {
+		if byID[p.id] != 1 {
+			t.Fatalf("%s reached the platform %d times", p.id, byID[p.id])
+		}
+		var got = sentFor(sent, p.id)
+		tpl := tpls[string(p.typ)]
+		if got.TemplateID != tpl.TemplateID || got.URL != "https://portal.example.edu/m/1" || got.ToUser != info.Bindings[0].OpenID {
+			t.Fatalf("%s sent as %+v", p.typ, got)
+		}
+		for field, kw := range tpl.Fields {
+			if got.Data[kw] != p.data[field] {
+				t.Fatalf("%s: keyword %s = %q, want data.%s = %q", p.typ, kw, got.Data[kw], field, p.data[field])
+			}
+		}
+		if len(got.Data) != len(tpl.Fields) {
+			t.Fatalf("%s: sent %d keywords (header and remark must not be sent): %v", p.typ, len(got.Data), got.Data)
+		}
+		r := result(p.id)
+		if r["attempts"] != 1.0 || r["msgId"] == "" || r["sentAt"] == "" || r["finishedAt"] == "" {
+			t.Fatalf("result %v", r)
+		}
+	}
+
+	// Restart on the same folder: same identities, results kept.
+	s.Close()
+	stopped = true
+	s2 := start(t, dir)
+	defer s2.Close()
+	if s2.Info.Clients[0].ClientSecret != info.Clients[0].ClientSecret {
+		t.Fatal("restart made new client secrets")
+	}
+	base = s2.Info.BaseURL
+	tok = token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+	if st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+all[0].id, "", tok, ""); st != 200 || m["data"].(map[string]any)["state"] != "delivered" {
+		t.Fatalf("after restart: %d %v", st, m)
+	}
+}
+
+func sentFor(sent []simMsg, id string) simMsg {
+	for _, m := range sent {
+		if m.ClientMsgID == id {
+			return m
+		}
+	}
+	return simMsg{}
+}
+
+type simMsg = simulator.SentMessage
