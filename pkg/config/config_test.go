@@ -42,7 +42,7 @@ func TestDefaults(t *testing.T) {
 	c.Defaults()
 	if c.Listen != "127.0.0.1:8080" || c.PublicURL != "http://127.0.0.1:8080" || c.TimeZone != "Asia/Shanghai" ||
 		c.OAuth.Realm != "campus" || c.OAuth.AccessTokenTTL.D() != 2*time.Hour || c.OAuth.SigningAlg != "ES256" ||
-		c.NATS.Stream != "UCS_PUSH" || c.MongoDB.Database != "ucs" || c.Worker.Concurrency != 64 {
+		c.NATS.Stream != "UCS_PUSH" || c.MongoDB.Database != "ucs" || c.Worker.Concurrency != 256 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Validate(config.RoleStandalone); err != nil {

@@ -43,7 +43,7 @@ type Config struct {
 	// Templates maps push types to platform templates.
 	Templates map[string]config.Template
 	Policy    RetryPolicy
-	// Concurrency is how many messages are delivered at once. Default 64.
+	// Concurrency is how many messages are delivered at once. Default 256.
 	Concurrency int
 	// SendTimeout bounds one call to the platform. Default 15s.
 	SendTimeout time.Duration
@@ -71,7 +71,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("delivery: policy.MaxAttempts must be at least 1")
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 64
+		cfg.Concurrency = 256
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 15 * time.Second

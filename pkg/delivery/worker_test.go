@@ -22,7 +22,7 @@ import (
 )
 
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	st    *store.Store
 	sim   *simulator.Simulator
 	pub   *queue.Publisher
@@ -37,7 +37,7 @@ var templates = map[string]config.Template{
 	"JML": {TemplateID: "tpl-JML", Fields: map[string]string{"class": "thing1", "info": "thing2"}},
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	_, js := embeddedtest.JetStream(t)
 	st := embeddedtest.Store(t, nil)
@@ -70,7 +70,11 @@ func newRig(t *testing.T) *rig {
 }
 
 // startWorker runs a worker until the test ends.
-func (r *rig) startWorker(policy delivery.RetryPolicy) {
+func (r *rig) startWorker(policy delivery.RetryPolicy, concurrency ...int) {
+	conc := 8
+	if len(concurrency) > 0 {
+		conc = concurrency[0]
+	}
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
@@ -79,7 +83,7 @@ func (r *rig) startWorker(policy delivery.RetryPolicy) {
 	}
 	wr := r.st.NewWriter(store.WriterOptions{})
 	w, err := delivery.New(delivery.Config{
-		Consumer: cons, Store: r.st, Events: wr, Platform: r.pc, Templates: templates, Policy: policy, Concurrency: 8,
+		Consumer: cons, Store: r.st, Events: wr, Platform: r.pc, Templates: templates, Policy: policy, Concurrency: conc,
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -94,7 +94,8 @@ type FerretDBOptions struct {
 	Dir string
 	// Addr to listen on; default 127.0.0.1:0 (the OS chooses the port).
 	Addr string
-	// Logger for FerretDB's own messages; nil keeps only warnings, on standard error.
+	// Logger for FerretDB's own messages; nil keeps only errors, on standard error (FerretDB
+	// warns of every command it does not implement, which the store expects and handles).
 	Logger *slog.Logger
 }
 
@@ -104,7 +105,7 @@ func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {
 		o.Addr = "127.0.0.1:0"
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {

@@ -116,6 +116,13 @@ func TestSchemaAgreement(t *testing.T) {
 		checkAgreement(t, []byte(c.body))
 		n++
 	}
+	// Each string of the emoji table as a main item and as a remark.
+	for _, c := range emojiCases() {
+		d := minimal(TypeTDL)
+		checkAgreement(t, []byte(tdl(with(d, "content", c.s))))
+		checkAgreement(t, []byte(tdl(with(d, "remark", c.s))))
+		n += 2
+	}
 	for _, s := range fuzzSeeds() {
 		checkAgreement(t, s)
 		n++

@@ -4,11 +4,13 @@ import (
 	"testing"
 )
 
-func TestContainsEmoji(t *testing.T) {
-	for _, c := range []struct {
-		s    string
-		want bool
-	}{
+type emojiCase struct {
+	s    string
+	want bool
+}
+
+func emojiCases() []emojiCase {
+	return []emojiCase{
 		// Emoji.
 		{"😀", true},
 		{"文字😀文字", true},
@@ -65,7 +67,11 @@ func TestContainsEmoji(t *testing.T) {
 		{"\U0001F3FB"[:3], false},
 		{"\xff\xfe", false},
 		{"\u00A8\u00AA\u00AD\u00AF", false}, // around © and ®
-	} {
+	}
+}
+
+func TestContainsEmoji(t *testing.T) {
+	for _, c := range emojiCases() {
 		if got := ContainsEmoji(c.s); got != c.want {
 			t.Errorf("ContainsEmoji(%q) = %v, want %v", c.s, got, c.want)
 		}

@@ -18,6 +18,7 @@ import (
 var ids = struct {
 	sync.Mutex
 	entropy *ulid.MonotonicEntropy
+	id      ulid.ULID // scratch, here so that it does not escape per call
 }{entropy: ulid.Monotonic(rand.Reader, 0)}
 
 // NewID returns a new ucsId for a push accepted at now: a ULID of 26
@@ -35,18 +36,24 @@ func NewID(now time.Time) string {
 	ids.Lock()
 	defer ids.Unlock()
 	for {
-		id, err := ulid.New(ms, ids.entropy)
+		err := ids.id.SetTime(ms)
 		if err == nil {
-			return id.String()
+			err = ids.entropy.MonotonicRead(ms, ids.id[6:])
+		}
+		if err == nil {
+			var s [ulid.EncodedSize]byte
+			_ = ids.id.MarshalTextTo(s[:]) // cannot fail: s has the size
+			return string(s[:])
 		}
 		if !errors.Is(err, ulid.ErrMonotonicOverflow) || ms == ulid.MaxTime() {
-			// crypto/rand does not fail on supported systems, and
-			// 2^48 IDs in one millisecond do not happen: either would
-			// be a broken machine, not a condition to handle.
+			// crypto/rand does not fail on supported systems, and a
+			// clock in the year 10889 is not one to trust: either is
+			// a broken machine, not a condition to handle.
 			panic("push: NewID: " + err.Error())
 		}
-		// The millisecond is used up: borrow the next one, which keeps
-		// the order.
+		// The random part ran over its 80 bits (about once in 2^48
+		// IDs of one millisecond): borrow the next millisecond,
+		// which keeps the order.
 		ms++
 	}
 }

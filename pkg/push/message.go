@@ -51,7 +51,8 @@ func (r Request) Message(ucsID, clientID string, accepted time.Time) Message {
 }
 
 // Encode returns m as JSON, byte for byte what json.Marshal returns, but
-// without reflection and in one allocation because every push passes here.
+// without reflection and, for up to 8 data fields, in one allocation,
+// because every push passes here.
 // The error is always nil; it is there so that a future field that can fail
 // to encode does not change the signature.
 func (m Message) Encode() ([]byte, error) {
@@ -108,12 +109,15 @@ func (m Message) Encode() ([]byte, error) {
 // invalid UTF-8 as U+FFFD.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
+	// Valid UTF-8, the usual case, needs a closer look only at 0xE2,
+	// the first byte of U+2028 and U+2029.
+	valid := utf8.ValidString(s)
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if htmlSafe[c] {
 				i++
 				continue
 			}
@@ -138,26 +142,34 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
+		if valid && c != 0xE2 {
+			i++
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
+			start = i + size
 		}
 		i += size
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// htmlSafe reports the ASCII bytes that encoding/json writes as they are.
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // DecodeMessage reads a Message encoded by Encode. It rejects a message
 // without ucsId, clientId, userId or type, or with a type that is not one of

@@ -3,6 +3,7 @@ package push
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -61,18 +62,23 @@ func TestDecodeMessage(t *testing.T) {
 		t.Errorf("DecodeMessage(%s) = %+v, %v", ok, m, err)
 	}
 	for body, want := range map[string]string{
-		`{`: "push: decode message: ",
-		`{"clientId":"c","userId":"u","type":"AR"}`:                        "push: decode message: no ucsId",
-		`{"ucsId":"i","userId":"u","type":"AR"}`:                           "push: decode message: no clientId",
-		`{"ucsId":"i","clientId":"c","type":"AR"}`:                         "push: decode message: no userId",
-		`{"ucsId":"i","clientId":"c","userId":"u"}`:                        "push: decode message: no type",
-		`{"ucsId":"i","clientId":"c","userId":"u","type":"ar"}`:            `push: decode message: unknown type "ar"`,
-		`{"ucsId":"i","clientId":"c","userId":"u","type":"AR","time":"1"}`: "push: decode message: ",
+		`{"clientId":"c","userId":"u","type":"AR"}`:             "push: decode message: no ucsId",
+		`{"ucsId":"i","userId":"u","type":"AR"}`:                "push: decode message: no clientId",
+		`{"ucsId":"i","clientId":"c","type":"AR"}`:              "push: decode message: no userId",
+		`{"ucsId":"i","clientId":"c","userId":"u"}`:             "push: decode message: no type",
+		`{"ucsId":"i","clientId":"c","userId":"u","type":"ar"}`: `push: decode message: unknown type "ar"`,
 	} {
-		_, err := DecodeMessage([]byte(body))
-		// Error texts of encoding/json are its own; only the prefix is ours.
-		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.HasSuffix(want, " ") == (err.Error() == want) {
+		if _, err := DecodeMessage([]byte(body)); err == nil || err.Error() != want {
 			t.Errorf("DecodeMessage(%s) error = %v, want %s", body, err, want)
+		}
+	}
+	// Errors of encoding/json are wrapped; their text is its own.
+	for _, body := range []string{`{`, `{"ucsId":"i","clientId":"c","userId":"u","type":"AR","time":"1"}`} {
+		_, err := DecodeMessage([]byte(body))
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		if err == nil || !strings.HasPrefix(err.Error(), "push: decode message: ") || !errors.As(err, &se) && !errors.As(err, &te) {
+			t.Errorf("DecodeMessage(%s) error = %v, want a wrapped encoding/json error", body, err)
 		}
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// MaxBodyBytes is the largest push body accepted. A full message of the
-// longest type is under 3 KiB even in four-byte runes, so this leaves room
-// for escapes and white space while keeping a flood of bodies cheap.
+// MaxBodyBytes is the largest push body accepted. A valid body with every
+// field at its limit and every character written as a \u escape pair stays
+// under 20 KiB, so this leaves room for white space and pretty printing
+// while keeping a flood of bodies cheap to reject.
 const MaxBodyBytes = 64 << 10
 
 // Limits of the top-level fields, in characters.
@@ -83,8 +84,9 @@ const (
 
 // Parse reads a push body and applies every rule of the interface and of
 // the messaging platform to it. On success the Request holds the body's
-// values; data values and the user id share one copy of body. On failure
-// the error is a *ValidationError that lists every problem.
+// values, which share one copy of body: Parse keeps no reference to body
+// itself, so the caller may reuse its buffer at once. On failure the error
+// is a *ValidationError that lists every problem.
 func Parse(body []byte) (Request, error) {
 	if len(body) > MaxBodyBytes {
 		return Request{}, bodyProblem("larger than " + strconv.Itoa(MaxBodyBytes) + " bytes")
@@ -93,7 +95,7 @@ func Parse(body []byte) (Request, error) {
 		return Request{}, bodyProblem("not valid UTF-8")
 	}
 	// One allocation holds the data members of any type.
-	var buf [8]member
+	var buf [maxFields]member
 	b := bodyReader{members: buf[:0]}
 	if problem := b.read(string(body)); problem != "" {
 		return Request{}, bodyProblem(problem)
@@ -379,7 +381,7 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		return nil
 	}
 	// Where each field is in members, or -1; -2 if it occurs twice.
-	var at [16]int
+	var at [maxFields]int
 	for i := range sp.Fields {
 		at[i] = -1
 	}

@@ -437,3 +437,23 @@ func TestValidationErrorText(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// TestParseKeepsNoBody: the api parses from a pooled buffer and reuses it.
+func TestParseKeepsNoBody(t *testing.T) {
+	buf := []byte(tdlBody)
+	req, err := Parse(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deep copies: a string that aliased buf would change with it.
+	want := Request{UserID: strings.Clone(req.UserID), Type: Type(strings.Clone(string(req.Type))), URL: strings.Clone(req.URL), Time: req.Time, Data: map[string]string{}}
+	for k, v := range req.Data {
+		want.Data[strings.Clone(k)] = strings.Clone(v)
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	if !equalRequest(req, want) {
+		t.Errorf("Request changed with the body buffer: %+v", req)
+	}
+}

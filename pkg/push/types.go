@@ -12,7 +12,8 @@ package push
 // for example "TDL". The codes are case sensitive.
 type Type string
 
-// The message types, in the order of the interface's table.
+// TypeTDL and the constants after it are the nine message types, in the
+// order of the interface's table.
 const (
 	TypeTDL   Type = "TDL"
 	TypeEN    Type = "EN"
@@ -26,12 +27,16 @@ const (
 )
 
 // Limits of a single data value, in runes. The platform shows main items
-// only and cuts them at 20 characters; header and remark are no longer shown
+// only and allows them 20 characters; header and remark are no longer shown
 // at all, but they are stored and queued, so they are bounded too.
 const (
 	mainItemMaxRunes  = 20
 	extraItemMaxRunes = 200
 )
+
+// maxFields bounds the fields of a type, so that the parser can keep its
+// per-field state in arrays.
+const maxFields = 8
 
 // Field describes one key of the data object of a message type.
 type Field struct {

@@ -14,6 +14,9 @@ func TestTypes(t *testing.T) {
 		if s.MeaningZH == "" || s.MeaningEN == "" {
 			t.Errorf("%s: meaning missing", s.Type)
 		}
+		if len(s.Fields) > maxFields {
+			t.Errorf("%s: %d fields, the parser keeps room for %d", s.Type, len(s.Fields), maxFields)
+		}
 		names := map[string]bool{}
 		for i, f := range s.Fields {
 			if names[f.Name] {

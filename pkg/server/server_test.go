@@ -51,7 +51,7 @@ func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return 
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	api   *service.API
 	js    jetstream.JetStream
@@ -60,7 +60,7 @@ type env struct {
 	cfg   *config.Config
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -112,7 +112,7 @@ type answer struct {
 	body   []byte
 }
 
-func (a answer) json(t *testing.T) map[string]any {
+func (a answer) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(a.body, &m); err != nil {

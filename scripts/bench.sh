@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Benchmarks of the hot paths. Every figure is measured on this machine with the real embedded
+# servers (JetStream, FerretDB) and the platform simulator over loopback, all sharing its cores.
+# Usage: scripts/bench.sh [benchtime]   (default 3s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t=${1:-3s}
+echo "# $(go version), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "## push body validation, ids, message encoding (pkg/push)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/push/ | grep -E '^Benchmark'
+echo "## front end over HTTP: push accept (PubAck + queued record), lookup, token grant (pkg/server)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/server/ | grep -E '^Benchmark'
+echo "## store on embedded FerretDB: group-commit writes, result lookups (pkg/store)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/store/ | grep -E '^Benchmark'
+echo "## platform client against the simulator (pkg/platform)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/platform/ | grep -E '^Benchmark'
+echo "## delivery throughput through workers (pkg/delivery)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/delivery/ | grep -E '^Benchmark' || true
