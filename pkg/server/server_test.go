@@ -535,3 +535,35 @@ func TestMetaTypesNeedsNoToken(t *testing.T) {
 		t.Fatalf("unknown path: %d %s", a.status, a.body)
 	}
 }
+
+// TestQueuedVisibleBehindBacklog: with thousands of messages waiting for workers, a push just
+// answered is readable by its ucsId as queued. The queued record is written before the answer,
+// so the very next request sees it: no waiting, however long the backlog.
+func TestQueuedVisibleBehindBacklog(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	body := `{"userId":"2020000001","type":"JML","data":{"class":"高等数学","info":"第三章作业"}}`
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 375 {
+				if a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, body); a.status != 200 {
+					t.Errorf("backlog push: %d", a.status)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := e.streamMsgs(); n != 3000 {
+		t.Fatalf("backlog of %d, want 3000", n)
+	}
+	a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, goodBody)
+	id := a.json(t)["data"].(map[string]any)["ucsId"].(string)
+	a = e.do("GET", "/v1/infra/notification/mp/"+id, "", tok, "")
+	if a.status != 200 || a.json(t)["data"].(map[string]any)["state"] != "queued" {
+		t.Fatalf("lookup right after the answer: %d %s", a.status, a.body)
+	}
+}

@@ -291,6 +291,11 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	} else if f.SystemFailRate > 0 && s.rng.Float64() < f.SystemFailRate {
 		status = StatusSystemFailed
 	}
+	if len(s.sent) >= s.cfg.MaxSent {
+		// Drop the oldest tenth at once, so trimming is rare rather than on every send.
+		keep := s.sent[len(s.sent)-s.cfg.MaxSent*9/10:]
+		s.sent = append(s.sent[:0:0], keep...)
+	}
 	s.sent = append(s.sent, SentMessage{
 		MsgID: id, ToUser: req.ToUser, TemplateID: req.TemplateID, URL: req.URL,
 		ClientMsgID: req.ClientMsgID, Data: data, At: now,

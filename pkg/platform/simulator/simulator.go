@@ -77,6 +77,9 @@ type Config struct {
 	// Seed seeds the random source of faults and final statuses; 0 picks a
 	// random seed.
 	Seed uint64
+	// MaxSent bounds the accepted sends Sent keeps, the oldest dropped first, so a long run
+	// of the standalone service does not grow without end. Default 100,000 (about 30 MB).
+	MaxSent int
 }
 
 // Faults makes the simulator misbehave as the platform sometimes does. Rates
@@ -191,6 +194,9 @@ type Simulator struct {
 func New(cfg Config) *Simulator {
 	if cfg.CallbackDelay <= 0 {
 		cfg.CallbackDelay = defaultCallbackDelay
+	}
+	if cfg.MaxSent <= 0 {
+		cfg.MaxSent = 100_000
 	}
 	if cfg.CallbackWorkers <= 0 {
 		cfg.CallbackWorkers = defaultCallbackWorkers
@@ -321,7 +327,8 @@ func clampRate(r float64) float64 {
 	return 0 // also NaN
 }
 
-// Sent returns a copy of every accepted send, in the order accepted.
+// Sent returns a copy of the accepted sends, in the order accepted: all of them, or the last
+// Config.MaxSent.
 func (s *Simulator) Sent() []SentMessage {
 	s.mu.Lock()
 	out := make([]SentMessage, len(s.sent))

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 )
 
@@ -763,4 +764,36 @@ func TestSign(t *testing.T) {
 	if got, want := simulator.Sign("abc", "1409304348", "xxxxxx"), hex.EncodeToString(sum[:]); got != want {
 		t.Errorf("Sign = %s, want %s", got, want)
 	}
+}
+
+func TestSentIsBounded(t *testing.T) {
+	s := simulator.New(simulator.Config{AppID: "wxcap", Secret: "capsecret", MaxSent: 10})
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	s.AddTemplate("tpl", []string{"thing1"})
+	s.AddFollower("oCap")
+	c := capClient(t, srv.URL)
+	for i := range 25 {
+		if _, err := c.SendTemplate(context.Background(), platform.TemplateMessage{ToUser: "oCap", TemplateID: "tpl",
+			ClientMsgID: fmt.Sprintf("m%d", i), Data: map[string]string{"thing1": "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.Sent()
+	if len(got) > 10 || len(got) < 9 || got[len(got)-1].ClientMsgID != "m24" {
+		t.Fatalf("kept %d, last %q", len(got), got[len(got)-1].ClientMsgID)
+	}
+	if st := s.Stats(); st.Accepted != 25 {
+		t.Fatalf("accepted %d", st.Accepted)
+	}
+}
+
+func capClient(t *testing.T, base string) *platform.Client {
+	t.Helper()
+	c, err := platform.New(platform.Config{APIBase: base, AppID: "wxcap", Secret: "capsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
