@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
@@ -215,3 +217,56 @@ func sentFor(sent []simMsg, id string) simMsg {
 }
 
 type simMsg = simulator.SentMessage
+
+// TestConfigSectionsWin: under standalone, a configuration's sections are used where given (a
+// platform account, a client) and embedded parts fill in the rest.
+func TestConfigSectionsWin(t *testing.T) {
+	ext := simulator.New(simulator.Config{AppID: "wxreal", Secret: "wxrealsecret"})
+	defer ext.Close()
+	srv := httptest.NewServer(ext.Handler())
+	defer srv.Close()
+	ext.AddTemplate("REAL-JML", []string{"thing7", "thing8"})
+	ext.AddFollower("oRealUser")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+oauth:
+  clients:
+    - {client_id: registrar, client_secret: registrar-secret-0001, grants: [client_credentials], scopes: [notification.mp]}
+bindings: [{userid: "2019000123", openid: oRealUser}]
+platform:
+  api_base: %s
+  appid: wxreal
+  secret: wxrealsecret
+  callback_token: real-callback-token
+  templates:
+    JML: {template_id: REAL-JML, fields: {class: thing7, info: thing8}}
+`, srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Sim != nil || s.Info.PlatformURL != srv.URL {
+		t.Fatalf("the simulator ran although the file names a platform: %q", s.Info.PlatformURL)
+	}
+	base := s.Info.BaseURL
+	tok := token(t, base, "registrar", "registrar-secret-0001")
+	st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok,
+		`{"userId":"2019000123","type":"JML","data":{"class":"线性代数","info":"期中作业已发布"}}`)
+	if st != 200 {
+		t.Fatalf("push: %d %v", st, m)
+	}
+	id := m["data"].(map[string]any)["ucsId"].(string)
+	embeddedtest.Eventually(t, 20*time.Second, "the configured platform receives the message", func() bool { return len(ext.Sent()) == 1 })
+	got := ext.Sent()[0]
+	if got.ClientMsgID != id || got.TemplateID != "REAL-JML" || got.Data["thing7"] != "线性代数" || got.Data["thing8"] != "期中作业已发布" {
+		t.Fatalf("sent %+v", got)
+	}
+	// The seeded clients exist beside the configured one.
+	tok2 := token(t, base, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
+	if st, _ := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok2, ""); st != 404 {
+		t.Fatalf("another client read the push: %d", st)
+	}
+}
