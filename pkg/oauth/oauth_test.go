@@ -1,0 +1,152 @@
+package oauth_test
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/keys"
+	"github.com/campus-it/ucs/pkg/oauth"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func service(t *testing.T, clk *clock) *oauth.Service {
+	t.Helper()
+	sk, err := keys.Generate("ES256", clk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := keys.FromStored(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := oauth.NewClients([]config.Client{
+		{ClientID: "a", ClientSecret: "secret-of-client-a", Grants: []string{"client_credentials"}, Scopes: []string{"openid", "notification.mp", "fake_api"}},
+		{ClientID: "long", ClientSecretSHA256: "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", // sha256("secret")
+			Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, AccessTokenTTL: config.Duration(24 * time.Hour)},
+	}, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &oauth.Service{Issuer: "https://ucs.example.edu/auth/realms/campus", Clients: clients, Keys: ks, Now: clk.now}
+}
+
+func form(kv ...string) url.Values {
+	v := url.Values{}
+	for i := 0; i < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v
+}
+
+func TestGrantScopeAndLifetime(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	s := service(t, clk)
+	cases := []struct {
+		name      string
+		form      url.Values
+		scope     string
+		expiresIn int64
+		err       string
+	}{
+		{"all scopes but openid by default", form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a"), "notification.mp fake_api", 7200, ""},
+		{"asked scopes, deduplicated", form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a", "scope", "fake_api  fake_api openid"), "fake_api openid", 7200, ""},
+		{"scope not allowed", form("grant_type", "client_credentials", "client_id", "long", "client_secret", "secret", "scope", "fake_api"), "", 0, "invalid_scope"},
+		{"per-client lifetime, hashed secret", form("grant_type", "client_credentials", "client_id", "long", "client_secret", "secret"), "notification.mp", 86400, ""},
+		{"secret of another client", form("grant_type", "client_credentials", "client_id", "long", "client_secret", "secret-of-client-a"), "", 0, "invalid_client"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, e := s.Token(c.form, "", "", false)
+			if c.err != "" {
+				if e == nil || e.Code != c.err {
+					t.Fatalf("got %+v %+v", r, e)
+				}
+				return
+			}
+			if e != nil || r.Scope != c.scope || r.ExpiresIn != c.expiresIn || r.TokenType != "Bearer" || r.RefreshExpiresIn != 0 {
+				t.Fatalf("got %+v %+v", r, e)
+			}
+		})
+	}
+}
+
+func TestBasicCredentials(t *testing.T) {
+	s := service(t, &clock{t: time.Now()})
+	grant := form("grant_type", "client_credentials")
+	if _, e := s.Token(grant, "a", "secret-of-client-a", true); e != nil {
+		t.Fatalf("basic: %v", e)
+	}
+	// RFC 6749 §2.3.1: Basic credentials are form-encoded.
+	if _, e := s.Token(grant, "a", "secret%2Dof%2Dclient%2Da", true); e != nil {
+		t.Fatalf("encoded basic: %v", e)
+	}
+	both := form("grant_type", "client_credentials", "client_secret", "secret-of-client-a")
+	if _, e := s.Token(both, "a", "secret-of-client-a", true); e == nil || e.Code != "invalid_request" {
+		t.Fatalf("credentials twice: %v", e)
+	}
+	mismatch := form("grant_type", "client_credentials", "client_id", "long")
+	if _, e := s.Token(mismatch, "a", "secret-of-client-a", true); e == nil || e.Code != "invalid_request" {
+		t.Fatalf("two client ids: %v", e)
+	}
+}
+
+func TestVerifierCachesUntilExpiry(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	s := service(t, clk)
+	v := oauth.NewVerifier(s, 2)
+	tok := func() string {
+		r, e := s.Token(form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a"), "", "", false)
+		if e != nil {
+			t.Fatal(e)
+		}
+		return "Bearer " + r.AccessToken
+	}
+	req := oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials"}}
+	t1, t2, t3 := tok(), tok(), tok()
+	for i, h := range []string{t1, t2, t3, t1, t3} {
+		if c, e := v.Verify(h, req); e != nil || c.Azp != "a" {
+			t.Fatalf("token %d: %v", i, e)
+		}
+	}
+	if _, e := v.Verify(t1, oauth.Requirement{Scope: "fake_api", Grants: []string{"authorization_code"}}); e == nil || e.Code != "insufficient_scope" {
+		t.Fatalf("grant check: %v", e)
+	}
+	if _, e := v.Verify(strings.Replace(t1, "Bearer ", "bearer ", 1), req); e != nil {
+		t.Fatalf("the scheme is case-insensitive: %v", e)
+	}
+	clk.add(2*time.Hour + time.Second)
+	for _, h := range []string{t1, t2, t3} {
+		if _, e := v.Verify(h, req); e == nil || e.Code != "invalid_token" || !strings.Contains(e.Description, "expired") {
+			t.Fatalf("expired token: %v", e)
+		}
+	}
+}
+
+// BenchmarkVerifyCached is the bearer check on the push hot path: a token already verified.
+func BenchmarkVerifyCached(b *testing.B) {
+	clk := &clock{t: time.Now()}
+	s := service(&testing.T{}, clk)
+	v := oauth.NewVerifier(s, 0)
+	r, _ := s.Token(form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a"), "", "", false)
+	h := "Bearer " + r.AccessToken
+	req := oauth.Requirement{Scope: "notification.mp"}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, e := v.Verify(h, req); e != nil {
+				b.Fatal(e)
+			}
+		}
+	})
+}
