@@ -1,0 +1,85 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+)
+
+func msg(id string) push.Message {
+	return push.Message{UcsID: id, ClientID: "c", UserID: "u", Type: "JML",
+		Data: map[string]string{"class": "课程", "info": strings.Repeat("作", 20)}, Accepted: 1}
+}
+
+// TestFullStreamRefusesNew: a full stream refuses new pushes with ErrFull and keeps every
+// message it already holds.
+func TestFullStreamRefusesNew(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	c := queue.Config{Stream: "FULL", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewPublisher(js)
+	first := push.NewID(time.Now())
+	if err := p.Publish(ctx, msg(first)); err != nil {
+		t.Fatal(err)
+	}
+	var accepted int
+	for i := 0; ; i++ {
+		err := p.Publish(ctx, msg(push.NewID(time.Now())))
+		if errors.Is(err, queue.ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		accepted++
+		if i > 100_000 {
+			t.Fatal("a 1 MiB stream never filled up")
+		}
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(accepted+1) || info.State.FirstSeq != 1 {
+		t.Fatalf("stream holds %d from seq %d, accepted %d: messages were dropped", info.State.Msgs, info.State.FirstSeq, accepted+1)
+	}
+	m, err := st.GetMsg(ctx, 1)
+	if err != nil || m.Header.Get("Nats-Msg-Id") != first {
+		t.Fatalf("first message: %v", err)
+	}
+}
+
+// TestRepublishIsStoredOnce: the ucsId is the message id, so a publish retried after a lost
+// PubAck does not queue the message twice.
+func TestRepublishIsStoredOnce(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	st, err := queue.EnsureStream(ctx, js, queue.Config{Stream: "DUP", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewPublisher(js)
+	id := push.NewID(time.Now())
+	for range 3 {
+		if err := p.Publish(ctx, msg(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Fatalf("stored %d times", info.State.Msgs)
+	}
+	if got := queue.Subject("TDL"); got != "ucs.push.mp.TDL" {
+		t.Fatalf("subject %q", got)
+	}
+}
