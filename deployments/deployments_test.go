@@ -459,7 +459,7 @@ func mountedConfig(m manifests, d object, c map[string]any) (kind, name string, 
 			if _, ok := m.secretValue(name, key); !ok {
 				return "", "", fmt.Errorf("Secret %q has no key %q", name, key)
 			}
-		} else if _, ok := mapping(dig(m.mustFindNoT(kind, name), "data"))[key]; !ok {
+		} else if _, ok := mapping(dig(m.docOf(kind, name), "data"))[key]; !ok {
 			return "", "", fmt.Errorf("ConfigMap %q has no key %q", name, key)
 		}
 		return kind, name + "/" + key, nil
@@ -467,7 +467,8 @@ func mountedConfig(m manifests, d object, c map[string]any) (kind, name string, 
 	return "", "", fmt.Errorf("volume %q is mounted but not defined", vol)
 }
 
-func (m manifests) mustFindNoT(kind, name string) map[string]any {
+// docOf is the document of the object, or nil.
+func (m manifests) docOf(kind, name string) map[string]any {
 	o, _ := m.find(kind, name)
 	return o.doc
 }
@@ -490,7 +491,7 @@ func k8sConfig(t *testing.T, m manifests) *config.Config {
 	if kind == "Secret" {
 		text, _ = m.secretValue(name, key)
 	} else {
-		text = str(dig(m.mustFindNoT(kind, name), "data", key))
+		text = str(dig(m.docOf(kind, name), "data", key))
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -907,12 +908,29 @@ func checkComposeBuild(t *testing.T, prog string, svc map[string]any) {
 	}
 	df := filepath.Join(ctx, str(b["dockerfile"]))
 	want := filepath.Join("docker", prog+".Dockerfile")
-	if rel, err := filepath.Rel(".", df); err != nil || rel != want {
-		t.Errorf("%s: %s builds with %q, want %s", composeFile, prog, df, want)
+	gotAbs, err1 := filepath.Abs(df)
+	wantAbs, err2 := filepath.Abs(want)
+	if err1 != nil || err2 != nil || gotAbs != wantAbs {
+		t.Errorf("%s: %s builds with %s, want deployments/%s", composeFile, prog, str(b["dockerfile"]), want)
 	}
 	if _, err := os.Stat(df); err != nil {
 		t.Errorf("%s: %s: Dockerfile %s does not exist", composeFile, prog, df)
 	}
+}
+
+// goMinor is the "1.26" of go.mod's go directive.
+func goMinor(t *testing.T) string {
+	t.Helper()
+	for _, line := range strings.Split(string(readFile(t, filepath.Join("..", "go.mod"))), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			parts := strings.SplitN(v, ".", 3)
+			if len(parts) >= 2 {
+				return parts[0] + "." + parts[1]
+			}
+		}
+	}
+	t.Fatal("../go.mod has no go directive")
+	return ""
 }
 
 // instruction is one Dockerfile instruction with its continuation lines joined.
@@ -981,16 +999,18 @@ func TestDockerfiles(t *testing.T) {
 					}
 				}
 			}
-			if !strings.HasPrefix(froms[0], "golang:1.26") {
-				t.Errorf("%s: the build stage is FROM %q, want golang:1.26 (go.mod's version)", path, froms[0])
+			if want := "golang:" + goMinor(t); !strings.HasPrefix(froms[0], want) {
+				t.Errorf("%s: the build stage is FROM %q, want %s (the Go version of go.mod)", path, froms[0], want)
 			}
 
 			// The build: modules in their own layer before the source, a static trimmed binary
 			// of the right package.
-			var modLayer, copyAll, build int
+			var copyMod, modLayer, copyAll, build int
 			var buildArgs string
 			for i, in := range ins {
 				switch {
+				case in.cmd == "COPY" && strings.Contains(in.args, "go.mod") && strings.Contains(in.args, "go.sum") && copyMod == 0:
+					copyMod = i
 				case in.cmd == "RUN" && strings.Contains(in.args, "go mod download"):
 					modLayer = i
 				case in.cmd == "COPY" && strings.Fields(in.args)[0] == "." && copyAll == 0:
@@ -999,7 +1019,7 @@ func TestDockerfiles(t *testing.T) {
 					build, buildArgs = i, in.args
 				}
 			}
-			if modLayer == 0 || copyAll == 0 || modLayer > copyAll {
+			if copyMod == 0 || modLayer == 0 || copyAll == 0 || copyMod > modLayer || modLayer > copyAll {
 				t.Errorf("%s: want `COPY go.mod go.sum` and `RUN go mod download` before `COPY . .`, so the module layer is cached", path)
 			}
 			if build == 0 {

@@ -108,8 +108,43 @@ type OAuth struct {
 	AccessTokenTTL Duration `yaml:"access_token_ttl"`
 	// SigningAlg is the JWT algorithm of new tokens: ES256 (default) or RS256.
 	SigningAlg string `yaml:"signing_alg"`
+	// KeyRotation is the age at which the signing key is replaced; the previous key stays in
+	// the JWKS so tokens it signed stay valid until they expire. Default 720h; at least 24h, and
+	// longer than every token lifetime.
+	KeyRotation Duration `yaml:"key_rotation"`
+	// SessionTTL is the longest a sign-in session lasts; refresh tokens end with it. Default
+	// 10h; 5m to 720h.
+	SessionTTL Duration `yaml:"session_ttl"`
+	// RefreshTokenTTL is the lifetime of a refresh token (refresh_expires_in), never beyond its
+	// session. Default 1800s; 60s to session_ttl.
+	RefreshTokenTTL Duration `yaml:"refresh_token_ttl"`
+	// IdentityProviders are where users sign in.
+	IdentityProviders IdentityProviders `yaml:"identity_providers"`
 	// Clients are the registered client applications.
 	Clients []Client `yaml:"clients"`
+}
+
+// IdentityProviders lists the providers users sign in with; kc_idp_hint picks one.
+type IdentityProviders struct {
+	// Default is the provider used when the request names none: cas or local. Default cas when
+	// cas.url is set, else local when it is enabled; with neither, sign-in is off.
+	Default string `yaml:"default"`
+	// CAS is the campus single sign-on (CAS protocol 3.0).
+	CAS CASProvider `yaml:"cas"`
+	// Local is the built-in directory (directory.users), for development and tests.
+	Local LocalProvider `yaml:"local"`
+}
+
+// CASProvider is the campus single sign-on.
+type CASProvider struct {
+	// URL is the CAS server's base, e.g. https://cas.example.edu/cas. Empty: no CAS.
+	URL string `yaml:"url"`
+}
+
+// LocalProvider is the built-in directory's login form.
+type LocalProvider struct {
+	// Enabled turns the login form on.
+	Enabled bool `yaml:"enabled"`
 }
 
 // Client is one registered client application.
@@ -127,6 +162,8 @@ type Client struct {
 	Scopes []string `yaml:"scopes" json:"scopes"`
 	// RedirectURIs are the exact callback addresses of the authorization code grant.
 	RedirectURIs []string `yaml:"redirect_uris" json:"redirect_uris,omitempty"`
+	// PostLogoutRedirectURIs are the exact addresses logout may return to. Default: RedirectURIs.
+	PostLogoutRedirectURIs []string `yaml:"post_logout_redirect_uris" json:"post_logout_redirect_uris,omitempty"`
 	// SkipConsent lets the client's users skip the consent page.
 	SkipConsent bool `yaml:"skip_consent" json:"skip_consent,omitempty"`
 	// AccessTokenTTL overrides OAuth.AccessTokenTTL for this client (the interface's "longer
@@ -313,6 +350,30 @@ func (c *Config) Defaults() {
 	if c.OAuth.SigningAlg == "" {
 		c.OAuth.SigningAlg = "ES256"
 	}
+	if c.OAuth.KeyRotation == 0 {
+		c.OAuth.KeyRotation = Duration(720 * time.Hour)
+	}
+	if c.OAuth.SessionTTL == 0 {
+		c.OAuth.SessionTTL = Duration(10 * time.Hour)
+	}
+	if c.OAuth.RefreshTokenTTL == 0 {
+		c.OAuth.RefreshTokenTTL = Duration(1800 * time.Second)
+	}
+	idp := &c.OAuth.IdentityProviders
+	if idp.Default == "" {
+		switch {
+		case idp.CAS.URL != "":
+			idp.Default = "cas"
+		case idp.Local.Enabled:
+			idp.Default = "local"
+		}
+	}
+	for i := range c.OAuth.Clients {
+		cl := &c.OAuth.Clients[i]
+		if cl.PostLogoutRedirectURIs == nil {
+			cl.PostLogoutRedirectURIs = cl.RedirectURIs
+		}
+	}
 	if c.Worker.Concurrency == 0 {
 		c.Worker.Concurrency = 256
 	}
@@ -433,6 +494,35 @@ func (c *Config) validateOAuth(p *problems) {
 	if o.SigningAlg != "ES256" && o.SigningAlg != "RS256" {
 		p.add("oauth.signing_alg: %q, must be ES256 or RS256", o.SigningAlg)
 	}
+	if o.KeyRotation.D() < 24*time.Hour {
+		p.add("oauth.key_rotation: %s, at least 24h", o.KeyRotation.D())
+	}
+	if o.SessionTTL.D() < 5*time.Minute || o.SessionTTL.D() > 720*time.Hour {
+		p.add("oauth.session_ttl: %s, must be 5m to 720h", o.SessionTTL.D())
+	}
+	if o.RefreshTokenTTL.D() < time.Minute || o.RefreshTokenTTL.D() > o.SessionTTL.D() {
+		p.add("oauth.refresh_token_ttl: %s, must be 60s to session_ttl", o.RefreshTokenTTL.D())
+	}
+	idp := o.IdentityProviders
+	if idp.CAS.URL != "" {
+		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("oauth.identity_providers.cas.url: %q is not an absolute http(s) URL", idp.CAS.URL)
+		}
+	}
+	switch idp.Default {
+	case "cas":
+		if idp.CAS.URL == "" {
+			p.add("oauth.identity_providers.default: cas, but cas.url is not set")
+		}
+	case "local":
+		if !idp.Local.Enabled {
+			p.add("oauth.identity_providers.default: local, but local.enabled is false")
+		}
+	case "":
+		// No provider: sign-in is off.
+	default:
+		p.add("oauth.identity_providers.default: %q, must be cas or local", idp.Default)
+	}
 	seen := map[string]bool{}
 	for i, cl := range o.Clients {
 		at := fmt.Sprintf("oauth.clients[%d]", i)
@@ -477,6 +567,11 @@ func (c *Config) validateOAuth(p *problems) {
 		for _, r := range cl.RedirectURIs {
 			if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
 				p.add("%s.redirect_uris: %q is not an absolute URL without fragment", at, r)
+			}
+		}
+		for _, r := range cl.PostLogoutRedirectURIs {
+			if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+				p.add("%s.post_logout_redirect_uris: %q is not an absolute URL without fragment", at, r)
 			}
 		}
 		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {

@@ -126,7 +126,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list collections: %w", err)
 	}
-	for _, c := range []string{colEvents, colReceipts, colBindings, colKeys} {
+	for _, c := range []string{colEvents, colReceipts, colBindings, colKeys,
+		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies} {
 		if slices.Contains(names, c) {
 			continue
 		}

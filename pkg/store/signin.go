@@ -1,0 +1,287 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+)
+
+// Collections of the sign-in flow. Every document is keyed by _id, which for secrets (codes,
+// refresh tokens, session cookies) is the hex SHA-256 of the secret: the store never holds a
+// usable secret, and every read is by primary key.
+const (
+	colAuthRequests = "auth_requests"
+	colAuthCodes    = "auth_codes"
+	colSessions     = "sso_sessions"
+	colConsents     = "consents"
+	colRefresh      = "refresh_tokens"
+	colFamilies     = "token_families"
+)
+
+// AuthRequest is an authorization request between its arrival and its answer: while the user
+// signs in and consents.
+type AuthRequest struct {
+	ID                  string    `bson:"_id"`
+	ClientID            string    `bson:"client"`
+	RedirectURI         string    `bson:"redirect_uri"`
+	ResponseMode        string    `bson:"response_mode"`
+	State               string    `bson:"state,omitempty"`
+	Nonce               string    `bson:"nonce,omitempty"`
+	Scope               string    `bson:"scope"`
+	CodeChallenge       string    `bson:"code_challenge,omitempty"`
+	CodeChallengeMethod string    `bson:"code_challenge_method,omitempty"`
+	IDP                 string    `bson:"idp"`
+	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
+	// the flow are accepted only from that browser.
+	Browser string `bson:"browser"`
+	// CSRF is the value the flow's forms must carry.
+	CSRF    string    `bson:"csrf"`
+	Expires time.Time `bson:"expires"`
+	At      time.Time `bson:"at"`
+}
+
+// AuthCode is an issued authorization code (stored by the hash of the code).
+type AuthCode struct {
+	Hash          string    `bson:"_id"`
+	ClientID      string    `bson:"client"`
+	RedirectURI   string    `bson:"redirect_uri"`
+	Nonce         string    `bson:"nonce,omitempty"`
+	Scope         string    `bson:"scope"`
+	CodeChallenge string    `bson:"code_challenge,omitempty"`
+	UserID        string    `bson:"userid"`
+	SessionKey    string    `bson:"session"`
+	SID           string    `bson:"sid"`
+	AuthTime      time.Time `bson:"auth_time"`
+	Expires       time.Time `bson:"expires"`
+	Used          bool      `bson:"used"`
+	// Family is the token family the first exchange issued, revoked when the code is replayed.
+	Family string    `bson:"family,omitempty"`
+	At     time.Time `bson:"at"`
+}
+
+// Session is the service's own sign-in session (not the client's, nor the CAS one).
+type Session struct {
+	Key      string    `bson:"_id"` // hash of the cookie value
+	SID      string    `bson:"sid"` // public id, in tokens
+	UserID   string    `bson:"userid"`
+	IDP      string    `bson:"idp"`
+	AuthTime time.Time `bson:"auth_time"`
+	Expires  time.Time `bson:"expires"`
+	Ended    bool      `bson:"ended"`
+	At       time.Time `bson:"at"`
+}
+
+// RefreshToken is an issued refresh token (stored by its hash).
+type RefreshToken struct {
+	Hash       string    `bson:"_id"`
+	Family     string    `bson:"family"`
+	ClientID   string    `bson:"client"`
+	UserID     string    `bson:"userid"`
+	SessionKey string    `bson:"session"`
+	SID        string    `bson:"sid"`
+	Scope      string    `bson:"scope"`
+	Nonce      string    `bson:"nonce,omitempty"`
+	AuthTime   time.Time `bson:"auth_time"`
+	Expires    time.Time `bson:"expires"`
+	Rotated    bool      `bson:"rotated"`
+	At         time.Time `bson:"at"`
+}
+
+type family struct {
+	ID      string    `bson:"_id"`
+	Revoked bool      `bson:"revoked"`
+	At      time.Time `bson:"at"`
+}
+
+type consent struct {
+	ID     string    `bson:"_id"`
+	Scopes []string  `bson:"scopes"`
+	At     time.Time `bson:"at"`
+}
+
+func (s *Store) col(name string) *mongo.Collection { return s.db.Collection(name) }
+
+func (s *Store) getByID(ctx context.Context, col, id string, into any) error {
+	err := s.col(col).FindOne(ctx, bson.M{"_id": id}).Decode(into)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("find %s: %w", col, err)
+	}
+	return nil
+}
+
+// PutAuthRequest stores an authorization request.
+func (s *Store) PutAuthRequest(ctx context.Context, r AuthRequest) error {
+	if _, err := s.col(colAuthRequests).InsertOne(ctx, r); err != nil {
+		return fmt.Errorf("insert auth request: %w", err)
+	}
+	return nil
+}
+
+// AuthRequest returns an unexpired authorization request, or ErrNotFound.
+func (s *Store) AuthRequest(ctx context.Context, id string) (AuthRequest, error) {
+	var r AuthRequest
+	if err := s.getByID(ctx, colAuthRequests, id, &r); err != nil {
+		return r, err
+	}
+	if !s.now().Before(r.Expires) {
+		return r, ErrNotFound
+	}
+	return r, nil
+}
+
+// DeleteAuthRequest ends an authorization request once it is answered.
+func (s *Store) DeleteAuthRequest(ctx context.Context, id string) error {
+	_, err := s.col(colAuthRequests).DeleteOne(ctx, bson.M{"_id": id})
+	return err
+}
+
+// PutAuthCode stores an issued code.
+func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
+	if _, err := s.col(colAuthCodes).InsertOne(ctx, c); err != nil {
+		return fmt.Errorf("insert code: %w", err)
+	}
+	return nil
+}
+
+// ErrReplayed is returned for a code or refresh token used a second time.
+var ErrReplayed = errors.New("already used")
+
+// ConsumeAuthCode marks a code used and records the token family its exchange issues. It
+// returns the code as it was before; a code already used returns ErrReplayed with the code
+// (whose Family the caller revokes).
+func (s *Store) ConsumeAuthCode(ctx context.Context, hash, newFamily string) (AuthCode, error) {
+	var before AuthCode
+	err := s.col(colAuthCodes).FindOneAndUpdate(ctx, bson.M{"_id": hash},
+		bson.M{"$set": bson.M{"used": true}},
+		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return before, ErrNotFound
+	}
+	if err != nil {
+		return before, fmt.Errorf("consume code: %w", err)
+	}
+	if before.Used {
+		return before, ErrReplayed
+	}
+	if _, err := s.col(colAuthCodes).UpdateOne(ctx, bson.M{"_id": hash}, bson.M{"$set": bson.M{"family": newFamily}}); err != nil {
+		return before, fmt.Errorf("record family: %w", err)
+	}
+	return before, nil
+}
+
+// PutSession stores a sign-in session.
+func (s *Store) PutSession(ctx context.Context, se Session) error {
+	if _, err := s.col(colSessions).InsertOne(ctx, se); err != nil {
+		return fmt.Errorf("insert session: %w", err)
+	}
+	return nil
+}
+
+// Session returns a live session by the hash of its cookie, or ErrNotFound.
+func (s *Store) Session(ctx context.Context, key string) (Session, error) {
+	var se Session
+	if err := s.getByID(ctx, colSessions, key, &se); err != nil {
+		return se, err
+	}
+	if se.Ended || !s.now().Before(se.Expires) {
+		return se, ErrNotFound
+	}
+	return se, nil
+}
+
+// EndSession ends a session; its refresh tokens stop working with it.
+func (s *Store) EndSession(ctx context.Context, key string) error {
+	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"ended": true}})
+	if err != nil {
+		return fmt.Errorf("end session: %w", err)
+	}
+	return nil
+}
+
+// Consent returns the scopes userID has granted clientID.
+func (s *Store) Consent(ctx context.Context, userID, clientID string) ([]string, error) {
+	var c consent
+	err := s.getByID(ctx, colConsents, userID+"|"+clientID, &c)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return c.Scopes, err
+}
+
+// PutConsent records the scopes userID has granted clientID.
+func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
+	_, err := s.col(colConsents).ReplaceOne(ctx, bson.M{"_id": userID + "|" + clientID},
+		consent{ID: userID + "|" + clientID, Scopes: scopes, At: s.now()}, options.Replace().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("put consent: %w", err)
+	}
+	return nil
+}
+
+// PutRefreshToken stores an issued refresh token, creating its family on first use.
+func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
+	_, err := s.col(colFamilies).InsertOne(ctx, family{ID: t.Family, At: s.now()})
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("insert family: %w", err)
+	}
+	if _, err := s.col(colRefresh).InsertOne(ctx, t); err != nil {
+		return fmt.Errorf("insert refresh token: %w", err)
+	}
+	return nil
+}
+
+// RotateRefreshToken marks a refresh token used and returns it as it was. A token already
+// rotated returns ErrReplayed: the caller revokes its family.
+func (s *Store) RotateRefreshToken(ctx context.Context, hash string) (RefreshToken, error) {
+	var before RefreshToken
+	err := s.col(colRefresh).FindOneAndUpdate(ctx, bson.M{"_id": hash}, bson.M{"$set": bson.M{"rotated": true}},
+		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return before, ErrNotFound
+	}
+	if err != nil {
+		return before, fmt.Errorf("rotate refresh token: %w", err)
+	}
+	if before.Rotated {
+		return before, ErrReplayed
+	}
+	return before, nil
+}
+
+// RefreshToken returns a refresh token by hash, or ErrNotFound.
+func (s *Store) RefreshToken(ctx context.Context, hash string) (RefreshToken, error) {
+	var t RefreshToken
+	err := s.getByID(ctx, colRefresh, hash, &t)
+	return t, err
+}
+
+// RevokeFamily revokes every token of a family.
+func (s *Store) RevokeFamily(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	_, err := s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"revoked": true}},
+		options.Update().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("revoke family: %w", err)
+	}
+	return nil
+}
+
+// FamilyRevoked reports whether a token family has been revoked.
+func (s *Store) FamilyRevoked(ctx context.Context, id string) (bool, error) {
+	var f family
+	err := s.getByID(ctx, colFamilies, id, &f)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return f.Revoked, err
+}
