@@ -85,7 +85,8 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 		return nil, errorf(ErrInvalidToken, "the access token expired")
 	case err != nil:
 		return nil, errorf(ErrInvalidToken, "the access token is invalid")
-	case c.Typ != "Bearer":
+	case c.Typ != "Bearer" || c.Grant == "":
+		// ID tokens carry no grant_type: they are not accepted as access tokens.
 		return nil, errorf(ErrInvalidToken, "the token is not an access token")
 	}
 	v.mu.Lock()

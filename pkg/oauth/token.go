@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
@@ -29,6 +30,8 @@ type Claims struct {
 	Grant string `json:"grant_type"`
 	// UserID is the campus user number, for tokens obtained through a user's sign-in.
 	UserID string `json:"userid,omitempty"`
+	// SID is the sign-in session the token belongs to.
+	SID string `json:"sid,omitempty"`
 }
 
 // HasScope reports whether the token grants scope.
@@ -59,56 +62,48 @@ type Service struct {
 	Issuer  string
 	Clients *Clients
 	Keys    *keys.Set
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Store keeps codes and refresh tokens; nil turns the user grants off.
+	Store SignInStore
+	// RefreshTTL is the lifetime of refresh tokens (never beyond their session).
+	RefreshTTL time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Token handles a token request: the form of POST /v1/token, and the client's credentials
 // from HTTP Basic authentication when it used that (basicOK).
-func (s *Service) Token(form url.Values, basicID, basicSecret string, basicOK bool) (*TokenResponse, *Error) {
-	id, secret := form.Get("client_id"), form.Get("client_secret")
-	if basicOK {
-		// RFC 6749 §2.3.1: Basic credentials are form-encoded before they are joined.
-		bid, err1 := url.QueryUnescape(basicID)
-		bsec, err2 := url.QueryUnescape(basicSecret)
-		if err1 != nil || err2 != nil {
-			return nil, errorf(ErrInvalidClient, "malformed Basic credentials")
-		}
-		if id != "" && id != bid {
-			return nil, errorf(ErrInvalidRequest, "client_id in the form differs from the Basic credentials")
-		}
-		if secret != "" {
-			return nil, errorf(ErrInvalidRequest, "client credentials given twice: use Basic or the form, not both")
-		}
-		id, secret = bid, bsec
-	}
+func (s *Service) Token(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) (*TokenResponse, *Error) {
 	grant := form.Get("grant_type")
 	switch grant {
 	case "":
 		return nil, errorf(ErrInvalidRequest, "grant_type is required")
-	case config.GrantClientCredentials:
+	case config.GrantClientCredentials, config.GrantAuthorizationCode, config.GrantRefreshToken:
 	case "password":
 		return nil, errorf(ErrUnsupportedGrantType, "the password grant is under construction; use client_credentials or authorization_code")
-	case config.GrantAuthorizationCode, config.GrantRefreshToken:
-		return nil, errorf(ErrUnsupportedGrantType, "grant_type %s is not enabled on this server", grant)
 	default:
 		return nil, errorf(ErrUnsupportedGrantType, "grant_type %q is not supported", grant)
 	}
-	if id == "" || secret == "" {
-		return nil, errorf(ErrInvalidClient, "client_id and client_secret are required")
-	}
-	client, ok := s.Clients.Authenticate(id, secret)
-	if !ok {
-		return nil, errorf(ErrInvalidClient, "unknown client or wrong secret")
+	client, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+	if e != nil {
+		return nil, e
 	}
 	if !client.Allows(grant) {
 		return nil, errorf(ErrUnauthorizedClient, "client %s may not use the %s grant", client.ID, grant)
+	}
+	if (grant == config.GrantAuthorizationCode || grant == config.GrantRefreshToken) && s.Store == nil {
+		return nil, errorf(ErrUnsupportedGrantType, "grant_type %s is not enabled on this server", grant)
+	}
+	switch grant {
+	case config.GrantAuthorizationCode:
+		return s.exchangeCode(ctx, client, form)
+	case config.GrantRefreshToken:
+		return s.refresh(ctx, client, form)
 	}
 	scope, oerr := grantScope(client, form.Get("scope"), grant)
 	if oerr != nil {
 		return nil, oerr
 	}
-	tok, exp, err := s.issueAccess(client, grant, "service-account-"+client.ID, "", scope)
+	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "")
 	if err != nil {
 		s.Logger.Error("signing access token failed", "client", client.ID, "err", err)
 		return nil, errorf(ErrServerError, "the token could not be issued")
@@ -145,7 +140,7 @@ func grantScope(c *Client, requested, grant string) (string, *Error) {
 	return strings.Join(out, " "), nil
 }
 
-func (s *Service) issueAccess(c *Client, grant, subject, userID, scope string) (string, time.Duration, error) {
+func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid string) (string, time.Duration, error) {
 	now := s.Now()
 	ttl := c.AccessTokenTTL
 	claims := &Claims{
@@ -156,7 +151,7 @@ func (s *Service) issueAccess(c *Client, grant, subject, userID, scope string) (
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 			ID:        newJTI(),
 		},
-		Typ: "Bearer", Azp: c.ID, Scope: scope, Grant: grant, UserID: userID,
+		Typ: "Bearer", Azp: c.ID, Scope: scope, Grant: grant, UserID: userID, SID: sid,
 	}
 	tok, err := s.Keys.Sign(claims)
 	return tok, ttl, err

@@ -65,7 +65,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 // EnsureConsumer creates the durable pull consumer every worker shares, or updates it.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 20_000
+		// Messages waiting out a retry delay count as pending; the bound is high so that a
+		// platform outage's retries do not hold back new messages for long.
+		c.MaxAckPending = 100_000
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
 		Durable:       c.Consumer,

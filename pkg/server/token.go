@@ -27,7 +27,7 @@ func (s *Server) token(c echo.Context) error {
 		return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: http.StatusBadRequest})
 	}
 	id, secret, basic := r.BasicAuth()
-	resp, oerr := s.cfg.OAuth.Token(r.PostForm, id, secret, basic)
+	resp, oerr := s.cfg.OAuth.Token(r.Context(), r.PostForm, id, secret, basic)
 	if oerr != nil {
 		if oerr.Code == oauth.ErrInvalidClient && basic {
 			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
