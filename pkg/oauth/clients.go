@@ -11,13 +11,15 @@ import (
 
 // Client is a registered client as the token service keeps it: its secret only as a hash.
 type Client struct {
-	ID             string
-	secretHash     [32]byte
-	Grants         []string
-	Scopes         []string
-	RedirectURIs   []string
-	SkipConsent    bool
-	AccessTokenTTL time.Duration
+	ID           string
+	secretHash   [32]byte
+	Grants       []string
+	Scopes       []string
+	RedirectURIs []string
+	// PostLogoutRedirectURIs are where logout may return to.
+	PostLogoutRedirectURIs []string
+	SkipConsent            bool
+	AccessTokenTTL         time.Duration
 }
 
 // Allows reports whether the client may use grant.
@@ -46,6 +48,7 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 		r.byID[c.ClientID] = &Client{
 			ID: c.ClientID, secretHash: h, Grants: slices.Clone(c.Grants), Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
+			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs),
 		}
 	}
 	return r, nil
@@ -72,4 +75,15 @@ func (r *Clients) Authenticate(id, secret string) (*Client, bool) {
 		return nil, false
 	}
 	return c, true
+}
+
+// AnyPostLogoutRedirect reports whether target is a registered post-logout address of any
+// client (logout requests that name no client).
+func (r *Clients) AnyPostLogoutRedirect(target string) bool {
+	for _, c := range r.byID {
+		if slices.Contains(c.PostLogoutRedirectURIs, target) {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,8 @@ type Config struct {
 	Events    Events
 	// CallbackToken checks the signature of the platform's event pushes.
 	CallbackToken string
+	// SignIn configures the authorization code flow's browser side; nil turns it off.
+	SignIn *SignIn
 	// Location is the time zone of the envelope's time. Default Asia/Shanghai.
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
@@ -125,6 +127,8 @@ func (s *Server) routes() {
 
 	e.GET("/v1/meta/notification/mp/types", s.metaTypes)
 	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)
+
+	s.signInRoutes()
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)

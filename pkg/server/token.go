@@ -56,12 +56,23 @@ func (s *Server) discovery(c echo.Context) error {
 	iss := s.cfg.OAuth.Issuer
 	oidc := iss + "/protocol/openid-connect"
 	return c.JSON(http.StatusOK, map[string]any{
-		"issuer":                                iss,
-		"token_endpoint":                        oidc + "/token",
-		"jwks_uri":                              oidc + "/certs",
-		"grant_types_supported":                 []string{"client_credentials"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_post", "client_secret_basic"},
-		"id_token_signing_alg_values_supported": []string{s.cfg.OAuth.Keys.Alg()},
-		"scopes_supported":                      []string{"openid", "notification.mp", "fake_api"},
+		"issuer":                                         iss,
+		"authorization_endpoint":                         oidc + "/auth",
+		"token_endpoint":                                 oidc + "/token",
+		"jwks_uri":                                       oidc + "/certs",
+		"userinfo_endpoint":                              oidc + "/userinfo",
+		"end_session_endpoint":                           oidc + "/logout",
+		"revocation_endpoint":                            oidc + "/revoke",
+		"introspection_endpoint":                         oidc + "/token/introspect",
+		"response_types_supported":                       []string{"code"},
+		"response_modes_supported":                       []string{"query", "fragment", "form_post"},
+		"grant_types_supported":                          []string{"authorization_code", "client_credentials", "refresh_token"},
+		"subject_types_supported":                        []string{"public"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"client_secret_post", "client_secret_basic"},
+		"id_token_signing_alg_values_supported":          []string{s.cfg.OAuth.Keys.Alg()},
+		"scopes_supported":                               []string{"openid", "notification.mp", "fake_api"},
+		"claims_supported":                               []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "sid", "azp", "typ", "scope", "userid"},
+		"authorization_response_iss_parameter_supported": true,
 	})
 }

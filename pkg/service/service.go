@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/keys"
@@ -150,13 +151,18 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	svc := &oauth.Service{
-		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, Now: d.Now, Logger: d.Logger,
+		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks,
+		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Now: d.Now, Logger: d.Logger,
+	}
+	signIn, err := buildSignIn(cfg, a.Store, d)
+	if err != nil {
+		return err
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Store: a.Store, Events: a.writer,
-		CallbackToken: cfg.Platform.CallbackToken, Location: loc,
+		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
 				return errors.New("not connected to nats")
@@ -171,6 +177,31 @@ func (a *API) build(ctx context.Context) error {
 	}
 	a.Server = srv
 	return nil
+}
+
+// buildSignIn configures the browser side of sign-in from the identity providers of cfg; nil
+// when none is configured.
+func buildSignIn(cfg *config.Config, st *store.Store, d Deps) (*server.SignIn, error) {
+	idp := cfg.OAuth.IdentityProviders
+	if idp.CAS.URL == "" && !idp.Local.Enabled {
+		return nil, nil
+	}
+	si := &server.SignIn{Store: st, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
+	if idp.Local.Enabled {
+		dir, err := oauth.NewDirectory(cfg.Directory.Users)
+		if err != nil {
+			return nil, err
+		}
+		si.Directory = dir
+	}
+	if idp.CAS.URL != "" {
+		c, err := cas.New(cas.Config{BaseURL: idp.CAS.URL, HTTPClient: d.HTTPClient})
+		if err != nil {
+			return nil, err
+		}
+		si.CAS = c
+	}
+	return si, nil
 }
 
 // LoadBindings writes the bindings of the configuration into the store. A binding given in the

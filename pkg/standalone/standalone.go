@@ -171,6 +171,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		ferret = f
 	}
 	mergeSeed(cfg, seed)
+	// The built-in directory's login form is on for development, beside any CAS the file names.
+	cfg.OAuth.IdentityProviders.Local.Enabled = true
 	if cfg.Platform.APIBase == "" {
 		url, err := s.startSimulator(cfg, seed, o)
 		if err != nil {

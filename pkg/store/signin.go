@@ -26,16 +26,16 @@ const (
 // AuthRequest is an authorization request between its arrival and its answer: while the user
 // signs in and consents.
 type AuthRequest struct {
-	ID                  string    `bson:"_id"`
-	ClientID            string    `bson:"client"`
-	RedirectURI         string    `bson:"redirect_uri"`
-	ResponseMode        string    `bson:"response_mode"`
-	State               string    `bson:"state,omitempty"`
-	Nonce               string    `bson:"nonce,omitempty"`
-	Scope               string    `bson:"scope"`
-	CodeChallenge       string    `bson:"code_challenge,omitempty"`
-	CodeChallengeMethod string    `bson:"code_challenge_method,omitempty"`
-	IDP                 string    `bson:"idp"`
+	ID                  string `bson:"_id"`
+	ClientID            string `bson:"client"`
+	RedirectURI         string `bson:"redirect_uri"`
+	ResponseMode        string `bson:"response_mode"`
+	State               string `bson:"state,omitempty"`
+	Nonce               string `bson:"nonce,omitempty"`
+	Scope               string `bson:"scope"`
+	CodeChallenge       string `bson:"code_challenge,omitempty"`
+	CodeChallengeMethod string `bson:"code_challenge_method,omitempty"`
+	IDP                 string `bson:"idp"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `bson:"browser"`

@@ -1,0 +1,552 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/cas"
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/pages"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// SignInStore keeps the browser side of sign-in; *store.Store implements it.
+type SignInStore interface {
+	PutAuthRequest(ctx context.Context, r store.AuthRequest) error
+	AuthRequest(ctx context.Context, id string) (store.AuthRequest, error)
+	DeleteAuthRequest(ctx context.Context, id string) error
+	PutSession(ctx context.Context, se store.Session) error
+	Session(ctx context.Context, key string) (store.Session, error)
+	EndSession(ctx context.Context, key string) error
+	Consent(ctx context.Context, userID, clientID string) ([]string, error)
+	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
+}
+
+// SignIn configures the authorization code flow's browser side. Without it the authorization
+// endpoint shows an error page.
+type SignIn struct {
+	Store SignInStore
+	// Directory checks passwords of the local provider; nil: local sign-in is off.
+	Directory *oauth.Directory
+	// CAS is the campus single sign-on; nil: off.
+	CAS *cas.Client
+	// DefaultIDP is the provider used when kc_idp_hint is absent: "cas" or "local".
+	DefaultIDP string
+	// SessionTTL is the longest a sign-in session lasts.
+	SessionTTL time.Duration
+	// PublicURL is the front end's public address; cookies are Secure when it is https.
+	PublicURL string
+}
+
+const (
+	cookieSession = "UCS_SESSION"
+	cookieBrowser = "UCS_BROWSER"
+	// authRequestTTL is how long a user may take to sign in and consent.
+	authRequestTTL = 10 * time.Minute
+)
+
+func (s *Server) realmPath() string { return "/auth/realms/" + s.cfg.Realm }
+
+func (s *Server) signInRoutes() {
+	r := s.realmPath()
+	oidc := r + "/protocol/openid-connect"
+	s.e.GET(oidc+"/auth", s.authorize)
+	s.e.POST(oidc+"/auth", s.authorize)
+	s.e.POST(r+"/login-actions/authenticate", s.loginLocal)
+	s.e.POST(r+"/login-actions/consent", s.consent)
+	s.e.GET(r+"/broker/cas/endpoint", s.casCallback)
+	s.e.GET(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
+	s.e.POST(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
+	s.e.GET(oidc+"/logout", s.logout)
+	s.e.POST(oidc+"/logout", s.logout)
+	s.e.POST(oidc+"/revoke", s.revoke)
+	s.e.POST(oidc+"/token/introspect", s.introspect)
+}
+
+// page renders an HTML page with the security headers; formActions are origins its form may
+// post to besides this service.
+func (s *Server) page(c echo.Context, status int, render func(nonce string) func(*bytes.Buffer) error, formActions ...string) error {
+	nonce := pages.NewNonce()
+	var buf bytes.Buffer
+	if err := render(nonce)(&buf); err != nil {
+		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+	}
+	pages.Headers(c.Response().Header(), nonce, formActions...)
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// errorPage is the answer when the client's redirect address cannot be trusted: never a
+// redirect.
+func (s *Server) errorPage(c echo.Context, status int, title, msg, code string) error {
+	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
+		return func(b *bytes.Buffer) error {
+			return pages.Error(b, pages.ErrorData{Title: title, Message: msg, Code: code, Nonce: nonce})
+		}
+	})
+}
+
+func (s *Server) secureCookies() bool {
+	return s.cfg.SignIn != nil && strings.HasPrefix(s.cfg.SignIn.PublicURL, "https://")
+}
+
+func (s *Server) setCookie(c echo.Context, name, value string, maxAge time.Duration) {
+	c.SetCookie(&http.Cookie{
+		Name: name, Value: value, Path: s.realmPath() + "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: s.secureCookies(), MaxAge: int(maxAge / time.Second),
+	})
+}
+
+func (s *Server) clearCookie(c echo.Context, name string) {
+	c.SetCookie(&http.Cookie{Name: name, Value: "", Path: s.realmPath() + "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(), MaxAge: -1})
+}
+
+func cookieValue(c echo.Context, name string) string {
+	ck, err := c.Cookie(name)
+	if err != nil {
+		return ""
+	}
+	return ck.Value
+}
+
+// requestParams reads the authorization request from the query (GET) or the form (POST).
+func requestParams(c echo.Context) url.Values {
+	if c.Request().Method == http.MethodPost {
+		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
+		if err := c.Request().ParseForm(); err == nil {
+			return c.Request().PostForm
+		}
+		return url.Values{}
+	}
+	return c.QueryParams()
+}
+
+// authorize is the authorization endpoint.
+func (s *Server) authorize(c echo.Context) error {
+	si := s.cfg.SignIn
+	q := requestParams(c)
+	client, ok := s.cfg.OAuth.Clients.Lookup(q.Get("client_id"))
+	if !ok {
+		return s.errorPage(c, http.StatusBadRequest, "无效的客户端 Unknown client", "The application is not registered: check client_id.", "invalid_client")
+	}
+	redirect := q.Get("redirect_uri")
+	if redirect == "" || !slices.Contains(client.RedirectURIs, redirect) {
+		return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect_uri",
+			"redirect_uri is missing or not registered for this application (exact match).", "invalid_redirect_uri")
+	}
+	mode := q.Get("response_mode")
+	ar := store.AuthRequest{ClientID: client.ID, RedirectURI: redirect, ResponseMode: mode, State: q.Get("state")}
+	switch mode {
+	case "", "query", "fragment", "form_post":
+	default:
+		ar.ResponseMode = "query"
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "response_mode must be query, fragment or form_post")
+	}
+	if len(ar.State) > 2048 {
+		ar.State = ""
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "state is longer than 2048 characters")
+	}
+	if si == nil || (si.Directory == nil && si.CAS == nil) {
+		return s.redirectError(c, ar, "temporarily_unavailable", "sign-in is not configured on this server")
+	}
+	if q.Get("response_type") != "code" {
+		return s.redirectError(c, ar, "unsupported_response_type", "response_type must be code")
+	}
+	if !client.Allows(config.GrantAuthorizationCode) {
+		return s.redirectError(c, ar, oauth.ErrUnauthorizedClient, "this client may not use the authorization code grant")
+	}
+	scopes := strings.Fields(q.Get("scope"))
+	for _, sc := range scopes {
+		if !slices.Contains(client.Scopes, sc) {
+			return s.redirectError(c, ar, oauth.ErrInvalidScope, "scope "+sc+" is not allowed for this client")
+		}
+	}
+	slices.Sort(scopes)
+	ar.Scope = strings.Join(slices.Compact(scopes), " ")
+	ar.Nonce = q.Get("nonce")
+	if len(ar.Nonce) > 512 {
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "nonce is longer than 512 characters")
+	}
+	if ch := q.Get("code_challenge"); ch != "" || q.Get("code_challenge_method") != "" {
+		if q.Get("code_challenge_method") != "S256" {
+			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "code_challenge_method must be S256")
+		}
+		if !validChallenge(ch) {
+			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~]")
+		}
+		ar.CodeChallenge, ar.CodeChallengeMethod = ch, "S256"
+	}
+	ar.IDP = q.Get("kc_idp_hint")
+	if ar.IDP == "" {
+		ar.IDP = si.DefaultIDP
+	}
+	switch {
+	case ar.IDP == "local" && si.Directory != nil, ar.IDP == "cas" && si.CAS != nil:
+	default:
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "kc_idp_hint: unknown identity provider "+q.Get("kc_idp_hint"))
+	}
+	browser := cookieValue(c, cookieBrowser)
+	if browser == "" {
+		browser = oauth.NewSecret()
+	}
+	s.setCookie(c, cookieBrowser, browser, 0)
+	now := s.now()
+	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret(), oauth.NewSecret(), oauth.Hash(browser)
+	ar.At, ar.Expires = now, now.Add(authRequestTTL)
+	ctx := c.Request().Context()
+	if err := si.Store.PutAuthRequest(ctx, ar); err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	if se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession))); err == nil {
+		// Signed in already: a second authorization in the same session skips the login.
+		return s.afterLogin(c, ar, se)
+	}
+	return s.startLogin(c, ar, "")
+}
+
+func validChallenge(s string) bool {
+	if len(s) < 43 || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) casService(ar store.AuthRequest) string {
+	return s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + url.QueryEscape(ar.ID)
+}
+
+// startLogin sends the user to the request's identity provider.
+func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string) error {
+	if ar.IDP == "cas" {
+		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LoginURL(s.casService(ar), false))
+	}
+	status := http.StatusOK
+	if failure != "" {
+		status = http.StatusUnauthorized
+	}
+	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
+		return func(b *bytes.Buffer) error {
+			return pages.Login(b, pages.LoginData{
+				Action: s.realmPath() + "/login-actions/authenticate?req=" + url.QueryEscape(ar.ID),
+				CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
+			})
+		}
+	}, ar.RedirectURI) // the form's answer redirects to the client, which form-action must allow
+}
+
+// flowRequest loads the authorization request a step of the flow belongs to, and checks that
+// the step comes from the browser that started it and, for forms, carries its CSRF token.
+func (s *Server) flowRequest(c echo.Context, form bool) (store.AuthRequest, error) {
+	id := c.QueryParam("req")
+	ar, err := s.cfg.SignIn.Store.AuthRequest(c.Request().Context(), id)
+	if err != nil {
+		return ar, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
+			"This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
+	}
+	if oauth.Hash(cookieValue(c, cookieBrowser)) != ar.Browser ||
+		(form && (c.FormValue("csrf") == "" || c.FormValue("csrf") != ar.CSRF)) {
+		return ar, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
+			"This form did not come from the sign-in page of this browser.", "csrf")
+	}
+	return ar, nil
+}
+
+// loginLocal takes the built-in login form.
+func (s *Server) loginLocal(c echo.Context) error {
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
+	ar, err := s.flowRequest(c, true)
+	if err != nil {
+		return err
+	}
+	if ar.IDP != "local" || s.cfg.SignIn.Directory == nil {
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the login form.", "invalid_request")
+	}
+	user := strings.TrimSpace(c.FormValue("username"))
+	if !s.cfg.SignIn.Directory.Check(user, c.FormValue("password")) {
+		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
+	}
+	se, err := s.newSession(c, user, "local")
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	return s.afterLogin(c, ar, se)
+}
+
+// casCallback is where the campus single sign-on returns with a service ticket.
+func (s *Server) casCallback(c echo.Context) error {
+	ar, err := s.flowRequest(c, false)
+	if err != nil {
+		return err
+	}
+	if ar.IDP != "cas" || s.cfg.SignIn.CAS == nil {
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the campus single sign-on.", "invalid_request")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
+	defer cancel()
+	p, err := s.cfg.SignIn.CAS.Validate(ctx, c.QueryParam("ticket"), s.casService(ar))
+	if err != nil {
+		s.log.Info("CAS ticket refused", "client", ar.ClientID, "err", err)
+		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
+			"The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
+	}
+	se, err := s.newSession(c, p.User, "cas")
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	return s.afterLogin(c, ar, se)
+}
+
+func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, error) {
+	secret := oauth.NewSecret()
+	now := s.now()
+	se := store.Session{
+		Key: oauth.Hash(secret), SID: oauth.NewSecret()[:22], UserID: userID, IDP: idp,
+		AuthTime: now, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
+	}
+	if err := s.cfg.SignIn.Store.PutSession(c.Request().Context(), se); err != nil {
+		return se, err
+	}
+	s.setCookie(c, cookieSession, secret, s.cfg.SignIn.SessionTTL)
+	return se, nil
+}
+
+// interfaceScopes are the requested scopes that need the user's consent: all but openid.
+func interfaceScopes(scope string) []string {
+	var out []string
+	for sc := range strings.FieldsSeq(scope) {
+		if sc != config.ScopeOpenID {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// afterLogin asks for consent where it is needed, else answers the client.
+func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
+	want := interfaceScopes(ar.Scope)
+	if len(want) == 0 || client.SkipConsent {
+		return s.finish(c, ar, se)
+	}
+	granted, err := s.cfg.SignIn.Store.Consent(c.Request().Context(), se.UserID, ar.ClientID)
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	if !slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) }) {
+		return s.finish(c, ar, se)
+	}
+	texts := make([]pages.ScopeText, 0, len(want))
+	for _, sc := range want {
+		texts = append(texts, pages.DescribeScope(sc))
+	}
+	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+		return func(b *bytes.Buffer) error {
+			return pages.Consent(b, pages.ConsentData{
+				Action: s.realmPath() + "/login-actions/consent?req=" + url.QueryEscape(ar.ID),
+				CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
+			})
+		}
+	}, ar.RedirectURI)
+}
+
+// consent takes the consent form.
+func (s *Server) consent(c echo.Context) error {
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
+	ar, err := s.flowRequest(c, true)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	se, err := s.cfg.SignIn.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
+	if err != nil {
+		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "Your sign-in session ended. Go back to the application and start again.", "expired")
+	}
+	if c.FormValue("accept") == "" {
+		_ = s.cfg.SignIn.Store.DeleteAuthRequest(ctx, ar.ID)
+		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
+	}
+	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID)
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	for _, sc := range interfaceScopes(ar.Scope) {
+		if !slices.Contains(granted, sc) {
+			granted = append(granted, sc)
+		}
+	}
+	if err := s.cfg.SignIn.Store.PutConsent(ctx, se.UserID, ar.ClientID, granted); err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	return s.finish(c, ar, se)
+}
+
+// finish issues the code and sends the browser back to the client.
+func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	ctx := c.Request().Context()
+	code, err := s.cfg.OAuth.IssueCode(ctx, oauth.CodeGrant{
+		ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, Nonce: ar.Nonce, Scope: ar.Scope, CodeChallenge: ar.CodeChallenge,
+		UserID: se.UserID, SessionKey: se.Key, SID: se.SID, AuthTime: se.AuthTime,
+	})
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	_ = s.cfg.SignIn.Store.DeleteAuthRequest(ctx, ar.ID)
+	return s.respond(c, ar, []pages.Field{{Name: "code", Value: code}, {Name: "state", Value: ar.State},
+		{Name: "session_state", Value: se.SID}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
+}
+
+func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
+	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: desc},
+		{Name: "state", Value: ar.State}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
+}
+
+func (s *Server) redirectErrorInternal(c echo.Context, ar store.AuthRequest, err error) error {
+	s.log.Error("sign-in step failed", "client", ar.ClientID, "err", err)
+	return s.redirectError(c, ar, oauth.ErrServerError, "the sign-in could not be completed; try again")
+}
+
+// respond sends fields to the client's (already verified) redirect_uri in the response mode
+// it asked for.
+func (s *Server) respond(c echo.Context, ar store.AuthRequest, fields []pages.Field) error {
+	v := url.Values{}
+	var kept []pages.Field
+	for _, f := range fields {
+		if f.Value != "" {
+			v.Add(f.Name, f.Value)
+			kept = append(kept, f)
+		}
+	}
+	switch ar.ResponseMode {
+	case "form_post":
+		return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+			return func(b *bytes.Buffer) error {
+				return pages.FormPost(b, pages.FormPostData{Action: ar.RedirectURI, Fields: kept, Nonce: nonce})
+			}
+		}, ar.RedirectURI)
+	case "fragment":
+		return c.Redirect(http.StatusFound, ar.RedirectURI+"#"+v.Encode())
+	}
+	sep := "?"
+	if strings.Contains(ar.RedirectURI, "?") {
+		sep = "&"
+	}
+	return c.Redirect(http.StatusFound, ar.RedirectURI+sep+v.Encode())
+}
+
+// userinfo answers who the user of an access token is.
+func (s *Server) userinfo(c echo.Context) error {
+	cl := claimsOf(c)
+	out := map[string]any{"sub": cl.Subject}
+	if cl.UserID != "" {
+		out["userid"], out["preferred_username"] = cl.UserID, cl.UserID
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
+}
+
+// logout ends the sign-in session (and with it its refresh tokens) and returns to an address
+// registered for the client; any other address gets an error page, never a redirect.
+func (s *Server) logout(c echo.Context) error {
+	q := requestParams(c)
+	target := q.Get("post_logout_redirect_uri")
+	if target == "" {
+		target = q.Get("redirect_uri") // the interface's (and older Keycloak's) parameter
+	}
+	if target != "" {
+		clientID := q.Get("client_id")
+		if hint := q.Get("id_token_hint"); hint != "" {
+			idc, err := s.cfg.OAuth.ParseIDToken(hint)
+			if err != nil {
+				return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "id_token_hint is not an ID token of this server.", "invalid_request")
+			}
+			if clientID != "" && clientID != idc.Azp {
+				return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "client_id differs from the ID token's client.", "invalid_request")
+			}
+			clientID = idc.Azp
+		}
+		if !s.logoutTargetAllowed(clientID, target) {
+			return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect address",
+				"The address to return to after signing out is not registered for this application.", "invalid_redirect_uri")
+		}
+	}
+	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
+		if err := s.cfg.SignIn.Store.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
+			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
+		}
+	}
+	s.clearCookie(c, cookieSession)
+	if target == "" {
+		return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+			return func(b *bytes.Buffer) error { return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce}) }
+		})
+	}
+	if st := q.Get("state"); st != "" {
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + url.Values{"state": {st}}.Encode()
+	}
+	return c.Redirect(http.StatusFound, target)
+}
+
+func (s *Server) logoutTargetAllowed(clientID, target string) bool {
+	if clientID != "" {
+		cl, ok := s.cfg.OAuth.Clients.Lookup(clientID)
+		return ok && slices.Contains(cl.PostLogoutRedirectURIs, target)
+	}
+	// Without a client, the address must be registered for some client (exact match).
+	return s.cfg.OAuth.Clients.AnyPostLogoutRedirect(target)
+}
+
+func (s *Server) clientForm(c echo.Context) (url.Values, string, string, bool, error) {
+	r := c.Request()
+	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
+		return nil, "", "", false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the body must be application/x-www-form-urlencoded", Status: 400})
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return nil, "", "", false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: 400})
+	}
+	id, sec, ok := r.BasicAuth()
+	return r.PostForm, id, sec, ok, nil
+}
+
+// revoke is RFC 7009 token revocation.
+func (s *Server) revoke(c echo.Context) error {
+	form, id, sec, basic, err := s.clientForm(c)
+	if form == nil {
+		return err
+	}
+	if e := s.cfg.OAuth.Revoke(c.Request().Context(), form, id, sec, basic); e != nil {
+		return s.oauthError(c, e)
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// introspect is RFC 7662 token introspection.
+func (s *Server) introspect(c echo.Context) error {
+	form, id, sec, basic, err := s.clientForm(c)
+	if form == nil {
+		return err
+	}
+	out, e := s.cfg.OAuth.Introspect(c.Request().Context(), form, id, sec, basic)
+	if e != nil {
+		return s.oauthError(c, e)
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
+}
