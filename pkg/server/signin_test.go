@@ -1,0 +1,368 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+const (
+	rpRedirect = "https://app.example.edu/cb"
+	rpSecret   = "relying-party-secret-01"
+	userID     = "2020000001"
+	userPass   = "correct horse battery"
+)
+
+type signInEnv struct {
+	issuer string
+	base   string
+	cas    *castest.Server
+	clock  *clock
+}
+
+func newSignInEnv(t *testing.T) *signInEnv {
+	t.Helper()
+	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Shutdown)
+	f := embeddedtest.FerretDB(t)
+	casSrv := castest.New(map[string]string{"2020000042": "cas-password"})
+	t.Cleanup(casSrv.Close)
+	ts := httptest.NewUnstartedServer(nil)
+	base := "http://" + ts.Listener.Addr().String()
+	clk := &clock{t: time.Now().Truncate(time.Second)}
+	cfg := &config.Config{
+		PublicURL: base,
+		NATS:      config.NATS{URL: n.URL()},
+		MongoDB:   config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
+		OAuth: config.OAuth{
+			IdentityProviders: config.IdentityProviders{Default: "local", CAS: config.CASProvider{URL: casSrv.URL()}, Local: config.LocalProvider{Enabled: true}},
+			Clients: []config.Client{{ClientID: "portal", ClientSecret: rpSecret,
+				Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+				RedirectURIs: []string{rpRedirect}}},
+		},
+		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleAPI); err != nil {
+		t.Fatal(err)
+	}
+	api, err := service.NewAPI(context.Background(), cfg, service.Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	ts.Config.Handler = api.Server
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return &signInEnv{issuer: base + "/auth/realms/campus", base: base, cas: casSrv, clock: clk}
+}
+
+// browser is a user agent with cookies that stops at the relying party's callback.
+func browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), rpRedirect) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+}
+
+var (
+	formAction = regexp.MustCompile(`<form[^>]*action="([^"]+)"`)
+	hidden     = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`)
+)
+
+type page struct {
+	status   int
+	body     string
+	location string
+	url      *url.URL
+}
+
+func get(t *testing.T, b *http.Client, u string) page {
+	t.Helper()
+	resp, err := b.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read(t, resp)
+}
+
+func read(t *testing.T, resp *http.Response) page {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), url: resp.Request.URL}
+}
+
+// submit posts the page's form with extra fields, as a person pressing its button would.
+func submit(t *testing.T, b *http.Client, p page, fields url.Values) page {
+	t.Helper()
+	m := formAction.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no form on page %d: %s", p.status, p.body)
+	}
+	action, _ := p.url.Parse(html.UnescapeString(m[1]))
+	for _, h := range hidden.FindAllStringSubmatch(p.body, -1) {
+		if fields.Get(h[1]) == "" {
+			fields.Set(h[1], html.UnescapeString(h[2]))
+		}
+	}
+	resp, err := b.PostForm(action.String(), fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read(t, resp)
+}
+
+func callback(t *testing.T, p page) url.Values {
+	t.Helper()
+	if p.status != http.StatusFound || !strings.HasPrefix(p.location, rpRedirect) {
+		t.Fatalf("not sent back to the client: %d %q %s", p.status, p.location, p.body)
+	}
+	u, _ := url.Parse(p.location)
+	return u.Query()
+}
+
+type rp struct {
+	provider *oidc.Provider
+	conf     oauth2.Config
+	verifier *oidc.IDTokenVerifier
+}
+
+func newRP(t *testing.T, e *signInEnv) *rp {
+	ctx := context.Background()
+	p, err := oidc.NewProvider(ctx, e.issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rp{provider: p, verifier: p.Verifier(&oidc.Config{ClientID: "portal", Now: e.clock.Now}), conf: oauth2.Config{
+		ClientID: "portal", ClientSecret: rpSecret, Endpoint: p.Endpoint(), RedirectURL: rpRedirect,
+		Scopes: []string{oidc.ScopeOpenID, "notification.mp"},
+	}}
+}
+
+func random() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// TestSignInLocalAsRelyingParty drives the whole flow as a campus web application would:
+// discovery, login form, consent, code exchange with PKCE, ID token verification, userid,
+// userinfo, refresh with rotation, single sign-on on a second authorization, logout.
+func TestSignInLocalAsRelyingParty(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e)
+	ctx := context.Background()
+	b := browser(t)
+	state, nonce, verifier := random(), random(), oauth2.GenerateVerifier()
+	auth := r.conf.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("kc_idp_hint", "local"))
+
+	login := get(t, b, auth)
+	if login.status != 200 || !strings.Contains(login.body, `name="password"`) {
+		t.Fatalf("login page: %d", login.status)
+	}
+	wrong := submit(t, b, login, url.Values{"username": {userID}, "password": {"nope"}})
+	if wrong.status != http.StatusUnauthorized || wrong.location != "" {
+		t.Fatalf("wrong password: %d %q", wrong.status, wrong.location)
+	}
+	consent := submit(t, b, wrong, url.Values{"username": {userID}, "password": {userPass}})
+	if consent.status != 200 || !strings.Contains(consent.body, `name="accept"`) || !strings.Contains(consent.body, "公众号") {
+		t.Fatalf("consent page: %d %s", consent.status, consent.body)
+	}
+	q := callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}}))
+	if q.Get("state") != state || q.Get("code") == "" || q.Get("iss") != e.issuer {
+		t.Fatalf("callback %v", q)
+	}
+	tok, err := r.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id_token", "session_state", "refresh_expires_in", "not-before-policy", "scope"} {
+		if tok.Extra(f) == nil {
+			t.Errorf("token response lacks %s", f)
+		}
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := r.verifier.Verify(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		UserID, Typ, Azp, Scope, Nonce, SID string
+		AuthTime                            int64 `json:"auth_time"`
+	}
+	_ = idt.Claims(&claims)
+	if idt.Subject != userID || claims.UserID != userID || claims.Nonce != nonce || claims.Azp != "portal" ||
+		claims.SID == "" || claims.AuthTime == 0 || !strings.Contains(claims.Scope, "openid") {
+		t.Fatalf("id token claims %+v", claims)
+	}
+	ui, err := r.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uic struct{ UserID string }
+	_ = ui.Claims(&uic)
+	if ui.Subject != userID || uic.UserID != userID {
+		t.Fatalf("userinfo %+v %+v", ui, uic)
+	}
+	// The user's access token pushes (the push interface accepts the authorization code grant).
+	req, _ := http.NewRequest("POST", e.base+"/v1/infra/notification/mp", strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("push with the user's token: %v %v", resp.StatusCode, err)
+	}
+
+	// Refresh rotates; the rotated token used again revokes the family.
+	old := tok.RefreshToken
+	fresh, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: old, Expiry: time.Now().Add(-time.Hour)}).Token()
+	if err != nil || fresh.RefreshToken == "" || fresh.RefreshToken == old {
+		t.Fatalf("refresh: %v", err)
+	}
+	if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: old, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("reused refresh token: %v", err)
+	}
+	if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: fresh.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
+		t.Fatal("the family of a reused refresh token is still alive")
+	}
+
+	// Same browser again: no login, no consent.
+	q2 := callback(t, get(t, b, r.conf.AuthCodeURL("s2", oidc.Nonce("n2"))))
+	tok2, err := r.conf.Exchange(ctx, q2.Get("code"))
+	if err != nil || q2.Get("state") != "s2" {
+		t.Fatalf("second authorization: %v %v", q2, err)
+	}
+
+	// Logout to a registered address ends the session and its refresh tokens.
+	out := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
+		"id_token_hint": {tok2.Extra("id_token").(string)}, "post_logout_redirect_uri": {rpRedirect}, "state": {"bye"}}.Encode())
+	if out.status != http.StatusFound || out.location != rpRedirect+"?state=bye" {
+		t.Fatalf("logout: %d %q", out.status, out.location)
+	}
+	if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok2.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
+		t.Fatal("refresh token outlived its session")
+	}
+	if again := get(t, b, r.conf.AuthCodeURL("s3")); again.status != 200 || !strings.Contains(again.body, `name="password"`) {
+		t.Fatalf("after logout the login is not asked again: %d", again.status)
+	}
+}
+
+// TestSignInCAS signs in through the campus single sign-on (a CAS 3.0 server in the test).
+func TestSignInCAS(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e)
+	b := browser(t)
+	casForm := get(t, b, r.conf.AuthCodeURL("cs", oidc.Nonce("cn"), oauth2.SetAuthURLParam("kc_idp_hint", "cas")))
+	if !strings.HasPrefix(casForm.url.String(), e.cas.URL()+"/login") {
+		t.Fatalf("not sent to CAS: %s", casForm.url)
+	}
+	consent := submit(t, b, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}})
+	q := callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}}))
+	tok, err := r.conf.Exchange(context.Background(), q.Get("code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idt, err := r.verifier.Verify(context.Background(), tok.Extra("id_token").(string))
+	if err != nil || idt.Subject != "2020000042" {
+		t.Fatalf("id token: %v %v", idt, err)
+	}
+}
+
+func TestSignInRefusals(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e)
+	ctx := context.Background()
+	signIn := func(b *http.Client, opts ...oauth2.AuthCodeOption) page {
+		login := get(t, b, r.conf.AuthCodeURL("st", opts...))
+		return submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+	}
+
+	t.Run("consent cancelled", func(t *testing.T) {
+		b := browser(t)
+		q := callback(t, submit(t, b, signIn(b), url.Values{"cancel": {"yes"}}))
+		if q.Get("error") != "access_denied" || q.Get("state") != "st" || q.Has("code") {
+			t.Fatalf("callback %v", q)
+		}
+	})
+	t.Run("consent form from another browser", func(t *testing.T) {
+		p := submit(t, browser(t), signIn(browser(t)), url.Values{"accept": {"yes"}})
+		if p.status != http.StatusForbidden || p.location != "" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+	})
+	t.Run("unregistered redirect_uri gets a page, not a redirect", func(t *testing.T) {
+		u := strings.Replace(r.conf.AuthCodeURL("x"), url.QueryEscape(rpRedirect), url.QueryEscape("https://evil.example.com/cb"), 1)
+		p := get(t, browser(t), u)
+		if p.status != 400 || p.location != "" || !strings.Contains(p.body, "redirect_uri") {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+	})
+	t.Run("logout to an unregistered address", func(t *testing.T) {
+		p := get(t, browser(t), e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape("https://evil.example.com/"))
+		if p.status != 400 || p.location != "" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+	})
+	t.Run("forged csrf", func(t *testing.T) {
+		b := browser(t)
+		login := get(t, b, r.conf.AuthCodeURL("st"))
+		p := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}, "csrf": {"forged"}})
+		if p.status != http.StatusForbidden {
+			t.Fatalf("%d", p.status)
+		}
+	})
+	t.Run("code replay, wrong PKCE verifier, expired code", func(t *testing.T) {
+		b := browser(t)
+		verifier := oauth2.GenerateVerifier()
+		consent := signIn(b, oauth2.S256ChallengeOption(verifier))
+		q := callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}}))
+		if _, err := r.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption("wrong-"+verifier)); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+			t.Fatalf("wrong verifier: %v", err)
+		}
+		// The code was spent by the failed attempt: a replay is refused too.
+		if _, err := r.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier)); err == nil || !strings.Contains(err.Error(), "already used") {
+			t.Fatalf("replay: %v", err)
+		}
+		q2 := callback(t, get(t, b, r.conf.AuthCodeURL("again")))
+		first, err := r.conf.Exchange(ctx, q2.Get("code"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.conf.Exchange(ctx, q2.Get("code")); err == nil {
+			t.Fatal("a code was exchanged twice")
+		}
+		if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: first.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
+			t.Fatal("the tokens of a replayed code were not revoked")
+		}
+		q3 := callback(t, get(t, b, r.conf.AuthCodeURL("late")))
+		e.clock.Add(61 * time.Second)
+		if _, err := r.conf.Exchange(ctx, q3.Get("code")); err == nil || !strings.Contains(err.Error(), "expired") {
+			t.Fatalf("expired code: %v", err)
+		}
+	})
+}
