@@ -298,3 +298,21 @@ func BenchmarkResult(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 }
+
+func TestSweepSignInRecords(t *testing.T) {
+	now := at(0)
+	st := embeddedtest.Store(t, func() time.Time { return now })
+	ctx := context.Background()
+	if err := st.PutSession(ctx, store.Session{Key: "old", Expires: now.Add(-48 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSession(ctx, store.Session{Key: "live", Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("swept %d, %v", n, err)
+	}
+	if _, err := st.Session(ctx, "live"); err != nil {
+		t.Fatalf("live session swept: %v", err)
+	}
+}
