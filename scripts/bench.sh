@@ -8,6 +8,8 @@ t=${1:-3s}
 echo "# $(go version), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "## push body validation, ids, message encoding (pkg/push)"
 go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/push/ | grep -E '^Benchmark'
+echo "## bearer check of a cached token (pkg/oauth)"
+go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/oauth/ | grep -E '^Benchmark'
 echo "## front end over HTTP: push accept (PubAck + queued record), lookup, token grant (pkg/server)"
 go test -run '^$' -bench . -benchmem -benchtime "$t" ./pkg/server/ | grep -E '^Benchmark'
 echo "## store on embedded FerretDB: group-commit writes, result lookups (pkg/store)"
