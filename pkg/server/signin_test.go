@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/rand"
 	"encoding/base64"
 	"html"
@@ -60,7 +61,9 @@ func newSignInEnv(t *testing.T) *signInEnv {
 			IdentityProviders: config.IdentityProviders{Default: "local", CAS: config.CASProvider{URL: casSrv.URL()}, Local: config.LocalProvider{Enabled: true}},
 			Clients: []config.Client{{ClientID: "portal", ClientSecret: rpSecret,
 				Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
-				RedirectURIs: []string{rpRedirect}}},
+				RedirectURIs: []string{rpRedirect}},
+				{ClientID: "trusted", ClientSecret: rpSecret, Grants: []string{"authorization_code"},
+					Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, SkipConsent: true}},
 		},
 		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
 	}
@@ -363,6 +366,115 @@ func TestSignInRefusals(t *testing.T) {
 		e.clock.Add(61 * time.Second)
 		if _, err := r.conf.Exchange(ctx, q3.Get("code")); err == nil || !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("expired code: %v", err)
+		}
+	})
+}
+
+func TestSignInModesAndTokenEndpoints(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e)
+	ctx := context.Background()
+	b := browser(t)
+	// Sign in once (query mode), keeping the session for the rest.
+	login := get(t, b, r.conf.AuthCodeURL("q"))
+	q := callback(t, submit(t, b, submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}}), url.Values{"accept": {"yes"}}))
+	tok, err := r.conf.Exchange(ctx, q.Get("code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("fragment", func(t *testing.T) {
+		p := get(t, b, r.conf.AuthCodeURL("f", oauth2.SetAuthURLParam("response_mode", "fragment")))
+		u, _ := url.Parse(p.location)
+		frag, _ := url.ParseQuery(u.Fragment)
+		if p.status != http.StatusFound || u.RawQuery != "" || frag.Get("code") == "" || frag.Get("state") != "f" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+	})
+	t.Run("form_post", func(t *testing.T) {
+		p := get(t, b, r.conf.AuthCodeURL("fp", oauth2.SetAuthURLParam("response_mode", "form_post")))
+		if p.status != 200 || !strings.Contains(p.body, `action="`+rpRedirect+`"`) || !strings.Contains(p.body, `name="code"`) ||
+			!strings.Contains(p.body, `value="fp"`) {
+			t.Fatalf("%d %s", p.status, p.body)
+		}
+	})
+	t.Run("skip_consent", func(t *testing.T) {
+		c := r.conf
+		c.ClientID = "trusted"
+		b2 := browser(t)
+		login := get(t, b2, c.AuthCodeURL("sk"))
+		q := callback(t, submit(t, b2, login, url.Values{"username": {userID}, "password": {userPass}}))
+		if q.Get("code") == "" {
+			t.Fatalf("consent was asked of a skip_consent client: %v", q)
+		}
+	})
+	t.Run("unknown client gets a page", func(t *testing.T) {
+		c := r.conf
+		c.ClientID = "ghost"
+		p := get(t, browser(t), c.AuthCodeURL("x"))
+		if p.status != 400 || p.location != "" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+	})
+	t.Run("other errors redirect with state", func(t *testing.T) {
+		p := get(t, b, r.conf.AuthCodeURL("bad", oauth2.SetAuthURLParam("scope", "openid fake_api")))
+		q := callback(t, p)
+		if q.Get("error") != "invalid_scope" || q.Get("state") != "bad" || q.Get("error_description") == "" || q.Has("code") {
+			t.Fatalf("%v", q)
+		}
+	})
+
+	post := func(path string, form url.Values, withSecret bool) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if withSecret {
+			req.SetBasicAuth("portal", rpSecret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	t.Run("introspect and revoke", func(t *testing.T) {
+		if st, m := post("/token/introspect", url.Values{"token": {tok.AccessToken}}, true); st != 200 || m["active"] != true || m["userid"] != userID {
+			t.Fatalf("introspect access: %d %v", st, m)
+		}
+		if st, m := post("/token/introspect", url.Values{"token": {tok.RefreshToken}}, true); st != 200 || m["active"] != true {
+			t.Fatalf("introspect refresh: %d %v", st, m)
+		}
+		if st, _ := post("/token/introspect", url.Values{"token": {tok.AccessToken}}, false); st != 401 {
+			t.Fatalf("introspection without client credentials: %d", st)
+		}
+		if st, m := post("/revoke", url.Values{"token": {tok.AccessToken}}, true); st != 400 || m["error"] != "unsupported_token_type" {
+			t.Fatalf("revoke access token: %d %v", st, m)
+		}
+		if st, _ := post("/revoke", url.Values{"token": {tok.RefreshToken}}, true); st != 200 {
+			t.Fatalf("revoke: %d", st)
+		}
+		if st, m := post("/token/introspect", url.Values{"token": {tok.RefreshToken}}, true); st != 200 || m["active"] != false {
+			t.Fatalf("revoked refresh token still active: %v", m)
+		}
+		if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
+			t.Fatal("a revoked refresh token still works")
+		}
+	})
+	t.Run("password grant is under construction", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", e.base+"/v1/token", strings.NewReader("grant_type=password&username=a&password=b"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth("portal", rpSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || m["error"] != "unsupported_grant_type" || !strings.Contains(m["error_description"], "under construction") {
+			t.Fatalf("%d %v", resp.StatusCode, m)
 		}
 	})
 }
