@@ -2,9 +2,9 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"html"
 	"io"
 	"net/http"
