@@ -108,6 +108,10 @@ type OAuth struct {
 	AccessTokenTTL Duration `yaml:"access_token_ttl"`
 	// SigningAlg is the JWT algorithm of new tokens: ES256 (default) or RS256.
 	SigningAlg string `yaml:"signing_alg"`
+	// KeyRotation is the age at which the signing key is replaced. The previous key stays in
+	// the JWKS and accepted for one more period, so every token it signed (lifetimes are at most
+	// 24h) stays valid until it expires. Default 720h; at least 24h.
+	KeyRotation Duration `yaml:"key_rotation"`
 	// SessionTTL is the longest a sign-in session lasts; refresh tokens end with it. Default
 	// 10h; 5m to 720h.
 	SessionTTL Duration `yaml:"session_ttl"`
@@ -346,6 +350,9 @@ func (c *Config) Defaults() {
 	if c.OAuth.SigningAlg == "" {
 		c.OAuth.SigningAlg = "ES256"
 	}
+	if c.OAuth.KeyRotation == 0 {
+		c.OAuth.KeyRotation = Duration(720 * time.Hour)
+	}
 	if c.OAuth.SessionTTL == 0 {
 		c.OAuth.SessionTTL = Duration(10 * time.Hour)
 	}
@@ -486,6 +493,9 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	if o.SigningAlg != "ES256" && o.SigningAlg != "RS256" {
 		p.add("oauth.signing_alg: %q, must be ES256 or RS256", o.SigningAlg)
+	}
+	if o.KeyRotation.D() < 24*time.Hour {
+		p.add("oauth.key_rotation: %s, at least 24h", o.KeyRotation.D())
 	}
 	if o.SessionTTL.D() < 5*time.Minute || o.SessionTTL.D() > 720*time.Hour {
 		p.add("oauth.session_ttl: %s, must be 5m to 720h", o.SessionTTL.D())

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -27,17 +28,25 @@ import (
 // Store keeps signing keys; *store.Store implements it.
 type Store interface {
 	CurrentSigningKey(ctx context.Context, alg string, generate func() (store.SigningKey, error)) (store.SigningKey, error)
+	PreviousSigningKey(ctx context.Context, alg string) (store.SigningKey, error)
+	RotateSigningKey(ctx context.Context, alg string, old, next store.SigningKey) (bool, error)
 }
 
-// Set is the keys in use: the one that signs new tokens and every one whose tokens are accepted.
+// Set is the keys in use: the one that signs new tokens and every one whose tokens are
+// accepted (the current key and the one before it). Refresh swaps them while requests run.
 type Set struct {
-	alg    string
-	kid    string
-	method jwt.SigningMethod
-	signer crypto.Signer
-	verify map[string]crypto.PublicKey
-	algs   []string
-	jwks   []byte
+	st atomic.Pointer[keyState]
+}
+
+type keyState struct {
+	current store.SigningKey
+	alg     string
+	kid     string
+	method  jwt.SigningMethod
+	signer  crypto.Signer
+	verify  map[string]crypto.PublicKey
+	algs    []string
+	jwks    []byte
 }
 
 // Load returns the key set, generating and storing a key of alg (ES256 or RS256) on first start.
@@ -45,11 +54,54 @@ func Load(ctx context.Context, st Store, alg string, now func() time.Time) (*Set
 	if now == nil {
 		now = time.Now
 	}
-	sk, err := st.CurrentSigningKey(ctx, alg, func() (store.SigningKey, error) { return Generate(alg, now()) })
-	if err != nil {
+	s := &Set{}
+	if err := s.load(ctx, st, alg, now); err != nil {
 		return nil, err
 	}
-	return FromStored(sk)
+	return s, nil
+}
+
+func (s *Set) load(ctx context.Context, st Store, alg string, now func() time.Time) error {
+	cur, err := st.CurrentSigningKey(ctx, alg, func() (store.SigningKey, error) { return Generate(alg, now()) })
+	if err != nil {
+		return err
+	}
+	var prev []store.SigningKey
+	switch p, err := st.PreviousSigningKey(ctx, alg); {
+	case err == nil:
+		prev = append(prev, p)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	ks, err := newState(cur, prev...)
+	if err != nil {
+		return err
+	}
+	s.st.Store(ks)
+	return nil
+}
+
+// Refresh reloads the keys from the store, where another replica may have rotated them, and
+// rotates them itself when the current key is older than rotateAfter. The previous key stays
+// accepted (and in the JWKS) for a whole period, so a token it signed stays valid until it
+// expires as long as rotateAfter exceeds every token lifetime.
+func (s *Set) Refresh(ctx context.Context, st Store, rotateAfter time.Duration, now func() time.Time) error {
+	ks := s.st.Load()
+	if err := s.load(ctx, st, ks.alg, now); err != nil {
+		return err
+	}
+	ks = s.st.Load()
+	if now().Sub(ks.current.Created) < rotateAfter {
+		return nil
+	}
+	next, err := Generate(ks.alg, now())
+	if err != nil {
+		return err
+	}
+	if _, err := st.RotateSigningKey(ctx, ks.alg, ks.current, next); err != nil {
+		return err
+	}
+	return s.load(ctx, st, ks.alg, now)
 }
 
 // Generate makes a new signing key of alg.
@@ -78,8 +130,18 @@ func Generate(alg string, now time.Time) (store.SigningKey, error) {
 	return store.SigningKey{KeyID: kid, Alg: alg, PKCS8: der, Created: now.UTC()}, nil
 }
 
-// FromStored builds a set that signs with sk.
-func FromStored(sk store.SigningKey) (*Set, error) {
+// FromStored builds a set that signs with sk and also accepts tokens of previous.
+func FromStored(sk store.SigningKey, previous ...store.SigningKey) (*Set, error) {
+	ks, err := newState(sk, previous...)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{}
+	s.st.Store(ks)
+	return s, nil
+}
+
+func signerOf(sk store.SigningKey) (crypto.Signer, error) {
 	k, err := x509.ParsePKCS8PrivateKey(sk.PKCS8)
 	if err != nil {
 		return nil, fmt.Errorf("decode signing key %s: %w", sk.KeyID, err)
@@ -88,7 +150,25 @@ func FromStored(sk store.SigningKey) (*Set, error) {
 	if !ok {
 		return nil, fmt.Errorf("signing key %s is not a signer", sk.KeyID)
 	}
-	s := &Set{alg: sk.Alg, kid: sk.KeyID, signer: signer, verify: map[string]crypto.PublicKey{sk.KeyID: signer.Public()}}
+	return signer, nil
+}
+
+func newState(sk store.SigningKey, previous ...store.SigningKey) (*keyState, error) {
+	signer, err := signerOf(sk)
+	if err != nil {
+		return nil, err
+	}
+	s := &keyState{current: sk, alg: sk.Alg, kid: sk.KeyID, signer: signer, verify: map[string]crypto.PublicKey{sk.KeyID: signer.Public()}}
+	for _, p := range previous {
+		if p.Alg != sk.Alg {
+			continue // a key of another algorithm is never accepted: the algorithm stays pinned
+		}
+		ps, err := signerOf(p)
+		if err != nil {
+			return nil, err
+		}
+		s.verify[p.KeyID] = ps.Public()
+	}
 	switch sk.Alg {
 	case "ES256":
 		if _, ok := signer.(*ecdsa.PrivateKey); !ok {
@@ -113,13 +193,17 @@ func FromStored(sk store.SigningKey) (*Set, error) {
 }
 
 // Alg is the algorithm of new tokens.
-func (s *Set) Alg() string { return s.alg }
+func (s *Set) Alg() string { return s.st.Load().alg }
 
 // KeyID is the kid of the signing key.
-func (s *Set) KeyID() string { return s.kid }
+func (s *Set) KeyID() string { return s.st.Load().kid }
 
 // Sign returns the signed compact JWT of claims, with kid in its header.
 func (s *Set) Sign(claims jwt.Claims) (string, error) {
+	return s.st.Load().sign(claims)
+}
+
+func (s *keyState) sign(claims jwt.Claims) (string, error) {
 	t := jwt.NewWithClaims(s.method, claims)
 	t.Header["kid"] = s.kid
 	return t.SignedString(s.signer)
@@ -131,6 +215,10 @@ var ErrUnknownKey = errors.New("token signed with an unknown key")
 // Parse verifies token's signature, with only the set's algorithms allowed, and its time
 // claims, and decodes it into claims.
 func (s *Set) Parse(token string, claims jwt.Claims, opts ...jwt.ParserOption) error {
+	return s.st.Load().parse(token, claims, opts...)
+}
+
+func (s *keyState) parse(token string, claims jwt.Claims, opts ...jwt.ParserOption) error {
 	opts = append(opts, jwt.WithValidMethods(s.algs), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
 	_, err := jwt.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -144,7 +232,7 @@ func (s *Set) Parse(token string, claims jwt.Claims, opts ...jwt.ParserOption) e
 }
 
 // JWKS returns the public keys as a JSON Web Key Set document.
-func (s *Set) JWKS() []byte { return s.jwks }
+func (s *Set) JWKS() []byte { return s.st.Load().jwks }
 
 type jwk struct {
 	Kty string `json:"kty"`
@@ -158,7 +246,7 @@ type jwk struct {
 	E   string `json:"e,omitempty"`
 }
 
-func (s *Set) buildJWKS() ([]byte, error) {
+func (s *keyState) buildJWKS() ([]byte, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}

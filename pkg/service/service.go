@@ -229,6 +229,7 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go a.Store.RunSweeper(sweepCtx, time.Hour)
+	go a.refreshKeys(sweepCtx, time.Minute)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -242,6 +243,22 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// refreshKeys picks up keys another replica rotated, and rotates them when they are due.
+func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.Keys.Refresh(ctx, a.Store, a.cfg.OAuth.KeyRotation.D(), a.deps.Now); err != nil {
+				a.deps.Logger.Warn("refreshing signing keys failed", "err", err)
+			}
+		}
+	}
 }
 
 // Close releases the connections.

@@ -51,3 +51,32 @@ func (s *Store) CurrentSigningKey(ctx context.Context, alg string, generate func
 	}
 	return slot.Key, nil
 }
+
+// PreviousSigningKey returns the key that signed before the current one, or ErrNotFound.
+func (s *Store) PreviousSigningKey(ctx context.Context, alg string) (SigningKey, error) {
+	var slot keySlot
+	err := s.keys.FindOne(ctx, bson.M{"_id": "previous:" + alg}).Decode(&slot)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return SigningKey{}, ErrNotFound
+	}
+	if err != nil {
+		return SigningKey{}, fmt.Errorf("find previous signing key: %w", err)
+	}
+	return slot.Key, nil
+}
+
+// RotateSigningKey makes next the current key of alg and old (the current one the caller saw)
+// the previous one. The previous slot is written first, so that a replica reloading in between
+// still verifies tokens of old. When another replica rotated first, nothing changes and false
+// is returned.
+func (s *Store) RotateSigningKey(ctx context.Context, alg string, old, next SigningKey) (bool, error) {
+	if _, err := s.keys.ReplaceOne(ctx, bson.M{"_id": "previous:" + alg}, keySlot{ID: "previous:" + alg, Key: old},
+		options.Replace().SetUpsert(true)); err != nil {
+		return false, fmt.Errorf("store previous signing key: %w", err)
+	}
+	r, err := s.keys.UpdateOne(ctx, bson.M{"_id": "current:" + alg, "key.kid": old.KeyID}, bson.M{"$set": bson.M{"key": next}})
+	if err != nil {
+		return false, fmt.Errorf("rotate signing key: %w", err)
+	}
+	return r.ModifiedCount == 1, nil
+}
