@@ -6,7 +6,6 @@ package deployments
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -1190,24 +1187,5 @@ func walkYAML(n *yaml.Node, visit func(key, val *yaml.Node)) {
 	}
 	for _, c := range n.Content {
 		walkYAML(c, visit)
-	}
-}
-
-// TestKustomizeRenders builds the kustomization with kubectl when it is installed: it catches
-// what kustomize itself refuses (a missing file, a bad patch). Nothing is sent to a cluster.
-func TestKustomizeRenders(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not installed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, kubectl, "kustomize", k8sDir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", k8sDir, err, out)
-	}
-	m := loadK8s(t)
-	if got := len(decodeAll(t, "kubectl kustomize output", out)); got != len(m.objects) {
-		t.Errorf("kubectl kustomize rendered %d objects, the files hold %d", got, len(m.objects))
 	}
 }
