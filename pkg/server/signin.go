@@ -512,6 +512,9 @@ func (s *Server) logoutTargetAllowed(clientID, target string) bool {
 	return s.cfg.OAuth.Clients.AnyPostLogoutRedirect(target)
 }
 
+// clientForm reads the form of a token, revocation or introspection request, and the client's
+// HTTP Basic credentials. On a bad request it answers the OAuth error itself and returns a nil
+// form.
 func (s *Server) clientForm(c echo.Context) (url.Values, string, string, bool, error) {
 	r := c.Request()
 	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -14,20 +13,13 @@ const maxFormBytes = 16 << 10
 
 // token is POST /v1/token. Its errors are OAuth 2.0's (RFC 6749 §5.2), not the envelope.
 func (s *Server) token(c echo.Context) error {
-	r := c.Request()
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().Header().Set("Pragma", "no-cache")
-	ct := r.Header.Get("Content-Type")
-	if !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
-		return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest,
-			Description: "the body must be application/x-www-form-urlencoded", Status: http.StatusBadRequest})
+	form, id, secret, basic, err := s.clientForm(c)
+	if form == nil {
+		return err
 	}
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: http.StatusBadRequest})
-	}
-	id, secret, basic := r.BasicAuth()
-	resp, oerr := s.cfg.OAuth.Token(r.Context(), r.PostForm, id, secret, basic)
+	resp, oerr := s.cfg.OAuth.Token(c.Request().Context(), form, id, secret, basic)
 	if oerr != nil {
 		if oerr.Code == oauth.ErrInvalidClient && basic {
 			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
