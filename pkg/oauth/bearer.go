@@ -1,14 +1,18 @@
 package oauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 // Verifier checks bearer tokens. A verified token is kept, keyed by the SHA-256 of the token,
@@ -19,15 +23,26 @@ type Verifier struct {
 	max int
 
 	mu    sync.RWMutex
-	cache map[[32]byte]*Claims
+	cache map[[32]byte]*cached
 }
+
+// cached is a verified token; checked is when its sign-in session was last found alive.
+type cached struct {
+	c       *Claims
+	checked time.Time
+}
+
+// SessionRecheck is how often a token of a user's sign-in (one with a sid) is checked against
+// its session: logout, or a replayed code, ends the session and so its access tokens, within
+// this time. Client credentials tokens have no session and are never rechecked.
+const SessionRecheck = time.Minute
 
 // NewVerifier returns a verifier keeping at most maxCached tokens (default 100000).
 func NewVerifier(svc *Service, maxCached int) *Verifier {
 	if maxCached <= 0 {
 		maxCached = 100_000
 	}
-	return &Verifier{svc: svc, max: maxCached, cache: make(map[[32]byte]*Claims)}
+	return &Verifier{svc: svc, max: maxCached, cache: make(map[[32]byte]*cached)}
 }
 
 // Requirement is what an interface demands of a token.
@@ -67,18 +82,26 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 	key := sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok)))
 	now := v.svc.Now()
 	v.mu.RLock()
-	c, ok := v.cache[key]
+	e, ok := v.cache[key]
 	v.mu.RUnlock()
 	if ok {
-		if now.Before(c.ExpiresAt.Time) {
-			return c, nil
+		if !now.Before(e.c.ExpiresAt.Time) {
+			v.drop(key)
+			return nil, errorf(ErrInvalidToken, "the access token expired")
+		}
+		if e.c.SID == "" || now.Sub(e.checked) < SessionRecheck {
+			return e.c, nil
+		}
+		if oerr := v.sessionAlive(e.c); oerr != nil {
+			v.drop(key)
+			return nil, oerr
 		}
 		v.mu.Lock()
-		delete(v.cache, key)
+		e.checked = now
 		v.mu.Unlock()
-		return nil, errorf(ErrInvalidToken, "the access token expired")
+		return e.c, nil
 	}
-	c = &Claims{}
+	c := &Claims{}
 	err := v.svc.Keys.Parse(tok, c, jwt.WithIssuer(v.svc.Issuer), jwt.WithTimeFunc(v.svc.Now))
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
@@ -89,13 +112,18 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 		// ID tokens carry no grant_type: they are not accepted as access tokens.
 		return nil, errorf(ErrInvalidToken, "the token is not an access token")
 	}
+	if c.SID != "" {
+		if oerr := v.sessionAlive(c); oerr != nil {
+			return nil, oerr
+		}
+	}
 	v.mu.Lock()
 	if len(v.cache) >= v.max {
 		// Full: drop expired entries, and if that frees nothing, an arbitrary tenth. A dropped
 		// token is only verified again on its next use.
 		evict := v.max / 10
 		for k, e := range v.cache {
-			if !now.Before(e.ExpiresAt.Time) {
+			if !now.Before(e.c.ExpiresAt.Time) {
 				delete(v.cache, k)
 			} else if evict > 0 {
 				delete(v.cache, k)
@@ -103,9 +131,33 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 			}
 		}
 	}
-	v.cache[key] = c
+	v.cache[key] = &cached{c: c, checked: now}
 	v.mu.Unlock()
 	return c, nil
+}
+
+func (v *Verifier) drop(key [32]byte) {
+	v.mu.Lock()
+	delete(v.cache, key)
+	v.mu.Unlock()
+}
+
+// sessionAlive refuses a token whose sign-in session has ended. A store that cannot answer
+// does not refuse the token: an outage must not sign every user out.
+func (v *Verifier) sessionAlive(c *Claims) *Error {
+	if v.svc.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := v.svc.Store.SessionBySID(ctx, c.SID)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(ErrInvalidToken, "the sign-in session of the token ended")
+	}
+	if err != nil {
+		v.svc.Logger.Warn("checking a token's session failed; accepting it", "err", err)
+	}
+	return nil
 }
 
 func bearerToken(h string) (string, bool) {

@@ -28,6 +28,8 @@ type SignInStore interface {
 	PutAuthCode(ctx context.Context, c store.AuthCode) error
 	ConsumeAuthCode(ctx context.Context, hash, newFamily string) (store.AuthCode, error)
 	Session(ctx context.Context, key string) (store.Session, error)
+	SessionBySID(ctx context.Context, sid string) (store.Session, error)
+	EndSession(ctx context.Context, key string) error
 	PutRefreshToken(ctx context.Context, t store.RefreshToken) error
 	RotateRefreshToken(ctx context.Context, hash string) (store.RefreshToken, error)
 	RefreshToken(ctx context.Context, hash string) (store.RefreshToken, error)
@@ -123,8 +125,13 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		return nil, errorf(ErrInvalidGrant, "the code is unknown or expired")
 	case errors.Is(err, store.ErrReplayed):
 		// RFC 6749 §4.1.2: a code used twice revokes what it issued.
+		// Its refresh tokens go with their family, its access tokens with the sign-in session,
+		// which a replayed code shows to be compromised.
 		if rerr := s.Store.RevokeFamily(ctx, ac.Family); rerr != nil {
 			s.Logger.Error("revoking a replayed code's tokens failed", "client", c.ID, "err", rerr)
+		}
+		if rerr := s.Store.EndSession(ctx, ac.SessionKey); rerr != nil {
+			s.Logger.Error("ending a replayed code's session failed", "client", c.ID, "err", rerr)
 		}
 		return nil, errorf(ErrInvalidGrant, "the code was already used; the tokens it issued are revoked")
 	case err != nil:

@@ -23,6 +23,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -261,7 +262,11 @@ func TestSignInLocalAsRelyingParty(t *testing.T) {
 		t.Fatalf("second authorization: %v %v", q2, err)
 	}
 
-	// Logout to a registered address ends the session and its refresh tokens.
+	// Logout to a registered address ends the session, its refresh tokens and, within
+	// SessionRecheck, its access tokens (this one is already verified and cached).
+	if _, err := r.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok2)); err != nil {
+		t.Fatalf("userinfo before logout: %v", err)
+	}
 	out := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
 		"id_token_hint": {tok2.Extra("id_token").(string)}, "post_logout_redirect_uri": {rpRedirect}, "state": {"bye"}}.Encode())
 	if out.status != http.StatusFound || out.location != rpRedirect+"?state=bye" {
@@ -269,6 +274,10 @@ func TestSignInLocalAsRelyingParty(t *testing.T) {
 	}
 	if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok2.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
 		t.Fatal("refresh token outlived its session")
+	}
+	e.clock.Add(oauth.SessionRecheck + time.Second)
+	if _, err := r.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok2)); err == nil {
+		t.Fatal("an access token outlived its session")
 	}
 	if again := get(t, b, r.conf.AuthCodeURL("s3")); again.status != 200 || !strings.Contains(again.body, `name="password"`) {
 		t.Fatalf("after logout the login is not asked again: %d", again.status)
@@ -351,7 +360,8 @@ func TestSignInRefusals(t *testing.T) {
 		if _, err := r.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier)); err == nil || !strings.Contains(err.Error(), "already used") {
 			t.Fatalf("replay: %v", err)
 		}
-		q2 := callback(t, get(t, b, r.conf.AuthCodeURL("again")))
+		// A replay ends the sign-in session too: sign in again (consent is remembered).
+		q2 := callback(t, signIn(b))
 		first, err := r.conf.Exchange(ctx, q2.Get("code"))
 		if err != nil {
 			t.Fatal(err)
@@ -362,7 +372,10 @@ func TestSignInRefusals(t *testing.T) {
 		if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: first.RefreshToken, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil {
 			t.Fatal("the tokens of a replayed code were not revoked")
 		}
-		q3 := callback(t, get(t, b, r.conf.AuthCodeURL("late")))
+		if _, err := r.provider.UserInfo(ctx, oauth2.StaticTokenSource(first)); err == nil {
+			t.Fatal("the access token of a replayed code still works")
+		}
+		q3 := callback(t, signIn(b))
 		e.clock.Add(61 * time.Second)
 		if _, err := r.conf.Exchange(ctx, q3.Get("code")); err == nil || !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("expired code: %v", err)

@@ -21,7 +21,16 @@ const (
 	colConsents     = "consents"
 	colRefresh      = "refresh_tokens"
 	colFamilies     = "token_families"
+	colSessionIDs   = "sso_session_ids"
 )
+
+// sessionID maps a session's public id (the sid of its tokens) to its key, so a token's
+// session is found by primary key.
+type sessionID struct {
+	SID     string    `bson:"_id"`
+	Key     string    `bson:"key"`
+	Expires time.Time `bson:"expires"`
+}
 
 // AuthRequest is an authorization request between its arrival and its answer: while the user
 // signs in and consents.
@@ -182,7 +191,19 @@ func (s *Store) PutSession(ctx context.Context, se Session) error {
 	if _, err := s.col(colSessions).InsertOne(ctx, se); err != nil {
 		return fmt.Errorf("insert session: %w", err)
 	}
+	if _, err := s.col(colSessionIDs).InsertOne(ctx, sessionID{SID: se.SID, Key: se.Key, Expires: se.Expires}); err != nil {
+		return fmt.Errorf("insert session id: %w", err)
+	}
 	return nil
+}
+
+// SessionBySID returns a live session by the sid of its tokens, or ErrNotFound.
+func (s *Store) SessionBySID(ctx context.Context, sid string) (Session, error) {
+	var m sessionID
+	if err := s.getByID(ctx, colSessionIDs, sid, &m); err != nil {
+		return Session{}, err
+	}
+	return s.Session(ctx, m.Key)
 }
 
 // Session returns a live session by the hash of its cookie, or ErrNotFound.

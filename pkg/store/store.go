@@ -127,7 +127,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		return fmt.Errorf("list collections: %w", err)
 	}
 	for _, c := range []string{colEvents, colReceipts, colBindings, colKeys,
-		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies} {
+		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs} {
 		if slices.Contains(names, c) {
 			continue
 		}
@@ -195,7 +195,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	}
 	// Sign-in records are dropped once expired (a day later, so a replay is still recognised
 	// as one for a while).
-	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh} {
+	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs} {
 		r, err := s.col(c).DeleteMany(ctx, bson.M{"expires": bson.M{"$lt": s.now().Add(-24 * time.Hour)}})
 		if err != nil {
 			return n, fmt.Errorf("sweep %s: %w", c, err)
