@@ -303,16 +303,20 @@ func TestSweepSignInRecords(t *testing.T) {
 	now := at(0)
 	st := embeddedtest.Store(t, func() time.Time { return now })
 	ctx := context.Background()
-	if err := st.PutSession(ctx, store.Session{Key: "old", Expires: now.Add(-48 * time.Hour)}); err != nil {
+	if err := st.PutSession(ctx, store.Session{Key: "old", SID: "sid-old", Expires: now.Add(-48 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutSession(ctx, store.Session{Key: "live", Expires: now.Add(time.Hour)}); err != nil {
+	if err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", Expires: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.Sweep(ctx); err != nil || n != 1 {
+	// The old session and the record of its sid.
+	if n, err := st.Sweep(ctx); err != nil || n != 2 {
 		t.Fatalf("swept %d, %v", n, err)
 	}
-	if _, err := st.Session(ctx, "live"); err != nil {
+	if se, err := st.SessionBySID(ctx, "sid-live"); err != nil || se.Key != "live" {
 		t.Fatalf("live session swept: %v", err)
+	}
+	if _, err := st.SessionBySID(ctx, "sid-old"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("old session found: %v", err)
 	}
 }
