@@ -60,21 +60,28 @@ func TestAppendSendBodyManyKeywords(t *testing.T) {
 	}
 }
 
-// FuzzAppendJSONString checks that any string survives a round trip through
-// encoding/json (invalid UTF-8 turning into U+FFFD, as there).
-func FuzzAppendJSONString(f *testing.F) {
+// FuzzAppendSendBody checks that any string survives a round trip through the send body
+// (invalid UTF-8 turning into U+FFFD, as encoding/json does), in every field it can take.
+func FuzzAppendSendBody(f *testing.F) {
 	for _, s := range []string{"", "plain", "期末考试", "\"\\\n\x00\x7f", "\u2028\u2029", "\xff", "<script>&"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b := appendJSONString(nil, s)
-		var back string
+		b := appendSendBody(nil, &TemplateMessage{ToUser: s, TemplateID: s, URL: s, ClientMsgID: s, Data: map[string]string{"k": s}})
+		var back struct {
+			ToUser      string                       `json:"touser"`
+			TemplateID  string                       `json:"template_id"`
+			URL         string                       `json:"url"`
+			ClientMsgID string                       `json:"client_msg_id"`
+			Data        map[string]map[string]string `json:"data"`
+		}
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("%q encoded as %s: %v", s, b, err)
 		}
 		// Each invalid byte becomes U+FFFD, as converting to runes does.
-		if want := string([]rune(s)); back != want {
-			t.Fatalf("%q came back as %q", s, back)
+		want := string([]rune(s))
+		if back.ToUser != want || back.TemplateID != want || back.URL != want || back.ClientMsgID != want || back.Data["k"]["value"] != want {
+			t.Fatalf("%q came back as %+v", s, back)
 		}
 	})
 }
