@@ -146,7 +146,7 @@ worker: {concurrency: 8, ack_wait: 5s}
 
 	for _, id := range ids {
 		embeddedtest.Eventually(t, 60*time.Second, id+" sent", func() bool {
-			r, err := st.Result(ctx, id)
+			r, err := st.Current(ctx, id)
 			return err == nil && r.State == store.StateSent
 		})
 	}

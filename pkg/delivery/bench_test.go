@@ -38,7 +38,7 @@ func BenchmarkDelivery(b *testing.B) {
 	}
 	// Accepted by the platform; wait for the last outcome to be recorded too.
 	for {
-		res, err := r.st.Result(ctx, ids[len(ids)-1])
+		res, err := r.st.Current(ctx, ids[len(ids)-1])
 		if err == nil && res.State == store.StateSent {
 			break
 		}

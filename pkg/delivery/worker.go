@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -23,14 +24,14 @@ type Sender interface {
 
 // Store is what a worker reads; *store.Store implements it.
 type Store interface {
-	Result(ctx context.Context, ucsID string) (store.Result, error)
+	Current(ctx context.Context, ucsID string) (store.Result, error)
 	Binding(ctx context.Context, userID string) (store.Binding, error)
 }
 
-// Events records delivery events; *store.Writer implements it.
+// Events records delivery results; *store.Writer implements it.
 type Events interface {
-	Write(ctx context.Context, evs ...store.Event) error
-	Post(ev store.Event)
+	Write(ctx context.Context, ws ...store.Write) error
+	Post(w store.Write)
 }
 
 // Config wires a Worker.
@@ -58,9 +59,15 @@ type Config struct {
 
 // Worker delivers messages from the queue.
 type Worker struct {
-	cfg      Config
-	bindings bindingCache
+	cfg Config
+	// bindings keeps looked-up bindings briefly: a bulk send to thousands of users reads each
+	// binding once, not once per message, and an unsubscribe takes effect within BindingTTL
+	// (sooner still, as the platform itself refuses a non-follower).
+	bindings *lru.Cache[string, cachedBinding]
 }
+
+// maxCachedBindings bounds the binding cache (about 100 bytes an entry).
+const maxCachedBindings = 100_000
 
 // New checks cfg and returns a worker.
 func New(cfg Config) (*Worker, error) {
@@ -88,7 +95,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, bindings: bindingCache{m: map[string]cachedBinding{}, max: 100_000}}, nil
+	bindings, err := lru.New[string, cachedBinding](maxCachedBindings)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, bindings: bindings}, nil
 }
 
 // Run delivers messages until ctx ends, then finishes the deliveries under way and the
@@ -146,30 +157,57 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	if meta, err := msg.Metadata(); err == nil {
 		attempt = int(meta.NumDelivered)
 	}
-	if attempt > 1 && w.alreadyDone(ctx, m.UcsID) {
-		// A previous attempt was recorded but its ack was lost (a worker died in between).
-		_ = msg.Ack()
+	r := store.Result{
+		UcsID: m.UcsID, ClientID: m.ClientID, UserID: m.UserID, Type: string(m.Type),
+		State: store.StateSending, Attempts: attempt, Accepted: time.UnixMilli(m.Accepted), Updated: w.cfg.Now(),
+	}
+	if attempt == 1 {
+		w.cfg.Events.Post(store.FirstAttemptRecord(r, r.Updated))
+	} else {
+		done, lastErr, err := w.earlier(ctx, m.UcsID)
+		if err != nil {
+			log.Warn("reading an earlier attempt failed; message will be retried", "ucsId", m.UcsID, "err", err)
+			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+			return
+		}
+		if done {
+			// A previous attempt was recorded but its ack was lost (a worker died in between).
+			_ = msg.Ack()
+			return
+		}
+		r.LastError = lastErr
+		// Waited for, so that this attempt's own outcome is never overwritten by its start.
+		if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, r.Updated)); err != nil {
+			log.Warn("recording an attempt failed; message will be retried", "ucsId", m.UcsID, "err", err)
+			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+			return
+		}
+	}
+
+	res := w.deliver(ctx, m)
+	if res.storeDown {
+		// The store could not say who the recipient is: not the message's fault, and not an
+		// attempt at the platform, so no outcome is recorded and the policy is not consulted.
+		log.Warn("binding lookup failed; message will be retried", "ucsId", m.UcsID, "err", res.out.reason)
+		_ = msg.NakWithDelay(w.cfg.StoreRetry)
 		return
 	}
+	out := w.cfg.Policy.Apply(res.out, attempt)
 	now := w.cfg.Now()
-	base := store.Event{UcsID: m.UcsID, ClientID: m.ClientID, UserID: m.UserID, Type: string(m.Type), Attempt: attempt}
-	ev := base
-	ev.Kind, ev.At = store.KindAttempt, now
-	w.cfg.Events.Post(ev)
-
-	out := w.cfg.Policy.Apply(w.deliver(ctx, m), attempt)
-
-	ev = base
-	ev.At = w.cfg.Now()
+	r.Updated = now
+	var recs []store.Write
 	switch out.kind {
 	case outcomeSent:
-		ev.Kind, ev.MsgID = store.KindSent, out.msgID
+		r.State, r.MsgID, r.Sent = store.StateSent, out.msgID, now
+		recs = store.SentRecords(r, res.openID, now)
 	case outcomeRetry:
-		ev.Kind, ev.Error, ev.RetryAt = store.KindRetry, out.reason, ev.At.Add(out.delay)
+		r.State, r.LastError, r.RetryAt = store.StateQueued, out.reason, now.Add(out.delay)
+		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
-		ev.Kind, ev.Error = store.KindFailed, out.reason
+		r.State, r.Reason, r.Finished = store.StateFailed, out.reason, now
+		recs = []store.Write{store.FinalRecord(r, now)}
 	}
-	if err := w.cfg.Events.Write(ctx, ev); err != nil {
+	if err := w.cfg.Events.Write(ctx, recs...); err != nil {
 		log.Warn("recording outcome failed; message will be retried", "ucsId", m.UcsID, "err", err)
 		_ = msg.NakWithDelay(w.cfg.StoreRetry)
 		return
@@ -186,25 +224,41 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-func (w *Worker) alreadyDone(ctx context.Context, ucsID string) bool {
-	r, err := w.cfg.Store.Result(ctx, ucsID)
-	return err == nil && (r.State == store.StateSent || r.State.Final())
+// earlier reads what earlier attempts of a redelivered message recorded: whether it is already
+// sent or final, and the last error of a retry.
+func (w *Worker) earlier(ctx context.Context, ucsID string) (done bool, lastErr string, err error) {
+	r, err := w.cfg.Store.Current(ctx, ucsID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, "", nil
+	case err != nil:
+		return false, "", err
+	}
+	return r.State == store.StateSent || r.State.Final(), r.LastError, nil
+}
+
+// attemptResult is what one attempt came to: the outcome, the follower it went to, and whether
+// the store failed before the platform was tried.
+type attemptResult struct {
+	out       Outcome
+	openID    string
+	storeDown bool
 }
 
 // deliver makes one attempt.
-func (w *Worker) deliver(ctx context.Context, m push.Message) Outcome {
+func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return Failed("no binding: user " + m.UserID + " has no follower id of the official account")
+		return attemptResult{out: Failed("no binding: user " + m.UserID + " has no follower id of the official account")}
 	case err != nil:
-		return Retry("binding lookup: "+err.Error(), 0)
+		return attemptResult{out: Retry("binding lookup: "+err.Error(), 0), storeDown: true}
 	case !b.Following:
-		return Failed("not following: user " + m.UserID + " does not follow the official account")
+		return attemptResult{out: Failed("not following: user " + m.UserID + " does not follow the official account")}
 	}
 	tpl, ok := w.cfg.Templates[string(m.Type)]
 	if !ok {
-		return Failed("no template configured for type " + string(m.Type))
+		return attemptResult{out: Failed("no template configured for type " + string(m.Type))}
 	}
 	data := make(map[string]string, len(tpl.Fields))
 	for field, keyword := range tpl.Fields {
@@ -217,13 +271,16 @@ func (w *Worker) deliver(ctx context.Context, m push.Message) Outcome {
 	id, err := w.cfg.Platform.SendTemplate(sctx, platform.TemplateMessage{
 		ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data,
 	})
-	if err == nil {
-		return Sent(id)
+	res := attemptResult{openID: b.OpenID}
+	switch reason, permanent := platform.Permanent(err); {
+	case err == nil:
+		res.out = Sent(id)
+	case permanent:
+		res.out = Failed(reason)
+	default:
+		res.out = Retry(err.Error(), 0)
 	}
-	if reason, ok := platform.Permanent(err); ok {
-		return Failed(reason)
-	}
-	return Retry(err.Error(), 0)
+	return res
 }
 
 type cachedBinding struct {
@@ -232,38 +289,15 @@ type cachedBinding struct {
 	expires time.Time
 }
 
-// bindingCache keeps looked-up bindings briefly: a bulk send to thousands of users reads each
-// binding once, not once per message, and an unsubscribe takes effect within the TTL (sooner
-// still, as the platform itself refuses a non-follower).
-type bindingCache struct {
-	mu  sync.Mutex
-	m   map[string]cachedBinding
-	max int
-}
-
 func (w *Worker) binding(ctx context.Context, userID string) (store.Binding, error) {
 	now := w.cfg.Now()
-	c := &w.bindings
-	c.mu.Lock()
-	e, ok := c.m[userID]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
+	if e, ok := w.bindings.Get(userID); ok && now.Before(e.expires) {
 		return e.b, e.err
 	}
 	b, err := w.cfg.Store.Binding(ctx, userID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return b, err // not cached: an outage is not an answer
 	}
-	c.mu.Lock()
-	if len(c.m) >= c.max {
-		for k := range c.m {
-			delete(c.m, k)
-			if len(c.m) < c.max*9/10 {
-				break
-			}
-		}
-	}
-	c.m[userID] = cachedBinding{b: b, err: err, expires: now.Add(w.cfg.BindingTTL)}
-	c.mu.Unlock()
+	w.bindings.Add(userID, cachedBinding{b: b, err: err, expires: now.Add(w.cfg.BindingTTL)})
 	return b, err
 }

@@ -51,12 +51,15 @@ func newRig(t testing.TB) *rig {
 	ctx := context.Background()
 	for _, b := range []store.Binding{
 		{UserID: "u-follows", OpenID: "oFollower", Following: true},
-		{UserID: "u-left", OpenID: "oLeft", Following: false},
+		{UserID: "u-left", OpenID: "oLeft"},
 		{UserID: "u-unknown-openid", OpenID: "oNobody", Following: true},
 	} {
 		if err := st.PutBinding(ctx, b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := st.SetFollowing(ctx, "oLeft", false); err != nil {
+		t.Fatal(err)
 	}
 	qc := queue.Config{Stream: "S", Consumer: "C", Replicas: 1, MaxBytes: 1 << 30, MaxAge: time.Hour, AckWait: 5 * time.Second}
 	if _, err := queue.EnsureStream(ctx, js, qc); err != nil {
@@ -108,7 +111,7 @@ func (r *rig) waitState(id string, want store.State) store.Result {
 	var res store.Result
 	embeddedtest.Eventually(r.t, 15*time.Second, fmt.Sprintf("%s reaches %s", id, want), func() bool {
 		var err error
-		res, err = r.st.Result(context.Background(), id)
+		res, err = r.st.Current(context.Background(), id)
 		return err == nil && res.State == want
 	})
 	return res
@@ -169,7 +172,7 @@ func TestBusyPlatformIsRetriedWithBackoff(t *testing.T) {
 	r.startWorker(quick)
 	id := r.publish("u-follows", "JML", map[string]string{"class": "高等数学", "info": "第三章作业"})
 	embeddedtest.Eventually(t, 10*time.Second, "a retry is recorded", func() bool {
-		res, err := r.st.Result(context.Background(), id)
+		res, err := r.st.Current(context.Background(), id)
 		return err == nil && res.Attempts >= 2 && res.LastError != ""
 	})
 	r.sim.SetFaults(simulator.Faults{})

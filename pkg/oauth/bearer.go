@@ -6,11 +6,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -19,14 +19,12 @@ import (
 // until it expires, so the push hot path checks a signature once per token rather than once per
 // request (clients reuse a token for up to its whole lifetime, as the interface tells them to).
 type Verifier struct {
-	svc *Service
-	max int
-
-	mu    sync.RWMutex
-	cache map[[32]byte]*cached
+	svc   *Service
+	cache *lru.Cache[[32]byte, cached]
 }
 
-// cached is a verified token; checked is when its sign-in session was last found alive.
+// cached is a verified token; checked is when its sign-in session was last found alive. An
+// entry is never changed in place: a recheck stores a new one.
 type cached struct {
 	c       *Claims
 	checked time.Time
@@ -42,7 +40,11 @@ func NewVerifier(svc *Service, maxCached int) *Verifier {
 	if maxCached <= 0 {
 		maxCached = 100_000
 	}
-	return &Verifier{svc: svc, max: maxCached, cache: make(map[[32]byte]*cached)}
+	cache, err := lru.New[[32]byte, cached](maxCached)
+	if err != nil {
+		panic(err) // only for a size below 1, excluded above
+	}
+	return &Verifier{svc: svc, cache: cache}
 }
 
 // Requirement is what an interface demands of a token.
@@ -81,24 +83,19 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 	// allocation per request on the push hot path.
 	key := sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok)))
 	now := v.svc.Now()
-	v.mu.RLock()
-	e, ok := v.cache[key]
-	v.mu.RUnlock()
-	if ok {
+	if e, ok := v.cache.Get(key); ok {
 		if !now.Before(e.c.ExpiresAt.Time) {
-			v.drop(key)
+			v.cache.Remove(key)
 			return nil, errorf(ErrInvalidToken, "the access token expired")
 		}
 		if e.c.SID == "" || now.Sub(e.checked) < SessionRecheck {
 			return e.c, nil
 		}
 		if oerr := v.sessionAlive(e.c); oerr != nil {
-			v.drop(key)
+			v.cache.Remove(key)
 			return nil, oerr
 		}
-		v.mu.Lock()
-		e.checked = now
-		v.mu.Unlock()
+		v.cache.Add(key, cached{c: e.c, checked: now})
 		return e.c, nil
 	}
 	c := &Claims{}
@@ -117,29 +114,9 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 			return nil, oerr
 		}
 	}
-	v.mu.Lock()
-	if len(v.cache) >= v.max {
-		// Full: drop expired entries, and if that frees nothing, an arbitrary tenth. A dropped
-		// token is only verified again on its next use.
-		evict := v.max / 10
-		for k, e := range v.cache {
-			if !now.Before(e.c.ExpiresAt.Time) {
-				delete(v.cache, k)
-			} else if evict > 0 {
-				delete(v.cache, k)
-				evict--
-			}
-		}
-	}
-	v.cache[key] = &cached{c: c, checked: now}
-	v.mu.Unlock()
+	// When full, the least recently used token goes; it is only verified again on its next use.
+	v.cache.Add(key, cached{c: c, checked: now})
 	return c, nil
-}
-
-func (v *Verifier) drop(key [32]byte) {
-	v.mu.Lock()
-	delete(v.cache, key)
-	v.mu.Unlock()
 }
 
 // sessionAlive refuses a token whose sign-in session has ended. A store that cannot answer

@@ -2,11 +2,14 @@ package oauth_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/keys"
@@ -130,6 +133,56 @@ func TestVerifierCachesUntilExpiry(t *testing.T) {
 	for _, h := range []string{t1, t2, t3} {
 		if _, e := v.Verify(h, req); e == nil || e.Code != "invalid_token" || !strings.Contains(e.Description, "expired") {
 			t.Fatalf("expired token: %v", e)
+		}
+	}
+}
+
+// TestVerifyParallel checks the bearer cache under concurrent use (run it with -race): many
+// goroutines verify the same tokens, user tokens among them that are rechecked against their
+// session, while the clock passes the recheck interval and, at last, the tokens' expiry.
+func TestVerifyParallel(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	s := service(t, clk)
+	v := oauth.NewVerifier(s, 4) // smaller than the tokens in use: entries are evicted too
+	var headers []string
+	for i := range 6 {
+		now := clk.now()
+		c := &oauth.Claims{
+			RegisteredClaims: jwt.RegisteredClaims{Issuer: s.Issuer, Subject: "2020000001",
+				IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))},
+			Typ: "Bearer", Azp: "a", Scope: "openid notification.mp", Grant: "authorization_code", UserID: "2020000001",
+		}
+		if i%2 == 0 {
+			c.SID = fmt.Sprintf("sid-%d", i)
+		}
+		tok, err := s.Keys.Sign(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers = append(headers, "Bearer "+tok)
+	}
+	req := oauth.Requirement{Scope: "notification.mp"}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				if g == 0 && i%50 == 49 {
+					clk.add(oauth.SessionRecheck / 2)
+				}
+				if c, e := v.Verify(headers[(g+i)%len(headers)], req); e != nil || c.Azp != "a" {
+					t.Errorf("verify: %v", e)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	clk.add(time.Hour)
+	for _, h := range headers {
+		if _, e := v.Verify(h, req); e == nil || e.Code != "invalid_token" {
+			t.Fatalf("expired token accepted: %v", e)
 		}
 	}
 }

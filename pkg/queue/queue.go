@@ -15,11 +15,13 @@ import (
 	"github.com/campus-it/ucs/pkg/push"
 )
 
-// SubjectPrefix starts the subject of every push; the push type follows it.
+// SubjectPrefix starts the subject of every push; its ucsId follows it. A subject per message
+// lets a lookup fetch a push still waiting in the stream by its ucsId alone (a direct get of the
+// subject's last message), so the queue itself answers for queued pushes.
 const SubjectPrefix = "ucs.push.mp."
 
-// Subject is the subject a push of type t is published on.
-func Subject(t push.Type) string { return SubjectPrefix + string(t) }
+// Subject is the subject the push ucsID is published on.
+func Subject(ucsID string) string { return SubjectPrefix + ucsID }
 
 // Config describes the stream and its consumer.
 type Config struct {
@@ -53,6 +55,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		MaxBytes:    c.MaxBytes,
 		MaxAge:      c.MaxAge,
 		Discard:     jetstream.DiscardNew,
+		// Lookups read waiting messages by subject from any replica, without a consumer.
+		AllowDirect: true,
 		// The window in which a repeated Nats-Msg-Id (the ucsId) is dropped as a duplicate.
 		Duplicates: 2 * time.Minute,
 	})
@@ -110,7 +114,7 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
-	msg := &nats.Msg{Subject: Subject(m.Type), Data: b, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: Subject(m.UcsID), Data: b, Header: nats.Header{}}
 	if _, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.UcsID)); err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
@@ -119,4 +123,29 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 		return fmt.Errorf("publish %s: %w", m.UcsID, err)
 	}
 	return nil
+}
+
+// Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.
+type Waiting struct {
+	st jetstream.Stream
+}
+
+// NewWaiting returns a reader of st, as EnsureStream returned it (its configuration allows
+// direct gets).
+func NewWaiting(st jetstream.Stream) *Waiting { return &Waiting{st: st} }
+
+// ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, or finished
+// (a worker acknowledges a message only after recording its outcome).
+var ErrNotWaiting = errors.New("not in the push queue")
+
+// Get returns the push ucsID while it waits in the stream, with a direct get by its subject.
+func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, error) {
+	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(ucsID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return push.Message{}, ErrNotWaiting
+	}
+	if err != nil {
+		return push.Message{}, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+	}
+	return push.DecodeMessage(raw.Data)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"io"
 	"net/http"
 	"sort"
@@ -97,17 +98,62 @@ func (s *Server) callbackEvent(c echo.Context) error {
 		if ev.MsgID == 0 || ev.Status == "" {
 			return errf(CodeBadRequest, "TEMPLATESENDJOBFINISH without MsgID or Status")
 		}
-		if err := s.cfg.Store.PutReceipt(ctx, store.Receipt{MsgID: ev.MsgID, Status: ev.Status, At: s.now()}); err != nil {
-			// Not "success": the platform repeats the push later.
-			return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		if err := s.receipt(ctx, ev); err != nil {
+			return err
 		}
 	case ev.MsgType == "event" && (ev.Event == "subscribe" || ev.Event == "unsubscribe"):
 		if ev.FromUserName == "" {
 			return errf(CodeBadRequest, ev.Event+" without FromUserName")
 		}
-		if _, err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe"); err != nil {
+		if err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe"); err != nil {
 			return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 		}
 	}
 	return c.String(http.StatusOK, "success")
+}
+
+// receiptPoll is how often a receipt looks again for the sent record of its msgid.
+const receiptPoll = 20 * time.Millisecond
+
+// receipt applies the platform's final report on a message it accepted. Only a msgid this
+// service sent, reported for the follower it was sent to, changes a result. The sent record is
+// written by a worker once the platform answered, and the platform may report before that
+// write lands: a receipt waits a little for it, then asks the platform to push it again.
+func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait)
+	defer cancel()
+	var (
+		sent   store.Result
+		openID string
+		err    error
+	)
+	for {
+		sent, openID, err = s.cfg.Store.SentByMsgID(wctx, ev.MsgID)
+		if !errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(receiptPoll):
+			continue
+		}
+		break
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.log.Warn("delivery receipt for a msgid this service did not send", "msgid", ev.MsgID, "status", ev.Status)
+		// Not "success": if the sent record was only late, the platform's next push applies.
+		return errf(CodeNotFound, "no message with this MsgID")
+	case err != nil:
+		// Not "success": the platform repeats the push later.
+		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+	case openID != ev.FromUserName:
+		s.log.Warn("delivery receipt for another follower than the message's", "msgid", ev.MsgID, "ucsId", sent.UcsID)
+		return nil
+	}
+	final := store.Receipt(sent, ev.Status, s.now())
+	if err := s.cfg.Events.Write(ctx, store.FinalRecord(final, final.Finished)); err != nil {
+		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+	}
+	return nil
 }

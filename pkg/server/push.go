@@ -55,16 +55,8 @@ func (s *Server) push(c echo.Context) error {
 		return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
 			Header: http.Header{"Retry-After": {"5"}}}
 	}
-	// The message is safe in the queue from here on: whatever happens below, the caller gets its
-	// ucsId. The queued record makes the ucsId visible to lookups before a worker reaches it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.QueuedWriteTimeout)
-	err = s.cfg.Events.Write(ctx, store.Event{
-		UcsID: id, ClientID: claims.Azp, Kind: store.KindQueued, At: now, UserID: req.UserID, Type: string(req.Type),
-	})
-	cancel()
-	if err != nil {
-		s.log.Warn("recording queued state failed; the worker will record the delivery", "ucsId", id, "err", err)
-	}
+	// The message is safe in the queue from here on, and the queue answers lookups of it until
+	// a worker has recorded its outcome: the store is not needed to accept a push.
 	return s.ok(c, pushAnswer{UcsID: id})
 }
 
@@ -104,24 +96,94 @@ func (s *Server) lookup(c echo.Context) error {
 	if !push.ValidID(id) {
 		return notFound
 	}
-	r, ok := s.results.get(id)
+	r, ok := s.results.Get(id)
 	if !ok {
 		var err error
-		r, err = s.cfg.Store.Result(c.Request().Context(), id)
+		r, err = s.result(c.Request().Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
 			return notFound
 		}
 		if err != nil {
-			return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err}
+			return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
+				Header: http.Header{"Retry-After": {"5"}}}
 		}
 		if r.State.Final() {
-			s.results.put(r)
+			s.results.Add(id, r)
 		}
 	}
 	if r.ClientID != claims.Azp {
 		return notFound
 	}
 	return s.ok(c, resultView(r, s.loc))
+}
+
+// result finds the current result of a push. The final record comes first: one read answers
+// a finished push. A push not final is in the queue until a worker has recorded its outcome,
+// and the sent and progress records (two reads, at once) say how far its delivery got. When
+// the store is slow, the queue answers alone for a push it holds, so an accepted push is
+// visible at once whatever the store does.
+func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
+	type got struct {
+		r   store.Result
+		err error
+	}
+	finalc := make(chan got, 1)
+	go func() {
+		r, err := s.cfg.Store.Final(ctx, id)
+		finalc <- got{r, err}
+	}()
+	var final got
+	wait := time.NewTimer(s.cfg.StoreWait)
+	select {
+	case final = <-finalc:
+		wait.Stop()
+	case <-wait.C:
+		if m, err := s.cfg.Waiting.Get(ctx, id); err == nil {
+			return queuedResult(m), nil
+		}
+		final = <-finalc
+	}
+	if !errors.Is(final.err, store.ErrNotFound) {
+		return final.r, final.err
+	}
+
+	progc := make(chan got, 1)
+	go func() {
+		r, err := s.cfg.Store.Progress(ctx, id)
+		progc <- got{r, err}
+	}()
+	m, qerr := s.cfg.Waiting.Get(ctx, id)
+	if qerr == nil {
+		wait.Reset(s.cfg.StoreWait)
+		defer wait.Stop()
+		select {
+		case p := <-progc:
+			if p.err == nil {
+				return p.r, nil
+			}
+		case <-wait.C:
+		}
+		return queuedResult(m), nil
+	}
+	p := <-progc
+	if !errors.Is(p.err, store.ErrNotFound) {
+		return p.r, p.err
+	}
+	if !errors.Is(qerr, queue.ErrNotWaiting) {
+		return store.Result{}, qerr // the queue cannot say: not a 404
+	}
+	// Neither in the queue nor under way: unknown, or finished between the first read and the
+	// queue's answer (an outcome is recorded before the queue lets the message go).
+	return s.cfg.Store.Final(ctx, id)
+}
+
+// queuedResult is the result of a push waiting in the queue that no worker has reached.
+func queuedResult(m push.Message) store.Result {
+	at := time.UnixMilli(m.Accepted)
+	return store.Result{
+		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
+		Accepted: at, Updated: at,
+	}
 }
 
 type resultJSON struct {
@@ -153,37 +215,4 @@ func resultView(r store.Result, loc *time.Location) resultJSON {
 		AcceptedAt: f(r.Accepted), UpdatedAt: f(r.Updated), SentAt: f(r.Sent), FinishedAt: f(r.Finished),
 		NextAttemptAt: f(r.RetryAt),
 	}
-}
-
-// resultCache keeps final results, which never change, so that callers polling for a result
-// they already have are served without the store.
-type resultCache struct {
-	mu  sync.Mutex
-	m   map[string]store.Result
-	max int
-}
-
-func newResultCache(max int) *resultCache {
-	return &resultCache{m: map[string]store.Result{}, max: max}
-}
-
-func (rc *resultCache) get(id string) (store.Result, bool) {
-	rc.mu.Lock()
-	r, ok := rc.m[id]
-	rc.mu.Unlock()
-	return r, ok
-}
-
-func (rc *resultCache) put(r store.Result) {
-	rc.mu.Lock()
-	if len(rc.m) >= rc.max {
-		for k := range rc.m {
-			delete(rc.m, k)
-			if len(rc.m) < rc.max*9/10 {
-				break
-			}
-		}
-	}
-	rc.m[r.UcsID] = r
-	rc.mu.Unlock()
 }

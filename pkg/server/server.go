@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -25,15 +26,22 @@ type Publisher interface {
 
 // Store is what the front end reads and writes; *store.Store implements it.
 type Store interface {
-	Result(ctx context.Context, ucsID string) (store.Result, error)
-	PutReceipt(ctx context.Context, rc store.Receipt) error
-	SetFollowing(ctx context.Context, openID string, following bool) (int64, error)
+	Final(ctx context.Context, ucsID string) (store.Result, error)
+	Progress(ctx context.Context, ucsID string) (store.Result, error)
+	SentByMsgID(ctx context.Context, msgID int64) (store.Result, string, error)
+	SetFollowing(ctx context.Context, openID string, following bool) error
 	Ping(ctx context.Context) error
 }
 
-// Events records delivery events; *store.Writer implements it.
+// Events records delivery results; *store.Writer implements it.
 type Events interface {
-	Write(ctx context.Context, evs ...store.Event) error
+	Write(ctx context.Context, ws ...store.Write) error
+}
+
+// Waiting reads pushes still in the queue; *queue.Waiting implements it. Get returns
+// queue.ErrNotWaiting for a push that is not there.
+type Waiting interface {
+	Get(ctx context.Context, ucsID string) (push.Message, error)
 }
 
 // Config wires a Server. Every field is required unless it says otherwise.
@@ -43,6 +51,7 @@ type Config struct {
 	OAuth     *oauth.Service
 	Verifier  *oauth.Verifier
 	Publisher Publisher
+	Waiting   Waiting
 	Store     Store
 	Events    Events
 	// CallbackToken checks the signature of the platform's event pushes.
@@ -53,10 +62,17 @@ type Config struct {
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
 	QueueReady func() error
-	// QueuedWriteTimeout bounds the wait for the queued record after a publish. Default 2s.
-	QueuedWriteTimeout time.Duration
-	Now                func() time.Time
-	Logger             *slog.Logger
+	// StoreWait bounds how long a lookup of a push still in the queue waits for the store
+	// before it answers from the queue alone. Default 300ms.
+	StoreWait time.Duration
+	// ReceiptWait bounds how long a delivery receipt waits for the sent record of its msgid,
+	// which a worker may still be writing when the platform reports. Default 3s; the platform
+	// gives up on an answer after 5s and pushes the receipt again.
+	ReceiptWait time.Duration
+	// ResultCache bounds the final results kept in memory. Default 50,000 (about 25 MB).
+	ResultCache int
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Server is the front end.
@@ -66,15 +82,15 @@ type Server struct {
 	loc     *time.Location
 	now     func() time.Time
 	log     *slog.Logger
-	results *resultCache
+	results *lru.Cache[string, store.Result]
 	// pushReq and lookupReq are the token requirements of the push interfaces.
 	pushReq oauth.Requirement
 }
 
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.OAuth == nil || cfg.Verifier == nil || cfg.Publisher == nil || cfg.Store == nil || cfg.Events == nil {
-		return nil, errors.New("server: oauth, verifier, publisher, store and events are required")
+	if cfg.OAuth == nil || cfg.Verifier == nil || cfg.Publisher == nil || cfg.Waiting == nil || cfg.Store == nil || cfg.Events == nil {
+		return nil, errors.New("server: oauth, verifier, publisher, waiting, store and events are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -89,12 +105,22 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Location = loc
 	}
-	if cfg.QueuedWriteTimeout <= 0 {
-		cfg.QueuedWriteTimeout = 2 * time.Second
+	if cfg.StoreWait <= 0 {
+		cfg.StoreWait = 300 * time.Millisecond
+	}
+	if cfg.ReceiptWait <= 0 {
+		cfg.ReceiptWait = 3 * time.Second
+	}
+	if cfg.ResultCache <= 0 {
+		cfg.ResultCache = 50_000
+	}
+	results, err := lru.New[string, store.Result](cfg.ResultCache)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger,
-		results: newResultCache(50_000),
+		results: results,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
 	s.e.HideBanner, s.e.HidePort = true, true

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -365,7 +366,7 @@ func TestPushAcceptedAndQueued(t *testing.T) {
 	}
 	// In the stream, as published, with the ucsId as the message id.
 	st, _ := e.js.Stream(context.Background(), e.cfg.NATS.Stream)
-	raw, err := st.GetLastMsgForSubject(context.Background(), "ucs.push.mp.TDL")
+	raw, err := st.GetLastMsgForSubject(context.Background(), "ucs.push.mp."+id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,14 +468,20 @@ func TestCallback(t *testing.T) {
 	}
 	// A sent message, then the platform's final report on it.
 	st := e.api.Store
-	if err := st.AppendEvents(ctx, []store.Event{
-		{UcsID: "01KAAAAAAAAAAAAAAAAAAAAAAA", ClientID: "pusher", Kind: store.KindQueued, At: e.clock.Now()},
-		{UcsID: "01KAAAAAAAAAAAAAAAAAAAAAAA", ClientID: "pusher", Kind: store.KindSent, At: e.clock.Now(), Attempt: 1, MsgID: 555},
-	}); err != nil {
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	const id = "01KAAAAAAAAAAAAAAAAAAAAAAA"
+	now := e.clock.Now()
+	sent := store.Result{UcsID: id, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: 555, Accepted: now, Updated: now, Sent: now}
+	if err := w.Write(ctx, store.SentRecords(sent, "oA", now)...); err != nil {
 		t.Fatal(err)
 	}
-	finish := `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[oA]]></FromUserName><CreateTime>1</CreateTime>` +
-		`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>555</MsgID><Status><![CDATA[failed:user block]]></Status></xml>`
+	receipt := func(openID string, msgID int) string {
+		return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>1</CreateTime>` +
+			`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.Itoa(msgID) +
+			`</MsgID><Status><![CDATA[failed:user block]]></Status></xml>`
+	}
+	finish := receipt("oA", 555)
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q("wrong"), "text/xml", "", finish); a.status != 401 {
 		t.Fatalf("bad signature accepted: %d", a.status)
 	}
@@ -482,14 +489,26 @@ func TestCallback(t *testing.T) {
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?signature="+sign(cbToken, stale, "n")+"&timestamp="+stale+"&nonce=n", "text/xml", "", finish); a.status != 401 {
 		t.Fatalf("replayed old push accepted: %d", a.status)
 	}
-	if r, _ := st.Result(ctx, "01KAAAAAAAAAAAAAAAAAAAAAAA"); r.State != store.StateSent {
+	// A receipt naming another follower than the message went to is answered, and ignored.
+	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q(cbToken), "text/xml", "", receipt("oEvil", 555)); a.status != 200 {
+		t.Fatalf("receipt of another follower: %d %s", a.status, a.body)
+	}
+	// A receipt for a msgid this service never sent is refused (the platform pushes it again),
+	// and stores nothing that a later message with that msgid could pick up.
+	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q(cbToken), "text/xml", "", receipt("oA", 556)); a.status != 404 {
+		t.Fatalf("receipt of an unknown msgid: %d %s", a.status, a.body)
+	}
+	if _, _, err := st.SentByMsgID(ctx, 556); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown msgid recorded: %v", err)
+	}
+	if r, _ := st.Current(ctx, id); r.State != store.StateSent {
 		t.Fatalf("a refused callback changed the result: %s", r.State)
 	}
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q(cbToken), "text/xml", "", finish); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("finish: %d %s", a.status, a.body)
 	}
 	tok := e.token("pusher", pushSecret)
-	a = e.do("GET", "/v1/infra/notification/mp/01KAAAAAAAAAAAAAAAAAAAAAAA", "", tok, "")
+	a = e.do("GET", "/v1/infra/notification/mp/"+id, "", tok, "")
 	d, _ := a.json(t)["data"].(map[string]any)
 	if d["state"] != "failed" || d["reason"] != "failed:user block" || d["msgId"] != "555" {
 		t.Fatalf("after finish: %s", a.body)

@@ -54,9 +54,10 @@ func QueueConfig(cfg *config.Config) queue.Config {
 
 // connections are what both programs open.
 type connections struct {
-	nc *nats.Conn
-	js jetstream.JetStream
-	st *store.Store
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	st     *store.Store
 }
 
 func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*connections, error) {
@@ -88,12 +89,13 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 		_ = st.Close(context.Background())
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := queue.EnsureStream(ctx, js, QueueConfig(cfg)); err != nil {
+	stream, err := queue.EnsureStream(ctx, js, QueueConfig(cfg))
+	if err != nil {
 		nc.Close()
 		_ = st.Close(context.Background())
 		return nil, err
 	}
-	return &connections{nc: nc, js: js, st: st}, nil
+	return &connections{nc: nc, js: js, stream: stream, st: st}, nil
 }
 
 func (c *connections) close() {
@@ -161,7 +163,7 @@ func (a *API) build(ctx context.Context) error {
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
-		Publisher: queue.NewPublisher(a.conn.js), Store: a.Store, Events: a.writer,
+		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.stream), Store: a.Store, Events: a.writer,
 		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
@@ -204,11 +206,11 @@ func buildSignIn(cfg *config.Config, st *store.Store, d Deps) (*server.SignIn, e
 	return si, nil
 }
 
-// LoadBindings writes the bindings of the configuration into the store. A binding given in the
-// file is taken as following; the platform's unsubscribe events turn that off later.
+// LoadBindings writes the bindings of the configuration into the store. A binding's openid is
+// taken as following until the platform's unsubscribe event says otherwise.
 func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding) error {
 	for _, b := range bs {
-		if err := st.PutBinding(ctx, store.Binding{UserID: b.UserID, OpenID: b.OpenID, Following: true}); err != nil {
+		if err := st.PutBinding(ctx, store.Binding{UserID: b.UserID, OpenID: b.OpenID}); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,10 @@
-// Package store keeps the service's state in MongoDB: the record of every push's delivery (an
-// append-only log of events per ucsId, from which the current result is derived), the platform's
-// delivery receipts, campus user bindings and signing keys.
+// Package store keeps the service's state in MongoDB: the results of pushes, campus user
+// bindings and followers, signing keys and the sign-in flow's records.
 //
-// The delivery path only inserts, in batches: inserts are what both MongoDB and the embedded
-// FerretDB do fastest, and an append-only record needs neither transactions nor read-modify-write.
+// Every read and write of a hot path is a single-key equality on a string _id: the one filter
+// that the embedded FerretDB (SQLite) answers from an index; any other filter reads the whole
+// table. Records are keyed by what their reader already holds (a ucsId, a msgid, a user number,
+// an openid), and the delivery path inserts in batches, which both servers do fastest.
 package store
 
 import (
@@ -25,10 +26,16 @@ var ErrNotFound = errors.New("not found")
 
 // Collection names.
 const (
-	colEvents   = "push_events"
-	colReceipts = "push_receipts"
-	colBindings = "bindings"
-	colKeys     = "signing_keys"
+	colResults   = "push_results"
+	colMsgIDs    = "push_msgids"
+	colBindings  = "bindings"
+	colFollowers = "followers"
+	colKeys      = "signing_keys"
+)
+
+var (
+	unordered = options.InsertMany().SetOrdered(false)
+	ordered   = options.BulkWrite().SetOrdered(true)
 )
 
 // Options configures Open.
@@ -51,8 +58,8 @@ type Options struct {
 type Store struct {
 	client   *mongo.Client
 	db       *mongo.Database
-	events   *mongo.Collection
-	receipts *mongo.Collection
+	results  *mongo.Collection
+	msgIDs   *mongo.Collection
 	bindings *mongo.Collection
 	keys     *mongo.Collection
 	now      func() time.Time
@@ -94,8 +101,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	db := client.Database(o.Database)
 	s := &Store{
 		client: client, db: db,
-		events:    db.Collection(colEvents),
-		receipts:  db.Collection(colReceipts),
+		results:   db.Collection(colResults),
+		msgIDs:    db.Collection(colMsgIDs),
 		bindings:  db.Collection(colBindings),
 		keys:      db.Collection(colKeys),
 		now:       o.Now,
@@ -126,7 +133,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list collections: %w", err)
 	}
-	for _, c := range []string{colEvents, colReceipts, colBindings, colKeys,
+	for _, c := range []string{colResults, colMsgIDs, colBindings, colFollowers, colKeys,
 		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs} {
 		if slices.Contains(names, c) {
 			continue
@@ -138,19 +145,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			}
 		}
 	}
-	idx := []struct {
-		c *mongo.Collection
-		m mongo.IndexModel
-	}{
-		{s.bindings, mongo.IndexModel{Keys: bson.D{{Key: "openid", Value: 1}}, Options: options.Index().SetName("openid")}},
-	}
-	for _, i := range idx {
-		if _, err := i.c.Indexes().CreateOne(ctx, i.m); err != nil {
-			return fmt.Errorf("create index %s: %w", *i.m.Options.Name, err)
-		}
-	}
 	secs := int32(s.retention / time.Second)
-	for _, c := range []*mongo.Collection{s.events, s.receipts} {
+	for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
 		_, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{
 			Keys:    bson.D{{Key: "at", Value: 1}},
 			Options: options.Index().SetName("at_ttl").SetExpireAfterSeconds(secs),
@@ -159,13 +155,9 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		case err == nil:
 			s.ttl = true
 		case isNotImplemented(err):
-			// FerretDB has no TTL indexes: a plain index keeps Sweep's deletes cheap.
+			// FerretDB has no TTL indexes; Sweep deletes in bounded batches. A plain index on
+			// at would cost every insert and serve no query there (it filters only on _id).
 			s.ttl = false
-			if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{
-				Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetName("at"),
-			}); err != nil {
-				return fmt.Errorf("create index at: %w", err)
-			}
 		default:
 			return fmt.Errorf("create ttl index: %w", err)
 		}
@@ -181,17 +173,40 @@ func isNotImplemented(err error) bool {
 	return false
 }
 
+// SweepBatch bounds the records one step of Sweep deletes; SweepPause is the pause between
+// steps, so that lookups and deliveries are never held up for long.
+const (
+	SweepBatch = 500
+	SweepPause = 20 * time.Millisecond
+)
+
 // Sweep deletes delivery records older than the retention period, for servers without TTL
-// indexes. It returns how many documents it removed.
+// indexes, and expired sign-in records. It returns how many documents it removed.
+//
+// Delivery records are deleted in steps of SweepBatch: their ids are found oldest first (the
+// table's natural order, so a step reads little more than what it deletes), then each is
+// deleted by _id, the one filter the embedded server answers from an index.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	before := s.now().Add(-s.retention)
 	var n int64
-	for _, c := range []*mongo.Collection{s.events, s.receipts} {
-		r, err := c.DeleteMany(ctx, bson.M{"at": bson.M{"$lt": before}})
-		if err != nil {
-			return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
+	if !s.ttl {
+		before := s.now().Add(-s.retention)
+		for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
+			for {
+				k, err := s.sweepStep(ctx, c, before)
+				n += k
+				if err != nil {
+					return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
+				}
+				if k < SweepBatch {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return n, ctx.Err()
+				case <-time.After(SweepPause):
+				}
+			}
 		}
-		n += r.DeletedCount
 	}
 	// Sign-in records are dropped once expired (a day later, so a replay is still recognised
 	// as one for a while).
@@ -203,6 +218,32 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 		n += r.DeletedCount
 	}
 	return n, nil
+}
+
+func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time) (int64, error) {
+	cur, err := c.Find(ctx, bson.M{"at": bson.M{"$lt": before}},
+		options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return 0, err
+	}
+	var ids []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &ids); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	models := make([]mongo.WriteModel, len(ids))
+	for i, d := range ids {
+		models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
+	}
+	r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err != nil {
+		return 0, err
+	}
+	return r.DeletedCount, nil
 }
 
 // RunSweeper calls Sweep every interval until ctx ends. Delivery records also expire through

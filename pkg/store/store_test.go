@@ -16,59 +16,8 @@ var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-func TestFold(t *testing.T) {
-	ev := func(k store.Kind, s, attempt int, extra ...func(*store.Event)) store.Event {
-		e := store.Event{UcsID: "u", ClientID: "c", Kind: k, At: at(s), Attempt: attempt}
-		for _, f := range extra {
-			f(&e)
-		}
-		return e
-	}
-	withErr := func(msg string) func(*store.Event) { return func(e *store.Event) { e.Error = msg } }
-	withMsg := func(id int64) func(*store.Event) { return func(e *store.Event) { e.MsgID = id } }
-	retryAt := func(s int) func(*store.Event) { return func(e *store.Event) { e.RetryAt = at(s) } }
-	cases := []struct {
-		name     string
-		evs      []store.Event
-		state    store.State
-		attempts int
-		lastErr  string
-		reason   string
-		msgID    int64
-		retryAt  time.Time
-	}{
-		{"queued", []store.Event{ev(store.KindQueued, 0, 0)}, store.StateQueued, 0, "", "", 0, time.Time{}},
-		{"sending", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindAttempt, 1, 1)}, store.StateSending, 1, "", "", 0, time.Time{}},
-		{"waiting for retry", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindAttempt, 1, 1), ev(store.KindRetry, 2, 1, withErr("busy"), retryAt(4))},
-			store.StateQueued, 1, "busy", "", 0, at(4)},
-		{"retrying", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindAttempt, 1, 1), ev(store.KindRetry, 2, 1, withErr("busy"), retryAt(4)), ev(store.KindAttempt, 4, 2)},
-			store.StateSending, 2, "busy", "", 0, time.Time{}},
-		{"sent after retry", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindRetry, 2, 1, withErr("busy")), ev(store.KindSent, 5, 2, withMsg(77))},
-			store.StateSent, 2, "busy", "", 77, time.Time{}},
-		{"failed", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindFailed, 1, 1, withErr("no binding"))}, store.StateFailed, 1, "", "no binding", 0, time.Time{}},
-		{"queued stamped late by a skewed clock", []store.Event{ev(store.KindAttempt, 1, 1), ev(store.KindSent, 2, 1, withMsg(5)), ev(store.KindQueued, 3, 0)},
-			store.StateSent, 1, "", "", 5, time.Time{}},
-		{"redelivered attempt after sent", []store.Event{ev(store.KindQueued, 0, 0), ev(store.KindSent, 2, 1, withMsg(5)), ev(store.KindAttempt, 3, 2)},
-			store.StateSent, 2, "", "", 5, time.Time{}},
-		{"final is sticky", []store.Event{ev(store.KindFailed, 1, 1, withErr("43004 require subscribe")), ev(store.KindSent, 2, 2, withMsg(9))},
-			store.StateFailed, 2, "", "43004 require subscribe", 0, time.Time{}},
-		{"events out of order", []store.Event{ev(store.KindSent, 5, 1, withMsg(3)), ev(store.KindAttempt, 4, 1), ev(store.KindQueued, 0, 0)},
-			store.StateSent, 1, "", "", 3, time.Time{}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := store.Fold("u", c.evs)
-			if r.State != c.state || r.Attempts != c.attempts || r.LastError != c.lastErr || r.Reason != c.reason || r.MsgID != c.msgID || !r.RetryAt.Equal(c.retryAt) {
-				t.Fatalf("got state=%s attempts=%d lastErr=%q reason=%q msgid=%d retryAt=%v", r.State, r.Attempts, r.LastError, r.Reason, r.MsgID, r.RetryAt)
-			}
-			if r.ClientID != "c" {
-				t.Fatalf("client %q", r.ClientID)
-			}
-		})
-	}
-}
-
-func TestApplyReceipt(t *testing.T) {
+func TestReceipt(t *testing.T) {
+	sent := store.Result{UcsID: "u", ClientID: "c", State: store.StateSent, MsgID: 1, Attempts: 2, Sent: at(1), Updated: at(1)}
 	for _, c := range []struct {
 		status string
 		state  store.State
@@ -78,59 +27,89 @@ func TestApplyReceipt(t *testing.T) {
 		{"failed:user block", store.StateFailed, "failed:user block"},
 		{"failed: system failed", store.StateFailed, "failed: system failed"},
 	} {
-		r := store.Result{State: store.StateSent, MsgID: 1}
-		r.ApplyReceipt(store.Receipt{MsgID: 1, Status: c.status, At: at(9)})
-		if r.State != c.state || r.Reason != c.reason || !r.Finished.Equal(at(9)) {
-			t.Errorf("%s: got %s %q", c.status, r.State, r.Reason)
+		r := store.Receipt(sent, c.status, at(9))
+		if r.State != c.state || r.Reason != c.reason || !r.Finished.Equal(at(9)) || !r.Updated.Equal(at(9)) ||
+			r.MsgID != 1 || r.Attempts != 2 || !r.Sent.Equal(at(1)) {
+			t.Errorf("%s: got %+v", c.status, r)
 		}
-	}
-	r := store.Result{State: store.StateFailed, Reason: "x"}
-	r.ApplyReceipt(store.Receipt{Status: "success"})
-	if r.State != store.StateFailed {
-		t.Error("a receipt changed a final state")
 	}
 }
 
-func TestResultFromStore(t *testing.T) {
+func TestResultRecords(t *testing.T) {
 	st := embeddedtest.Store(t, func() time.Time { return t0 })
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
 	ctx := context.Background()
-	if _, err := st.Result(ctx, "01JNOTHERE0000000000000000"); !errors.Is(err, store.ErrNotFound) {
+	const id = "01JRESULT00000000000000000"
+	if _, err := st.Current(ctx, id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing result: %v", err)
 	}
-	evs := []store.Event{
-		{UcsID: "A", ClientID: "c1", Kind: store.KindQueued, At: at(0), UserID: "2020000001", Type: "TDL"},
-		{UcsID: "A", ClientID: "c1", Kind: store.KindAttempt, At: at(1), Attempt: 1},
-		{UcsID: "A", ClientID: "c1", Kind: store.KindSent, At: at(2), Attempt: 1, MsgID: 4242},
-		{UcsID: "B", ClientID: "c2", Kind: store.KindQueued, At: at(0)},
+	base := store.Result{UcsID: id, ClientID: "c1", UserID: "2020000001", Type: "TDL", Accepted: at(0)}
+	state := func(want store.State, attempts int, lastErr string) store.Result {
+		t.Helper()
+		r, err := st.Current(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != want || r.Attempts != attempts || r.LastError != lastErr || r.ClientID != "c1" || r.UserID != "2020000001" ||
+			r.Type != "TDL" || !r.Accepted.Equal(at(0)) {
+			t.Fatalf("want %s attempts=%d lastError=%q, got %+v", want, attempts, lastErr, r)
+		}
+		return r
 	}
-	if err := st.AppendEvents(ctx, evs); err != nil {
+
+	first := base
+	first.State, first.Attempts, first.Updated = store.StateSending, 1, at(1)
+	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.Result(ctx, "A")
-	if err != nil {
+	state(store.StateSending, 1, "")
+
+	retry := first
+	retry.State, retry.LastError, retry.RetryAt, retry.Updated = store.StateQueued, "-1 system busy", at(5), at(2)
+	if err := w.Write(ctx, store.ProgressRecord(retry, at(2))); err != nil {
 		t.Fatal(err)
 	}
-	if r.State != store.StateSent || r.MsgID != 4242 || r.ClientID != "c1" || r.UserID != "2020000001" || r.Type != "TDL" || !r.Accepted.Equal(at(0)) {
-		t.Fatalf("result %+v", r)
+	if r := state(store.StateQueued, 1, "-1 system busy"); !r.RetryAt.Equal(at(5)) {
+		t.Fatalf("retry at %v", r.RetryAt)
 	}
-	if err := st.PutReceipt(ctx, store.Receipt{MsgID: 4242, Status: "success", At: at(3)}); err != nil {
+	// A first attempt's record that lands late never hides the retry.
+	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); err != nil {
+		t.Fatal(err)
+	}
+	state(store.StateQueued, 1, "-1 system busy")
+
+	sent := retry
+	sent.State, sent.Attempts, sent.MsgID, sent.Sent, sent.RetryAt = store.StateSent, 2, 4242, at(6), time.Time{}
+	if err := w.Write(ctx, store.SentRecords(sent, "oA", at(6))...); err != nil {
+		t.Fatal(err)
+	}
+	if r := state(store.StateSent, 2, "-1 system busy"); r.MsgID != 4242 {
+		t.Fatalf("msgid %d", r.MsgID)
+	}
+	if _, err := st.Final(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("final before the receipt: %v", err)
+	}
+	got, openID, err := st.SentByMsgID(ctx, 4242)
+	if err != nil || got.UcsID != id || openID != "oA" {
+		t.Fatalf("by msgid: %+v %q %v", got, openID, err)
+	}
+	if _, _, err := st.SentByMsgID(ctx, 4243); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown msgid: %v", err)
+	}
+
+	if err := w.Write(ctx, store.FinalRecord(store.Receipt(got, "success", at(7)), at(7))); err != nil {
 		t.Fatal(err)
 	}
 	// The platform repeats event pushes: a second, different report changes nothing.
-	if err := st.PutReceipt(ctx, store.Receipt{MsgID: 4242, Status: "failed: system failed", At: at(4)}); err != nil {
+	if err := w.Write(ctx, store.FinalRecord(store.Receipt(got, "failed: system failed", at(8)), at(8))); err != nil {
 		t.Fatal(err)
 	}
-	r, err = st.Result(ctx, "A")
-	if err != nil {
-		t.Fatal(err)
+	r, err := st.Final(ctx, id)
+	if err != nil || r.State != store.StateDelivered || !r.Finished.Equal(at(7)) || r.MsgID != 4242 || r.Attempts != 2 {
+		t.Fatalf("final: %+v %v", r, err)
 	}
-	if r.State != store.StateDelivered || !r.Finished.Equal(at(3)) {
-		t.Fatalf("after receipt: %+v", r)
-	}
-	rb, _ := st.Result(ctx, "B")
-	if rb.State != store.StateQueued || rb.ClientID != "c2" {
-		t.Fatalf("B: %+v", rb)
-	}
+	state(store.StateDelivered, 2, "-1 system busy")
 }
 
 func TestBindings(t *testing.T) {
@@ -139,20 +118,37 @@ func TestBindings(t *testing.T) {
 	if _, err := st.Binding(ctx, "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing binding: %v", err)
 	}
-	if err := st.PutBinding(ctx, store.Binding{UserID: "2020000001", OpenID: "oA", Following: true}); err != nil {
+	for _, b := range []store.Binding{{UserID: "2020000001", OpenID: "oA"}, {UserID: "2020000002", OpenID: "oA"}, {UserID: "2020000003", OpenID: "oB"}} {
+		if err := st.PutBinding(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	following := func(user string, want bool) {
+		t.Helper()
+		b, err := st.Binding(ctx, user)
+		if err != nil || b.Following != want {
+			t.Fatalf("%s: %+v %v, want following=%v", user, b, err, want)
+		}
+	}
+	following("2020000001", true) // no event yet: a binding is taken as following
+	if err := st.SetFollowing(ctx, "oA", false); err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.SetFollowing(ctx, "oA", false)
-	if err != nil || n != 1 {
-		t.Fatalf("unfollow: %d %v", n, err)
+	following("2020000001", false)
+	following("2020000002", false)
+	following("2020000003", true)
+	if err := st.SetFollowing(ctx, "oA", true); err != nil {
+		t.Fatal(err)
 	}
-	b, err := st.Binding(ctx, "2020000001")
-	if err != nil || b.Following || b.OpenID != "oA" {
-		t.Fatalf("binding %+v %v", b, err)
+	following("2020000002", true)
+	// Rebinding to another openid follows that openid's state.
+	if err := st.SetFollowing(ctx, "oB", false); err != nil {
+		t.Fatal(err)
 	}
-	if n, _ := st.SetFollowing(ctx, "unknown", true); n != 0 {
-		t.Fatalf("unknown openid changed %d bindings", n)
+	if err := st.PutBinding(ctx, store.Binding{UserID: "2020000001", OpenID: "oB"}); err != nil {
+		t.Fatal(err)
 	}
+	following("2020000001", false)
 }
 
 func TestCurrentSigningKeyOnceAcrossReplicas(t *testing.T) {
@@ -182,6 +178,10 @@ func TestCurrentSigningKeyOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
+func queued(id string) store.Write {
+	return store.FirstAttemptRecord(store.Result{UcsID: id, ClientID: "c", State: store.StateSending, Attempts: 1, Accepted: t0}, t0)
+}
+
 func TestWriterConcurrent(t *testing.T) {
 	st := embeddedtest.Store(t, nil)
 	w := st.NewWriter(store.WriterOptions{MaxBatch: 100})
@@ -194,11 +194,11 @@ func TestWriterConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				errs <- w.Write(ctx, store.Event{UcsID: fmt.Sprintf("g%d-%d", g, i), ClientID: "c", Kind: store.KindQueued, At: at(0)})
+				errs <- w.Write(ctx, queued(fmt.Sprintf("g%d-%d", g, i)))
 			}
 		}()
 	}
-	w.Post(store.Event{UcsID: "posted", ClientID: "c", Kind: store.KindQueued, At: at(0)})
+	w.Post(queued("posted"))
 	wg.Wait()
 	w.Close()
 	close(errs)
@@ -208,46 +208,66 @@ func TestWriterConcurrent(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"g0-0", "g19-49", "g7-21", "posted"} {
-		if r, err := st.Result(ctx, id); err != nil || r.State != store.StateQueued {
+		if r, err := st.Current(ctx, id); err != nil || r.State != store.StateSending {
 			t.Fatalf("%s: %+v %v", id, r, err)
 		}
 	}
-	if err := w.Write(ctx, store.Event{UcsID: "late"}); !errors.Is(err, store.ErrClosed) {
+	if err := w.Write(ctx, queued("late")); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("write after close: %v", err)
 	}
+}
+
+// final is the final record of a delivered push id, written at.
+func final(id string, at time.Time) store.Write {
+	return store.FinalRecord(store.Result{UcsID: id, ClientID: "c", State: store.StateDelivered, Attempts: 1, MsgID: 1,
+		Accepted: at, Updated: at, Sent: at, Finished: at}, at)
 }
 
 func TestSweep(t *testing.T) {
 	now := at(0)
 	st := embeddedtest.Store(t, func() time.Time { return now })
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
 	ctx := context.Background()
 	if st.ExpiresItself() {
 		t.Fatal("FerretDB reported TTL index support; the sweep test assumes it has none")
 	}
 	old := now.Add(-31 * 24 * time.Hour)
-	if err := st.AppendEvents(ctx, []store.Event{
-		{UcsID: "old", ClientID: "c", Kind: store.KindQueued, At: old},
-		{UcsID: "new", ClientID: "c", Kind: store.KindQueued, At: now},
-	}); err != nil {
-		t.Fatal(err)
+	// More than two steps' worth of old records, among new ones.
+	var recs []store.Write
+	const nOld = 2*store.SweepBatch + 7
+	for i := range nOld {
+		recs = append(recs, final(fmt.Sprintf("old%d", i), old))
+		if i%100 == 0 {
+			recs = append(recs, final(fmt.Sprintf("new%d", i), now))
+		}
 	}
-	if err := st.PutReceipt(ctx, store.Receipt{MsgID: 1, Status: "success", At: old}); err != nil {
+	sent := store.Result{UcsID: "oldsent", ClientID: "c", State: store.StateSent, MsgID: 77, Accepted: old, Updated: old}
+	recs = append(recs, store.SentRecords(sent, "oA", old)...)
+	if err := w.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
 	n, err := st.Sweep(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("swept %d, %v", n, err)
+	if err != nil || n != nOld+2 {
+		t.Fatalf("swept %d, %v; want %d", n, err, nOld+2)
 	}
-	if _, err := st.Result(ctx, "old"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("old record kept: %v", err)
+	for _, id := range []string{"old0", "old1013", "oldsent"} {
+		if _, err := st.Current(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("old record %s kept: %v", id, err)
+		}
 	}
-	if _, err := st.Result(ctx, "new"); err != nil {
-		t.Fatalf("new record: %v", err)
+	if _, _, err := st.SentByMsgID(ctx, 77); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("old msgid kept: %v", err)
+	}
+	for _, id := range []string{"new0", "new1000"} {
+		if _, err := st.Final(ctx, id); err != nil {
+			t.Fatalf("new record %s: %v", id, err)
+		}
 	}
 }
 
-// BenchmarkWriter measures events recorded per second through group commit, from 64
-// goroutines (a worker's default concurrency).
+// BenchmarkWriter measures records written per second through group commit, from 32
+// goroutines.
 func BenchmarkWriter(b *testing.B) {
 	st := embeddedtest.Store(b, nil)
 	w := st.NewWriter(store.WriterOptions{})
@@ -263,40 +283,66 @@ func BenchmarkWriter(b *testing.B) {
 			i++
 			id := fmt.Sprintf("b%d", i)
 			n.Unlock()
-			if err := w.Write(ctx, store.Event{UcsID: id, ClientID: "c", Kind: store.KindQueued, At: t0}); err != nil {
+			if err := w.Write(ctx, final(id, t0)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
-// BenchmarkResult measures looking a result up by ucsId.
-func BenchmarkResult(b *testing.B) {
-	st := embeddedtest.Store(b, nil)
+// BenchmarkFinal measures looking a final result up by ucsId among 100,000 records, the newest
+// first (what a sender polls right after a send), and while a sweep deletes old records.
+func BenchmarkFinal(b *testing.B) {
+	now := at(0)
+	st := embeddedtest.Store(b, func() time.Time { return now })
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
 	ctx := context.Background()
-	var evs []store.Event
-	for i := range 1000 {
-		id := fmt.Sprintf("r%d", i)
-		evs = append(evs,
-			store.Event{UcsID: id, ClientID: "c", Kind: store.KindQueued, At: at(0)},
-			store.Event{UcsID: id, ClientID: "c", Kind: store.KindAttempt, At: at(1), Attempt: 1},
-			store.Event{UcsID: id, ClientID: "c", Kind: store.KindSent, At: at(2), Attempt: 1, MsgID: int64(i + 1)})
-	}
-	if err := st.AppendEvents(ctx, evs); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			if _, err := st.Result(ctx, fmt.Sprintf("r%d", i%1000)); err != nil {
-				b.Fatal(err)
+	const n = 100_000
+	old := now.Add(-40 * 24 * time.Hour)
+	for start := 0; start < n; start += 5000 {
+		recs := make([]store.Write, 0, 5000)
+		for i := start; i < start+5000; i++ {
+			at := now
+			if i < n/2 {
+				at = old
 			}
+			recs = append(recs, final(fmt.Sprintf("r%06d", i), at))
 		}
+		if err := w.Write(ctx, recs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lookups := func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				i++
+				if _, err := st.Final(ctx, fmt.Sprintf("r%06d", n-1-i%(n/2))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+	}
+	b.Run("idle", lookups)
+	b.Run("sweeping", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				if _, err := st.Sweep(ctx); err != nil && ctx.Err() == nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+		lookups(b)
+		cancel()
+		<-done
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 }
 
 func TestSweepSignInRecords(t *testing.T) {

@@ -8,14 +8,14 @@ import (
 )
 
 // ErrClosed is returned by a Writer that has been closed.
-var ErrClosed = errors.New("event writer closed")
+var ErrClosed = errors.New("record writer closed")
 
-// Writer batches events from many goroutines into few InsertMany calls (group commit): while
-// one batch is being written, the next collects. Under light load a batch is one event and
-// waits for nothing; under heavy load batches grow to MaxBatch.
+// Writer batches records from many goroutines into few writes (group commit): while one batch
+// is being written, the next collects. Under light load a batch is one record and waits for
+// nothing; under heavy load batches grow to MaxBatch.
 type Writer struct {
 	s        *Store
-	ch       chan pendingEvent
+	ch       chan pendingWrite
 	maxBatch int
 	timeout  time.Duration
 	stop     chan struct{}
@@ -24,8 +24,8 @@ type Writer struct {
 	once     sync.Once
 }
 
-type pendingEvent struct {
-	ev   Event
+type pendingWrite struct {
+	w    Write
 	done chan error // nil: nobody waits
 }
 
@@ -51,7 +51,7 @@ func (s *Store) NewWriter(o WriterOptions) *Writer {
 		o.Timeout = 10 * time.Second
 	}
 	w := &Writer{
-		s: s, ch: make(chan pendingEvent, o.MaxBatch*4), maxBatch: o.MaxBatch, timeout: o.Timeout,
+		s: s, ch: make(chan pendingWrite, o.MaxBatch*4), maxBatch: o.MaxBatch, timeout: o.Timeout,
 		stop: make(chan struct{}), closed: make(chan struct{}),
 	}
 	for range o.Flushers {
@@ -61,13 +61,13 @@ func (s *Store) NewWriter(o WriterOptions) *Writer {
 	return w
 }
 
-// Write stores the events and returns once they are written (or failed).
-func (w *Writer) Write(ctx context.Context, evs ...Event) error {
-	dones := make([]chan error, len(evs))
-	for i, ev := range evs {
+// Write stores the records and returns once they are written (or failed).
+func (w *Writer) Write(ctx context.Context, ws ...Write) error {
+	dones := make([]chan error, len(ws))
+	for i, rec := range ws {
 		dones[i] = make(chan error, 1)
 		select {
-		case w.ch <- pendingEvent{ev: ev, done: dones[i]}:
+		case w.ch <- pendingWrite{w: rec, done: dones[i]}:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.stop:
@@ -95,11 +95,11 @@ func (w *Writer) Write(ctx context.Context, evs ...Event) error {
 	return first
 }
 
-// Post stores an event without waiting; a failure is logged. It is for records whose loss a
-// later event makes good (an attempt's start, say).
-func (w *Writer) Post(ev Event) {
+// Post stores a record without waiting; a failure is logged. It is for records whose loss a
+// later record makes good (an attempt's start, say).
+func (w *Writer) Post(rec Write) {
 	select {
-	case w.ch <- pendingEvent{ev: ev}:
+	case w.ch <- pendingWrite{w: rec}:
 	case <-w.stop:
 	}
 }
@@ -126,8 +126,8 @@ func (w *Writer) Close() {
 
 func (w *Writer) flusher() {
 	defer w.wg.Done()
-	batch := make([]pendingEvent, 0, w.maxBatch)
-	evs := make([]Event, 0, w.maxBatch)
+	batch := make([]pendingWrite, 0, w.maxBatch)
+	recs := make([]Write, 0, w.maxBatch)
 	for {
 		batch = batch[:0]
 		select {
@@ -149,7 +149,7 @@ func (w *Writer) flusher() {
 				if len(batch) == 0 {
 					return
 				}
-				w.flush(batch, evs)
+				w.flush(batch, recs)
 			}
 		}
 	fill:
@@ -161,20 +161,20 @@ func (w *Writer) flusher() {
 				break fill
 			}
 		}
-		w.flush(batch, evs)
+		w.flush(batch, recs)
 	}
 }
 
-func (w *Writer) flush(batch []pendingEvent, evs []Event) {
-	evs = evs[:0]
+func (w *Writer) flush(batch []pendingWrite, recs []Write) {
+	recs = recs[:0]
 	for _, p := range batch {
-		evs = append(evs, p.ev)
+		recs = append(recs, p.w)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-	err := w.s.AppendEvents(ctx, evs)
+	err := w.s.write(ctx, recs)
 	cancel()
 	if err != nil {
-		w.s.log.Error("writing delivery events failed", "events", len(evs), "err", err)
+		w.s.log.Error("writing delivery records failed", "records", len(recs), "err", err)
 	}
 	for _, p := range batch {
 		if p.done != nil {
