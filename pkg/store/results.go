@@ -63,14 +63,14 @@ const (
 
 // resultDoc is a Result as stored. At is when it was written; retention counts from it.
 type resultDoc struct {
-	ID     string    `bson:"_id"`
+	ID     string `bson:"_id"`
 	Result `bson:",inline"`
 	At     time.Time `bson:"at"`
 }
 
 // msgDoc maps a platform msgid to the push it delivered and the follower it went to.
 type msgDoc struct {
-	ID     string    `bson:"_id"`
+	ID     string `bson:"_id"`
 	Result `bson:",inline"`
 	OpenID string    `bson:"openid"`
 	At     time.Time `bson:"at"`
