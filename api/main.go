@@ -26,7 +26,7 @@ func main() {
 		standAlone = flag.Bool("standalone", false, "run the whole service in this process: embedded NATS, FerretDB, platform simulator and workers")
 		dataDir    = flag.String("data", "./data", "folder of the standalone mode's data")
 		listen     = flag.String("listen", "", "address to serve on, overriding the configuration")
-		workers    = flag.Int("workers", 1, "in-process workers under -standalone")
+		workers    = flag.Int("workers", 1, "in-process delivery workers under -standalone; 0 for none (add worker processes with -config DATA/worker.yaml)")
 		verbose    = flag.Bool("v", false, "log debug messages")
 	)
 	flag.Parse()

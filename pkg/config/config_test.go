@@ -105,7 +105,6 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   platform.api_base: "not a url" is not an absolute http(s) URL
   platform.appid: required with api_base
   platform.secret: required with api_base
-  platform.callback_token: required with api_base, at least 3 characters
   platform.templates.XX: unknown push type
   platform.templates.XX.template_id: required
   platform.templates.XX.fields: at least one field is required
@@ -116,6 +115,21 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   worker.ack_wait: 1s, at least 5s`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestCallbackTokenOnlyForTheFrontEnd: the front end checks the platform's signed event pushes
+// with the callback token; a worker takes no events and needs none.
+func TestCallbackTokenOnlyForTheFrontEnd(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"},
+		Platform: config.Platform{APIBase: "https://api.example.com", AppID: "wx1", Secret: "s"}}
+	c.Defaults()
+	if err := c.Validate(config.RoleWorker); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	err := c.Validate(config.RoleAPI)
+	if err == nil || !strings.Contains(err.Error(), "platform.callback_token: required with api_base") {
+		t.Fatalf("api: %v", err)
 	}
 }
 

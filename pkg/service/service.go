@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/config"
@@ -33,6 +34,8 @@ type Deps struct {
 	Now func() time.Time
 	// HTTPClient is used for the platform; nil means the platform client's default.
 	HTTPClient *http.Client
+	// MongoMonitor, when set, sees every command sent to MongoDB.
+	MongoMonitor *event.CommandMonitor
 }
 
 func (d *Deps) fill() {
@@ -63,7 +66,7 @@ type connections struct {
 func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*connections, error) {
 	st, err := store.Open(ctx, store.Options{
 		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database, Retention: cfg.MongoDB.Retention.D(),
-		Now: d.Now, Logger: d.Logger,
+		Now: d.Now, Logger: d.Logger, Monitor: d.MongoMonitor,
 	})
 	if err != nil {
 		return nil, err

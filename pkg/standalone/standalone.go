@@ -21,6 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/event"
+	"go.yaml.in/yaml/v3"
+
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -36,10 +39,13 @@ type Options struct {
 	Config *config.Config
 	// Listen overrides the configuration's listen address (tests pass 127.0.0.1:0).
 	Listen string
-	// Workers is the number of in-process workers. Default 1.
+	// Workers is the number of in-process delivery workers; 0 runs none, for a front end
+	// alone (workers can join from outside with <DataDir>/worker.yaml).
 	Workers int
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// MongoMonitor, when set, sees every command the front end and workers send to MongoDB.
+	MongoMonitor *event.CommandMonitor
 }
 
 // Info is what standalone.json holds: where everything is and how to get in.
@@ -109,8 +115,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Workers <= 0 {
-		o.Workers = 1
+	if o.Workers < 0 {
+		return nil, fmt.Errorf("workers: %d, want 0 or more", o.Workers)
 	}
 	dir, err := filepath.Abs(o.DataDir)
 	if err != nil {
@@ -186,7 +192,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Config = cfg
 
-	deps := service.Deps{Logger: o.Logger, Now: o.Now}
+	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor}
 	api, err := service.NewAPI(ctx, cfg, deps)
 	if err != nil {
 		return nil, err
@@ -222,6 +228,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.Info.MongoDBURI = cfg.MongoDB.URI
 	s.Info.PlatformURL = cfg.Platform.APIBase
 	if err := writeInfo(filepath.Join(dir, "standalone.json"), s.Info); err != nil {
+		return nil, err
+	}
+	if err := writeWorkerConfig(filepath.Join(dir, WorkerConfigFile), cfg); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -396,12 +405,44 @@ func writeInfo(path string, info Info) error {
 	if err != nil {
 		return err
 	}
+	return writeSecret(path, append(b, '\n'))
+}
+
+// writeSecret replaces the file at path with b, readable by the owner only.
+func writeSecret(path string, b []byte) error {
 	tmp := path + ".tmp"
-	// It holds secrets: readable by the owner only.
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// WorkerConfigFile is the worker configuration the stack writes into its data folder:
+// `go run ./worker -config <data>/worker.yaml` adds a delivery worker to the running stack.
+const WorkerConfigFile = "worker.yaml"
+
+// workerConfig is the part of the configuration a worker reads.
+type workerConfig struct {
+	TimeZone string          `yaml:"time_zone"`
+	NATS     config.NATS     `yaml:"nats"`
+	MongoDB  config.MongoDB  `yaml:"mongodb"`
+	Platform config.Platform `yaml:"platform"`
+	Worker   config.Worker   `yaml:"worker"`
+}
+
+// writeWorkerConfig writes what a worker process needs to join the stack: its NATS and
+// MongoDB (the embedded ones, whose ports change with every start), and the platform account
+// (the simulator's, or the configuration's) with its templates.
+func writeWorkerConfig(path string, cfg *config.Config) error {
+	p := cfg.Platform
+	p.CallbackToken = "" // the front end's, not a worker's
+	b, err := yaml.Marshal(workerConfig{TimeZone: cfg.TimeZone, NATS: cfg.NATS, MongoDB: cfg.MongoDB, Platform: p, Worker: cfg.Worker})
+	if err != nil {
+		return err
+	}
+	head := "# A delivery worker for the running standalone stack, rewritten at every start:\n" +
+		"#   go run ./worker -config " + path + "\n"
+	return writeSecret(path, append([]byte(head), b...))
 }
 
 func secret() string {

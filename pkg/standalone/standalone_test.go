@@ -45,7 +45,7 @@ func call(t *testing.T, method, u, ctype, auth, body string) (int, map[string]an
 
 func start(t *testing.T, dir string) *standalone.Stack {
 	t.Helper()
-	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0"})
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0", Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ platform:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Config: cfg})
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Config: cfg, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

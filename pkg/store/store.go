@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/event"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/writeconcern"
@@ -52,6 +53,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ConnectTimeout bounds the wait for the server at Open. Default 30s.
 	ConnectTimeout time.Duration
+	// Monitor, when set, sees every command the driver sends (tests use it to prove which
+	// queries the hot paths make).
+	Monitor *event.CommandMonitor
 }
 
 // Store is the MongoDB store.
@@ -87,7 +91,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	opts := options.Client().ApplyURI(o.URI).
 		SetWriteConcern(writeconcern.Majority()).
 		SetMaxPoolSize(256).
-		SetServerSelectionTimeout(o.ConnectTimeout)
+		SetServerSelectionTimeout(o.ConnectTimeout).
+		SetMonitor(o.Monitor)
 	client, err := mongo.Connect(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to mongodb: %w", err)

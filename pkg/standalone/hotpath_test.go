@@ -1,0 +1,222 @@
+package standalone_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/event"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/standalone"
+)
+
+// command is one command the MongoDB driver sent.
+type command struct {
+	name, collection string
+	body             bson.Raw
+}
+
+// recorder keeps the commands the driver sends while it is on.
+type recorder struct {
+	mu   sync.Mutex
+	on   bool
+	cmds []command
+}
+
+func (r *recorder) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.on || e.DatabaseName == "admin" {
+			return
+		}
+		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
+		r.cmds = append(r.cmds, command{name: e.CommandName, collection: coll, body: append(bson.Raw(nil), e.Command...)})
+	}}
+}
+
+func (r *recorder) set(on bool) { r.mu.Lock(); r.on = on; r.mu.Unlock() }
+
+func (r *recorder) take() []command {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.cmds
+	r.cmds = nil
+	return c
+}
+
+// filters returns the filters of a command that reads, changes or deletes documents, and
+// whether the command is one of those.
+func filters(c command) ([]bson.RawValue, bool) {
+	switch c.name {
+	case "find", "count", "distinct":
+		return []bson.RawValue{c.body.Lookup("filter")}, true
+	case "findAndModify":
+		return []bson.RawValue{c.body.Lookup("query")}, true
+	case "update", "delete":
+		field := map[string]string{"update": "updates", "delete": "deletes"}[c.name]
+		arr, ok := c.body.Lookup(field).ArrayOK()
+		if !ok {
+			return []bson.RawValue{{}}, true // no statements to read: counted as a violation
+		}
+		vals, _ := arr.Values()
+		var out []bson.RawValue
+		for _, v := range vals {
+			out = append(out, v.Document().Lookup("q"))
+		}
+		return out, true
+	case "aggregate", "mapReduce":
+		return []bson.RawValue{{}}, true // never by primary key
+	}
+	return nil, false
+}
+
+// byID reports whether a filter is exactly {_id: <string or ObjectID>}: the one filter the
+// embedded FerretDB answers from an index.
+func byID(f bson.RawValue) bool {
+	doc, ok := f.DocumentOK()
+	if !ok {
+		return false
+	}
+	elems, err := doc.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != "_id" {
+		return false
+	}
+	t := elems[0].Value().Type
+	return t == bson.TypeString || t == bson.TypeObjectID
+}
+
+// TestHotPathsReadByID records every command the MongoDB driver sends while the service
+// accepts pushes, delivers them (with retries and redeliveries), takes the platform's receipts
+// and an unsubscribe, checks bearer tokens, looks up bindings and answers lookups of queued,
+// retrying and finished pushes, and fails on any read, update or delete whose filter is not a
+// single _id equality, and on any command at all while pushes are accepted.
+func TestHotPathsReadByID(t *testing.T) {
+	rec := &recorder{}
+	dir := t.TempDir()
+	s, err := standalone.Start(context.Background(), standalone.Options{
+		DataDir: dir, Listen: "127.0.0.1:0", Workers: 0, MongoMonitor: rec.monitor(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	base := s.Info.BaseURL
+	tok := token(t, base, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
+	body, _ := bodyFor(push.Types()[0], standalone.DemoUsers[0])
+	leaving, _ := bodyFor(push.Types()[1], standalone.DemoUsers[1])
+	unbound, _ := bodyFor(push.Types()[2], standalone.UnboundUser)
+	// The bearer check of this token happens here, before recording: it is served from memory
+	// afterwards, which the accept check below relies on.
+	if st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, body); st != 200 {
+		t.Fatalf("push: %d %v", st, m)
+	}
+
+	// Accept: no command at all.
+	rec.set(true)
+	var ids []string
+	for _, b := range []string{body, body, body, leaving, unbound} {
+		st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, b)
+		if st != 200 {
+			t.Fatalf("push: %d %v", st, m)
+		}
+		ids = append(ids, m["data"].(map[string]any)["ucsId"].(string))
+	}
+	if cmds := rec.take(); len(cmds) != 0 {
+		t.Fatalf("accepting pushes sent %d commands to the store, the first %s on %s", len(cmds), cmds[0].name, cmds[0].collection)
+	}
+	result := func(id string) map[string]any {
+		st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
+		if st != 200 {
+			t.Fatalf("lookup %s: %d %v", id, st, m)
+		}
+		return m["data"].(map[string]any)
+	}
+	// Queued, with no worker running: answered by the queue.
+	for _, id := range ids {
+		if r := result(id); r["state"] != "queued" || r["attempts"] != 0.0 || r["acceptedAt"] == "" {
+			t.Fatalf("queued: %v", r)
+		}
+	}
+
+	// The second user leaves the official account.
+	var openID string
+	for _, b := range s.Info.Bindings {
+		if b.UserID == standalone.DemoUsers[1] {
+			openID = b.OpenID
+		}
+	}
+	if err := s.Sim.Unsubscribe(ctx, openID); err != nil {
+		t.Fatal(err)
+	}
+
+	// A worker process's configuration, as `go run ./worker -config <data>/worker.yaml` reads it,
+	// joins the stack while the platform is busy: every delivery is retried, then goes through.
+	s.Sim.SetFaults(simulator.Faults{BusyRate: 1})
+	cfg, err := config.Load(filepath.Join(dir, standalone.WorkerConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleWorker); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Worker.BackoffInitial, cfg.Worker.BackoffMax = config.Duration(100*time.Millisecond), config.Duration(300*time.Millisecond)
+	w, err := service.NewWorker(ctx, cfg, service.Deps{MongoMonitor: rec.monitor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { stop(); <-done; w.Close() }()
+
+	embeddedtest.Eventually(t, 20*time.Second, "a retry is visible", func() bool {
+		r := result(ids[0])
+		return r["state"] == "queued" && strings.Contains(fmt.Sprint(r["lastError"]), "-1") && r["nextAttemptAt"] != nil
+	})
+	s.Sim.SetFaults(simulator.Faults{})
+	for _, id := range ids[:3] {
+		embeddedtest.Eventually(t, 30*time.Second, id+" delivered", func() bool { return result(id)["state"] == "delivered" })
+		if r := result(id); r["attempts"].(float64) < 2 || r["lastError"] == nil || r["msgId"] == "" {
+			t.Fatalf("delivered after a retry: %v", r)
+		}
+	}
+	embeddedtest.Eventually(t, 20*time.Second, "the leaver's push fails", func() bool { return result(ids[3])["state"] == "failed" })
+	if r := result(ids[3]); !strings.HasPrefix(fmt.Sprint(r["reason"]), "not following") {
+		t.Fatalf("leaver: %v", r)
+	}
+	embeddedtest.Eventually(t, 20*time.Second, "the unbound push fails", func() bool { return result(ids[4])["state"] == "failed" })
+
+	cmds := rec.take()
+	seen := map[string]int{}
+	for _, c := range cmds {
+		fs, reads := filters(c)
+		if !reads {
+			continue
+		}
+		for _, f := range fs {
+			if !byID(f) {
+				t.Errorf("%s on %s with filter %s: not a single _id equality", c.name, c.collection, f)
+			}
+		}
+		seen[c.name+" "+c.collection]++
+	}
+	// The run went through every path the test means to check.
+	for _, want := range []string{"find push_results", "find push_msgids", "find bindings", "find followers", "update push_results", "update followers"} {
+		if seen[want] == 0 {
+			t.Errorf("no %q was recorded; recorded %v", want, seen)
+		}
+	}
+}
