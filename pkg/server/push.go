@@ -123,6 +123,8 @@ func (s *Server) lookup(c echo.Context) error {
 // the store is slow, the queue answers alone for a push it holds, so an accepted push is
 // visible at once whatever the store does.
 func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	type got struct {
 		r   store.Result
 		err error
@@ -176,6 +178,9 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	// queue's answer (an outcome is recorded before the queue lets the message go).
 	return s.cfg.Store.Final(ctx, id)
 }
+
+// lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.
+const lookupTimeout = 5 * time.Second
 
 // queuedResult is the result of a push waiting in the queue that no worker has reached.
 func queuedResult(m push.Message) store.Result {
