@@ -1,0 +1,591 @@
+// Command bench measures the standalone service from outside, as its users load it, and prints
+// one table: push accept against a naive baseline, lookups of queued and of delivered pushes at
+// 100,000 records and more, how lookups scale with the records stored, and the peak memory of
+// the process. It builds the api, worker and baseline programs, starts the stack with no
+// in-process worker (-workers 0) and adds a worker process from <data>/worker.yaml when
+// deliveries are wanted, so that pushes can be held in the queue or delivered at will.
+//
+//	go run ./scripts/bench [-records 100000] [-duration 10s]
+//
+// Everything shares this machine's cores: the load generator, the stack (NATS, FerretDB, the
+// platform simulator, the front end) and the worker.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+var (
+	records  = flag.Int("records", 100_000, "delivered records to reach before the lookup rows")
+	duration = flag.Duration("duration", 10*time.Second, "length of each timed load")
+	keep     = flag.Bool("keep", false, "keep the work folder")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// row is one line of the table.
+type row struct {
+	name, figure, goal string
+	met                bool
+}
+
+func run() error {
+	work, err := os.MkdirTemp("", "ucs-bench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	bin := filepath.Join(work, "bin")
+	for _, p := range []string{"./api", "./worker", "./scripts/bench/baseline"} {
+		log.Printf("building %s", p)
+		cmd := exec.Command("go", "build", "-o", bin+"/", p)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build %s: %w", p, err)
+		}
+	}
+	data := filepath.Join(work, "data")
+	api := start(filepath.Join(bin, "api"), "-standalone", "-workers", "0", "-data", data, "-listen", "127.0.0.1:0")
+	defer api.stop()
+	info, err := waitInfo(filepath.Join(data, "standalone.json"))
+	if err != nil {
+		return err
+	}
+	base := info.BaseURL
+	if err := waitReady(base + "/readyz"); err != nil {
+		return err
+	}
+	baseline := start(filepath.Join(bin, "baseline"), "-data", filepath.Join(work, "baseline"))
+	defer baseline.stop()
+	baseURL, err := baseline.firstLine()
+	if err != nil {
+		return err
+	}
+	tok, err := token(base, info)
+	if err != nil {
+		return err
+	}
+	c := newClient(base, tok, info.PlatformURL)
+	worker := func() *proc {
+		return start(filepath.Join(bin, "worker"), "-config", filepath.Join(data, "worker.yaml"))
+	}
+	var rows []row
+
+	// Lookups of the newest records with 2,000 stored, one caller.
+	w := worker()
+	first, err := c.pushN(2000, 64)
+	if err != nil {
+		return err
+	}
+	if err := c.waitDelivered(len(first)); err != nil {
+		return err
+	}
+	p50small, err := c.sequentialP50(first)
+	if err != nil {
+		return err
+	}
+	log.Printf("one caller, newest of %d records: p50 %s", len(first), p50small)
+	w.stop()
+
+	// Push accept, front end alone, against the baseline, in turns.
+	body := pushBody()
+	log.Printf("push accept: warming up")
+	c.load(2*time.Second, 256, func(int) (int, error) { return c.push(body) })
+	baselineLoad := func() (int, error) { return post(c.http, "http://"+baseURL+"/push", "", body) }
+	load(2*time.Second, 256, func(int) (int, error) { return baselineLoad() })
+	log.Printf("push accept: stack")
+	var queued idList
+	acc := c.load(*duration, 256, func(int) (int, error) {
+		id, st, err := c.pushID(body)
+		if err == nil && st == 200 {
+			queued.add(id)
+		}
+		return st, err
+	})
+	log.Printf("push accept: baseline")
+	bl := load(*duration, 256, func(int) (int, error) { return baselineLoad() })
+	ratio := acc.rate() / bl.rate()
+	rows = append(rows, row{
+		name:   "push accept, 256 concurrent, front end alone, vs the naive baseline",
+		figure: fmt.Sprintf("%.0f/s p99 %s vs %.0f/s p99 %s: %.2f×, p99 %.2f×", acc.rate(), ms(acc.p(99)), bl.rate(), ms(bl.p(99)), ratio, float64(acc.p(99))/float64(bl.p(99))),
+		goal:   "≥ 1.0× req/s, p99 ≤ 1.5× the baseline's",
+		met:    ratio >= 1.0 && float64(acc.p(99)) <= 1.5*float64(bl.p(99)),
+	})
+
+	// Lookups of queued pushes: deliveries held (no worker runs).
+	ids := queued.all()
+	half := ids[:len(ids)/2]
+	log.Printf("lookups of queued pushes (%d held)", len(ids))
+	lq := c.load(*duration, 64, func(int) (int, error) {
+		return c.lookupState(half[rand.IntN(len(half))], "queued")
+	})
+	rows = append(rows, row{
+		name:   fmt.Sprintf("lookups of queued ucsIds (%d held), 64 callers", len(ids)),
+		figure: fmt.Sprintf("%.0f/s p99 %s", lq.rate(), ms(lq.p(99))),
+		goal:   "≥ 5,000/s", met: lq.rate() >= 5000,
+	})
+
+	// Deliver everything, and push more until the store holds the records asked for.
+	w = worker()
+	defer func() { w.stop() }()
+	total := len(first) + len(ids)
+	var more []string
+	if total < *records {
+		log.Printf("pushing %d more", *records-total)
+		more, err = c.pushN(*records-total, 256)
+		if err != nil {
+			return err
+		}
+		total += len(more)
+	}
+	log.Printf("waiting for %d deliveries", total)
+	if err := c.waitDelivered(total); err != nil {
+		return err
+	}
+
+	// Lookups of distinct delivered pushes, none looked up before.
+	fresh := append(slices.Clone(ids[len(ids)/2:]), more...)
+	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
+	var next atomic.Int64
+	log.Printf("lookups of delivered pushes (%d records, %d never looked up)", total, len(fresh))
+	ld := c.load(*duration, 64, func(int) (int, error) {
+		i := next.Add(1) - 1
+		if int(i) >= len(fresh) {
+			return 0, errDone
+		}
+		return c.lookupState(fresh[i], "delivered")
+	})
+	rows = append(rows, row{
+		name:   fmt.Sprintf("lookups of distinct delivered ucsIds, %d records, 64 callers", total),
+		figure: fmt.Sprintf("%.0f/s p99 %s", ld.rate(), ms(ld.p(99))),
+		goal:   "≥ 5,000/s, p99 ≤ 50 ms", met: ld.rate() >= 5000 && ld.p(99) <= 50*time.Millisecond,
+	})
+
+	// The newest records at this size, one caller.
+	last, err := c.pushN(2000, 64)
+	if err != nil {
+		return err
+	}
+	if err := c.waitDelivered(total + len(last)); err != nil {
+		return err
+	}
+	p50big, err := c.sequentialP50(last)
+	if err != nil {
+		return err
+	}
+	growth := float64(p50big) / float64(p50small)
+	rows = append(rows, row{
+		name:   fmt.Sprintf("one caller's lookup p50 of the newest records, %d records ÷ %d", total+len(last), len(first)),
+		figure: fmt.Sprintf("%s ÷ %s = %.2f", us(p50big), us(p50small), growth),
+		goal:   "≤ 1.3", met: growth <= 1.3,
+	})
+
+	// Repeated lookups of 1,000 delivered pushes.
+	hot := first[:1000]
+	lr := c.load(*duration, 64, func(int) (int, error) { return c.lookupState(hot[rand.IntN(len(hot))], "delivered") })
+	rows = append(rows, row{
+		name:   "repeated lookups of 1,000 delivered ucsIds, 64 callers",
+		figure: fmt.Sprintf("%.0f/s p99 %s", lr.rate(), ms(lr.p(99))),
+		goal:   "≥ 20,000/s", met: lr.rate() >= 20000,
+	})
+
+	peak, err := api.peakRSS()
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{
+		name: "peak RSS of the standalone process through these loads", figure: fmt.Sprintf("%d MB", peak>>20),
+		goal: "≤ 250 MB", met: peak <= 250<<20,
+	})
+
+	fmt.Printf("\n%s, %d cores, %s\n\n", runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Println("| row | figure | goal | met |")
+	fmt.Println("|---|---|---|---|")
+	for _, r := range rows {
+		m := "not met"
+		if r.met {
+			m = "met"
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.figure, r.goal, m)
+	}
+	return nil
+}
+
+var errDone = errors.New("no more work")
+
+// proc is a child process.
+type proc struct {
+	cmd *exec.Cmd
+	out *bufio.Reader
+}
+
+func start(path string, args ...string) *proc {
+	cmd := exec.Command(path, args...)
+	cmd.Stderr = io.Discard
+	if os.Getenv("BENCH_VERBOSE") != "" {
+		cmd.Stderr = os.Stderr
+	}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		log.Fatalf("start %s: %v", path, err)
+	}
+	p := &proc{cmd: cmd, out: bufio.NewReader(out)}
+	return p
+}
+
+func (p *proc) firstLine() (string, error) {
+	l, err := p.out.ReadString('\n')
+	go func() { _, _ = io.Copy(io.Discard, p.out) }()
+	return strings.TrimSpace(l), err
+}
+
+// stop ends the process gracefully (SIGTERM) and waits for it.
+func (p *proc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// peakRSS is the process's high-water mark of resident memory (VmHWM).
+func (p *proc) peakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}
+
+type standaloneInfo struct {
+	BaseURL     string `json:"base_url"`
+	PlatformURL string `json:"platform_url"`
+	Clients     []struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	} `json:"clients"`
+}
+
+func waitInfo(path string) (standaloneInfo, error) {
+	var info standaloneInfo
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &info) == nil && info.BaseURL != "" {
+			return info, nil
+		}
+		time.Sleep(100 * time.Millisecond) // polling for the file, with a deadline
+	}
+	return info, errors.New("the stack did not write standalone.json within 2 minutes")
+}
+
+func waitReady(u string) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(u); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline
+	}
+	return errors.New(u + " not ready within a minute")
+}
+
+func token(base string, info standaloneInfo) (string, error) {
+	var secret string
+	for _, c := range info.Clients {
+		if c.ClientID == "demo-app" {
+			secret = c.ClientSecret
+		}
+	}
+	r, err := http.PostForm(base+"/v1/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"demo-app"}, "client_secret": {secret}})
+	if err != nil {
+		return "", err
+	}
+	defer r.Body.Close()
+	var t struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&t); err != nil || t.AccessToken == "" {
+		return "", fmt.Errorf("token: %d %v", r.StatusCode, err)
+	}
+	return "Bearer " + t.AccessToken, nil
+}
+
+func pushBody() string {
+	return `{"userId":"2020000001","type":"TDL","data":{"header":"您有一条待办","type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请待您审批","remark":"请尽快处理"}}`
+}
+
+type client struct {
+	http     *http.Client
+	base     string
+	tok      string
+	platform string
+}
+
+func newClient(base, tok, platform string) *client {
+	return &client{
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxIdleConns: 1024}},
+		base: base, tok: tok, platform: platform,
+	}
+}
+
+func post(h *http.Client, u, tok, body string) (int, error) {
+	st, _, err := do(h, "POST", u, tok, body)
+	return st, err
+}
+
+func do(h *http.Client, method, u, tok, body string) (int, []byte, error) {
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", tok)
+	}
+	r, err := h.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	return r.StatusCode, b, err
+}
+
+func (c *client) push(body string) (int, error) {
+	return post(c.http, c.base+"/v1/infra/notification/mp", c.tok, body)
+}
+
+var ucsIDField = []byte(`"ucsId":"`)
+
+func (c *client) pushID(body string) (string, int, error) {
+	st, b, err := do(c.http, "POST", c.base+"/v1/infra/notification/mp", c.tok, body)
+	if err != nil || st != 200 {
+		return "", st, err
+	}
+	i := bytes.Index(b, ucsIDField)
+	if i < 0 || len(b) < i+len(ucsIDField)+26 {
+		return "", st, fmt.Errorf("no ucsId in %s", b)
+	}
+	return string(b[i+len(ucsIDField) : i+len(ucsIDField)+26]), st, nil
+}
+
+// lookupState looks id up and counts an answer with another state as an error.
+func (c *client) lookupState(id, want string) (int, error) {
+	st, b, err := do(c.http, "GET", c.base+"/v1/infra/notification/mp/"+id, c.tok, "")
+	if err != nil {
+		return st, err
+	}
+	if st == 200 && !bytes.Contains(b, []byte(`"state":"`+want+`"`)) {
+		return st, fmt.Errorf("%s is not %s: %s", id, want, b)
+	}
+	return st, nil
+}
+
+// pushN pushes n messages from conc goroutines and returns their ucsIds in acceptance order.
+func (c *client) pushN(n, conc int) ([]string, error) {
+	body := pushBody()
+	var ids idList
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				id, st, err := c.pushID(body)
+				if err == nil && st != 200 {
+					err = fmt.Errorf("push: status %d", st)
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ids.add(id)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	out := ids.all()
+	slices.Sort(out) // ULIDs sort by acceptance time
+	return out, nil
+}
+
+type simStats struct {
+	Accepted           int64 `json:"accepted"`
+	CallbacksDelivered int64 `json:"callbacks_delivered"`
+	CallbacksFailed    int64 `json:"callbacks_failed"`
+	CallbacksPending   int64 `json:"callbacks_pending"`
+}
+
+// waitDelivered waits until the platform accepted n messages and its receipts were all pushed
+// back to the service.
+func (c *client) waitDelivered(n int) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	var s simStats
+	for time.Now().Before(deadline) {
+		_, b, err := do(c.http, "GET", c.platform+"/sim/stats", "", "")
+		if err == nil && json.Unmarshal(b, &s) == nil &&
+			s.Accepted >= int64(n) && s.CallbacksPending == 0 && s.CallbacksDelivered+s.CallbacksFailed >= s.Accepted {
+			if s.CallbacksFailed > 0 {
+				return fmt.Errorf("%d receipts were refused by the service", s.CallbacksFailed)
+			}
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond) // polling with a deadline
+	}
+	return fmt.Errorf("not delivered within 10 minutes: %+v, want %d", s, n)
+}
+
+// sequentialP50 looks every id up once, one after another, and returns the median latency.
+func (c *client) sequentialP50(ids []string) (time.Duration, error) {
+	lat := make([]time.Duration, 0, len(ids))
+	for _, id := range ids {
+		t0 := time.Now()
+		if _, err := c.lookupState(id, "delivered"); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
+}
+
+func (c *client) load(d time.Duration, conc int, f func(int) (int, error)) *result {
+	return load(d, conc, f)
+}
+
+// result is what a timed load measured.
+type result struct {
+	n, errs int
+	elapsed time.Duration
+	lat     []time.Duration
+	first   error
+}
+
+func (r *result) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+func (r *result) p(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*q/100))]
+}
+
+// load calls f from conc goroutines for d (or until f says errDone) and records each call's
+// latency; a call that fails or answers anything but 200 counts as an error.
+func load(d time.Duration, conc int, f func(int) (int, error)) *result {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var mu sync.Mutex
+	res := &result{}
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for g := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := 0
+			var first error
+			for ctx.Err() == nil {
+				s := time.Now()
+				st, err := f(g)
+				if errors.Is(err, errDone) {
+					break
+				}
+				lat = append(lat, time.Since(s))
+				if err == nil && st != 200 {
+					err = fmt.Errorf("status %d", st)
+				}
+				if err != nil {
+					errs++
+					if first == nil {
+						first = err
+					}
+				}
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errs += errs
+			if res.first == nil {
+				res.first = first
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(t0)
+	res.n = len(res.lat)
+	slices.Sort(res.lat)
+	if res.errs > 0 {
+		log.Printf("  %d of %d calls failed; the first: %v", res.errs, res.n, res.first)
+	}
+	log.Printf("  %d calls in %s: %.0f/s, p50 %s, p99 %s", res.n, res.elapsed.Round(time.Millisecond), res.rate(), ms(res.p(50)), ms(res.p(99)))
+	return res
+}
+
+// idList collects ucsIds from many goroutines.
+type idList struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *idList) add(id string) { l.mu.Lock(); l.ids = append(l.ids, id); l.mu.Unlock() }
+
+func (l *idList) all() []string { l.mu.Lock(); defer l.mu.Unlock(); return slices.Clone(l.ids) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
