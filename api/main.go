@@ -28,6 +28,7 @@ func main() {
 		listen     = flag.String("listen", "", "address to serve on, overriding the configuration")
 		workers    = flag.Int("workers", 1, "in-process delivery workers under -standalone; 0 for none (add worker processes with -config DATA/worker.yaml)")
 		verbose    = flag.Bool("v", false, "log debug messages")
+		pprofAddr  = flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	)
 	flag.Parse()
 	level := slog.LevelInfo
@@ -37,6 +38,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	service.ServeProfiles(*pprofAddr, log)
 	if err := run(ctx, log, *configPath, *standAlone, *dataDir, *listen, *workers); err != nil {
 		log.Error("api stopped", "err", err)
 		os.Exit(1)

@@ -18,6 +18,7 @@ import (
 func main() {
 	configPath := flag.String("config", "", "YAML configuration file (required)")
 	verbose := flag.Bool("v", false, "log debug messages")
+	pprofAddr := flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061; off by default")
 	flag.Parse()
 	level := slog.LevelInfo
 	if *verbose {
@@ -26,6 +27,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	service.ServeProfiles(*pprofAddr, log)
 	if err := run(ctx, log, *configPath); err != nil {
 		log.Error("worker stopped", "err", err)
 		os.Exit(1)

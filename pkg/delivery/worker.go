@@ -50,6 +50,9 @@ type Config struct {
 	SendTimeout time.Duration
 	// BindingTTL is how long a looked-up binding is reused. Default 30s.
 	BindingTTL time.Duration
+	// Announce, when set, tells the front ends of a failure recorded as final, so that they
+	// serve its lookups from memory.
+	Announce func(store.Result)
 	// StoreRetry is the delay before a message whose outcome could not be recorded is tried
 	// again. Default 5s.
 	StoreRetry time.Duration
@@ -219,6 +222,9 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	case outcomeFailed:
 		log.Info("delivery failed", "ucsId", m.UcsID, "attempt", attempt, "reason", out.reason)
 		_ = msg.Ack()
+		if w.cfg.Announce != nil {
+			w.cfg.Announce(r)
+		}
 	default:
 		_ = msg.Ack()
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	_ "modernc.org/sqlite" // the SQLite driver FerretDB itself uses
 )
 
@@ -74,6 +75,10 @@ func StartNATS(o NATSOptions) (*NATS, error) {
 // URL is the address clients connect to.
 func (n *NATS) URL() string { return n.srv.ClientURL() }
 
+// InProcess lets a client in this process connect without the network
+// (nats.InProcessServer): no socket, no system call per message.
+func (n *NATS) InProcess() nats.InProcessConnProvider { return n.srv }
+
 // Shutdown stops the server and waits for it.
 func (n *NATS) Shutdown() {
 	n.srv.Shutdown()
@@ -99,6 +104,14 @@ type FerretDBOptions struct {
 	Logger *slog.Logger
 }
 
+// sqlitePragmas tune the SQLite files under FerretDB (which adds WAL mode itself).
+// synchronous(normal): in WAL mode a commit is durable once written, without an fsync of its
+// own; a killed process loses nothing, a power cut may lose the last commits, the same promise
+// the embedded NATS server makes (production runs a replicated MongoDB). cache_size(-1024):
+// 1 MiB of page cache per connection, of which FerretDB keeps up to 100; the files stay in the
+// operating system's cache anyway.
+const sqlitePragmas = "_pragma=synchronous(normal)&_pragma=cache_size(-1024)"
+
 // StartFerretDB starts FerretDB with the SQLite backend.
 func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {
 	if o.Addr == "" {
@@ -117,7 +130,7 @@ func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: o.Addr},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + dir + "/",
+		SQLiteURL: "file:" + dir + "/?" + sqlitePragmas,
 		Logger:    o.Logger,
 	})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/push"
@@ -57,8 +56,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		Discard:     jetstream.DiscardNew,
 		// Lookups read waiting messages by subject from any replica, without a consumer.
 		AllowDirect: true,
-		// The window in which a repeated Nats-Msg-Id (the ucsId) is dropped as a duplicate.
-		Duplicates: 2 * time.Minute,
+		// A subject is one push: a second message under the same ucsId is refused, never stored.
+		MaxMsgsPerSubject:    1,
+		DiscardNewPerSubject: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
@@ -107,15 +107,14 @@ type Publisher struct {
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
 
 // Publish stores m in the stream and returns once the stream acknowledged it; only then may
-// its ucsId be given to the caller. The ucsId is the message id, so a retried publish of the
-// same message is stored once.
+// its ucsId be given to the caller. Every push is published once, under a ucsId made for it,
+// so the stream needs no de-duplication by message id (and keeps no table of ids for it).
 func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 	b, err := m.Encode()
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
-	msg := &nats.Msg{Subject: Subject(m.UcsID), Data: b, Header: nats.Header{}}
-	if _, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.UcsID)); err != nil {
+	if _, err := p.js.Publish(ctx, Subject(m.UcsID), b); err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
 			return fmt.Errorf("%w: %v", ErrFull, err)

@@ -54,13 +54,13 @@ func TestFullStreamRefusesNew(t *testing.T) {
 		t.Fatalf("stream holds %d from seq %d, accepted %d: messages were dropped", info.State.Msgs, info.State.FirstSeq, accepted+1)
 	}
 	m, err := st.GetMsg(ctx, 1)
-	if err != nil || m.Header.Get("Nats-Msg-Id") != first {
+	if err != nil || m.Subject != queue.Subject(first) {
 		t.Fatalf("first message: %v", err)
 	}
 }
 
-// TestRepublishIsStoredOnce: the ucsId is the message id, so a publish retried after a lost
-// PubAck does not queue the message twice.
+// TestRepublishIsStoredOnce: a push's subject is its ucsId and holds one message, so a publish
+// repeated under the same ucsId is refused rather than queued twice.
 func TestRepublishIsStoredOnce(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
@@ -70,9 +70,12 @@ func TestRepublishIsStoredOnce(t *testing.T) {
 	}
 	p := queue.NewPublisher(js)
 	id := push.NewID(time.Now())
-	for range 3 {
-		if err := p.Publish(ctx, msg(id)); err != nil {
-			t.Fatal(err)
+	if err := p.Publish(ctx, msg(id)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.Publish(ctx, msg(id)); err == nil {
+			t.Fatal("a repeated ucsId was accepted")
 		}
 	}
 	info, _ := st.Info(ctx)

@@ -155,5 +155,8 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 	if err := s.cfg.Events.Write(ctx, store.FinalRecord(final, final.Finished)); err != nil {
 		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	}
+	if s.cfg.Announce != nil {
+		s.cfg.Announce(final)
+	}
 	return nil
 }

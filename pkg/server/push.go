@@ -117,66 +117,32 @@ func (s *Server) lookup(c echo.Context) error {
 	return s.ok(c, resultView(r, s.loc))
 }
 
-// result finds the current result of a push. The final record comes first: one read answers
-// a finished push. A push not final is in the queue until a worker has recorded its outcome,
-// and the sent and progress records (two reads, at once) say how far its delivery got. When
-// the store is slow, the queue answers alone for a push it holds, so an accepted push is
-// visible at once whatever the store does.
+// result finds the current result of a push. The queue holds a push until a worker has
+// recorded its outcome, so it is asked first (a direct get by subject): a push it holds costs one
+// store read, for the progress of an attempt, and when the store is slow or down the queue
+// answers alone. A push no longer in the queue is finished or sent: its final record answers in
+// one read, otherwise its sent and progress records in two more.
 func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	type got struct {
-		r   store.Result
-		err error
-	}
-	finalc := make(chan got, 1)
-	go func() {
-		r, err := s.cfg.Store.Final(ctx, id)
-		finalc <- got{r, err}
-	}()
-	var final got
-	wait := time.NewTimer(s.cfg.StoreWait)
-	select {
-	case final = <-finalc:
-		wait.Stop()
-	case <-wait.C:
-		if m, err := s.cfg.Waiting.Get(ctx, id); err == nil {
-			return queuedResult(m), nil
-		}
-		final = <-finalc
-	}
-	if !errors.Is(final.err, store.ErrNotFound) {
-		return final.r, final.err
-	}
-
-	progc := make(chan got, 1)
-	go func() {
-		r, err := s.cfg.Store.Progress(ctx, id)
-		progc <- got{r, err}
-	}()
 	m, qerr := s.cfg.Waiting.Get(ctx, id)
 	if qerr == nil {
-		wait.Reset(s.cfg.StoreWait)
-		defer wait.Stop()
-		select {
-		case p := <-progc:
-			if p.err == nil {
-				return p.r, nil
-			}
-		case <-wait.C:
+		pctx, pcancel := context.WithTimeout(ctx, s.cfg.StoreWait)
+		defer pcancel()
+		p, err := s.cfg.Store.InProgress(pctx, id)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("progress unavailable; answering from the queue", "ucsId", id, "err", err)
 		}
 		return queuedResult(m), nil
 	}
-	p := <-progc
-	if !errors.Is(p.err, store.ErrNotFound) {
-		return p.r, p.err
+	r, err := s.cfg.Store.Current(ctx, id)
+	if errors.Is(err, store.ErrNotFound) && !errors.Is(qerr, queue.ErrNotWaiting) {
+		return r, qerr // the queue could not say whether it holds the push: not a 404
 	}
-	if !errors.Is(qerr, queue.ErrNotWaiting) {
-		return store.Result{}, qerr // the queue cannot say: not a 404
-	}
-	// Neither in the queue nor under way: unknown, or finished between the first read and the
-	// queue's answer (an outcome is recorded before the queue lets the message go).
-	return s.cfg.Store.Final(ctx, id)
+	return r, err
 }
 
 // lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.

@@ -26,8 +26,8 @@ type Publisher interface {
 
 // Store is what the front end reads and writes; *store.Store implements it.
 type Store interface {
-	Final(ctx context.Context, ucsID string) (store.Result, error)
-	Progress(ctx context.Context, ucsID string) (store.Result, error)
+	Current(ctx context.Context, ucsID string) (store.Result, error)
+	InProgress(ctx context.Context, ucsID string) (store.Result, error)
 	SentByMsgID(ctx context.Context, msgID int64) (store.Result, string, error)
 	SetFollowing(ctx context.Context, openID string, following bool) error
 	Ping(ctx context.Context) error
@@ -62,8 +62,8 @@ type Config struct {
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
 	QueueReady func() error
-	// StoreWait bounds how long a lookup of a push still in the queue waits for the store
-	// before it answers from the queue alone. Default 300ms.
+	// StoreWait bounds how long a lookup of a push still in the queue waits for the store's
+	// progress record before it answers from the queue alone. Default 300ms.
 	StoreWait time.Duration
 	// ReceiptWait bounds how long a delivery receipt waits for the sent record of its msgid,
 	// which a worker may still be writing when the platform reports. Default 3s; the platform
@@ -71,6 +71,9 @@ type Config struct {
 	ReceiptWait time.Duration
 	// ResultCache bounds the final results kept in memory. Default 50,000 (about 25 MB).
 	ResultCache int
+	// Announce, when set, tells every front end of a final result this one recorded (a
+	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
+	Announce func(store.Result)
 	Now         func() time.Time
 	Logger      *slog.Logger
 }
@@ -128,6 +131,14 @@ func New(cfg Config) (*Server, error) {
 	s.e.Use(middleware.Recover())
 	s.routes()
 	return s, nil
+}
+
+// Remember keeps a final result in memory, for lookups; another front end or a worker recorded
+// it. Anything but a final result is ignored.
+func (s *Server) Remember(r store.Result) {
+	if r.State.Final() {
+		s.results.Add(r.UcsID, r)
+	}
 }
 
 // ServeHTTP serves a request.

@@ -36,6 +36,9 @@ type Deps struct {
 	HTTPClient *http.Client
 	// MongoMonitor, when set, sees every command sent to MongoDB.
 	MongoMonitor *event.CommandMonitor
+	// NATSInProcess, when set, is a NATS server in this process to connect to directly,
+	// without a socket (the standalone stack's embedded server).
+	NATSInProcess nats.InProcessConnProvider
 }
 
 func (d *Deps) fill() {
@@ -71,8 +74,7 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(cfg.NATS.URL,
-		nats.Name(name),
+	opts := []nats.Option{nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -81,7 +83,11 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { d.Logger.Info("reconnected to nats", "url", c.ConnectedUrlRedacted()) }),
-	)
+	}
+	if d.NATSInProcess != nil {
+		opts = append(opts, nats.InProcessServer(d.NATSInProcess))
+	}
+	nc, err := nats.Connect(cfg.NATS.URL, opts...)
 	if err != nil {
 		_ = st.Close(context.Background())
 		return nil, fmt.Errorf("connect to nats: %w", err)
@@ -167,6 +173,7 @@ func (a *API) build(ctx context.Context) error {
 	srv, err := server.New(server.Config{
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.stream), Store: a.Store, Events: a.writer,
+		Announce: queue.NewFinals(a.conn.nc).Announce,
 		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
@@ -177,6 +184,10 @@ func (a *API) build(ctx context.Context) error {
 		Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {
+		a.writer.Close()
+		return err
+	}
+	if _, err := queue.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
 		a.writer.Close()
 		return err
 	}
@@ -306,7 +317,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
 			MaxAttempts: cfg.Worker.MaxAttempts,
 		},
-		Concurrency: cfg.Worker.Concurrency, Now: d.Now, Logger: d.Logger,
+		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce, Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {
 		writer.Close()

@@ -3,6 +3,7 @@ package standalone_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,11 +144,26 @@ func TestHotPathsReadByID(t *testing.T) {
 		}
 		return m["data"].(map[string]any)
 	}
-	// Queued, with no worker running: answered by the queue.
+	// Queued, with no worker running: answered by the queue, and one store read for the
+	// progress of an attempt.
 	for _, id := range ids {
 		if r := result(id); r["state"] != "queued" || r["attempts"] != 0.0 || r["acceptedAt"] == "" {
 			t.Fatalf("queued: %v", r)
 		}
+	}
+	reads := func(cmds []command) int {
+		n := 0
+		for _, c := range cmds {
+			if _, ok := filters(c); ok {
+				n++
+			}
+		}
+		return n
+	}
+	rec.take()
+	result(ids[0])
+	if n := reads(rec.take()); n != 1 {
+		t.Fatalf("a queued push's lookup made %d store reads, want 1", n)
 	}
 
 	// The second user leaves the official account.
@@ -200,6 +216,31 @@ func TestHotPathsReadByID(t *testing.T) {
 	embeddedtest.Eventually(t, 20*time.Second, "the unbound push fails", func() bool { return result(ids[4])["state"] == "failed" })
 
 	cmds := rec.take()
+
+	// A final result costs one store read at most: none in the front end that took its receipt
+	// (or heard of it), one in a front end that did not, and none after that.
+	other, err := service.NewAPI(ctx, s.Config, service.Deps{MongoMonitor: rec.monitor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	srv := httptest.NewServer(other.Server)
+	defer srv.Close()
+	cmds = append(cmds, rec.take()...)
+	for _, front := range []struct {
+		url  string
+		want int
+	}{{srv.URL, 1}, {srv.URL, 0}, {base, 0}} {
+		if st, m := call(t, "GET", front.url+"/v1/infra/notification/mp/"+ids[1], "", tok, ""); st != 200 || m["data"].(map[string]any)["state"] != "delivered" {
+			t.Fatalf("lookup: %d %v", st, m)
+		}
+		got := rec.take()
+		if n := reads(got); n != front.want {
+			t.Fatalf("a delivered push's lookup made %d store reads, want %d", n, front.want)
+		}
+		cmds = append(cmds, got...)
+	}
+
 	seen := map[string]int{}
 	for _, c := range cmds {
 		fs, reads := filters(c)

@@ -158,6 +158,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 
+	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor}
 	if cfg.NATS.URL == "" {
 		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats")})
 		if err != nil {
@@ -165,6 +166,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		s.closers = append(s.closers, n.Shutdown)
 		cfg.NATS.URL = n.URL()
+		deps.NATSInProcess = n.InProcess()
 	}
 	var ferret *embedded.FerretDB
 	if cfg.MongoDB.URI == "" {
@@ -192,7 +194,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Config = cfg
 
-	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor}
 	api, err := service.NewAPI(ctx, cfg, deps)
 	if err != nil {
 		return nil, err
@@ -244,8 +245,10 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 		AppID: p.AppID, Secret: p.Secret,
 		CallbackURL:   cfg.PublicURL + "/v1/infra/notification/mp/callback",
 		CallbackToken: p.CallbackToken,
-		Now:           o.Now,
-		Logger:        o.Logger,
+		// /sim/messages is for a person to look at; the rest need not stay in memory.
+		MaxSent: 10_000,
+		Now:     o.Now,
+		Logger:  o.Logger,
 	})
 	if cfg.Platform.Templates == nil {
 		cfg.Platform.Templates = map[string]config.Template{}

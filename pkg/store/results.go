@@ -163,6 +163,12 @@ func (s *Store) getResult(ctx context.Context, id string) (Result, error) {
 	return d.Result, nil
 }
 
+// InProgress returns the progress record of a push (an attempt under way, or a retry
+// waiting), or ErrNotFound. It costs one read.
+func (s *Store) InProgress(ctx context.Context, ucsID string) (Result, error) {
+	return s.getResult(ctx, ucsID+suffixProgress)
+}
+
 // SentByMsgID returns the sent record of the push the platform gave msgID, and the follower
 // it was sent to, or ErrNotFound when this service sent no such message.
 func (s *Store) SentByMsgID(ctx context.Context, msgID int64) (Result, string, error) {

@@ -75,7 +75,11 @@ func run() error {
 		}
 	}
 	data := filepath.Join(work, "data")
-	api := start(filepath.Join(bin, "api"), "-standalone", "-workers", "0", "-data", data, "-listen", "127.0.0.1:0")
+	apiArgs := []string{"-standalone", "-workers", "0", "-data", data, "-listen", "127.0.0.1:0"}
+	if a := os.Getenv("BENCH_PPROF"); a != "" {
+		apiArgs = append(apiArgs, "-pprof", a) // profile the stack while it runs
+	}
+	api := start(filepath.Join(bin, "api"), apiArgs...)
 	defer api.stop()
 	info, err := waitInfo(filepath.Join(data, "standalone.json"))
 	if err != nil {
@@ -100,6 +104,43 @@ func run() error {
 		return start(filepath.Join(bin, "worker"), "-config", filepath.Join(data, "worker.yaml"))
 	}
 	var rows []row
+	// With BENCH_PPROF set, each timed load of the stack is profiled (CPU) into bench-profiles/.
+	profile := func(name string) func() {
+		addr := os.Getenv("BENCH_PPROF")
+		if addr == "" {
+			return func() {}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			secs := int(duration.Seconds())
+			r, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+			if err != nil {
+				log.Printf("profile %s: %v", name, err)
+				return
+			}
+			defer r.Body.Close()
+			_ = os.MkdirAll("bench-profiles", 0o755)
+			f, err := os.Create(filepath.Join("bench-profiles", name+".pprof"))
+			if err != nil {
+				log.Printf("profile %s: %v", name, err)
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, r.Body)
+		}()
+		return func() { <-done }
+	}
+	heap := func() {
+		if addr := os.Getenv("BENCH_PPROF"); addr != "" {
+			if r, err := http.Get("http://" + addr + "/debug/pprof/heap"); err == nil {
+				f, _ := os.Create(filepath.Join("bench-profiles", "heap.pprof"))
+				_, _ = io.Copy(f, r.Body)
+				f.Close()
+				r.Body.Close()
+			}
+		}
+	}
 
 	// Lookups of the newest records with 2,000 stored, one caller.
 	w := worker()
@@ -123,17 +164,27 @@ func run() error {
 	c.load(2*time.Second, 256, func(int) (int, error) { return c.push(body) })
 	baselineLoad := func() (int, error) { return post(c.http, "http://"+baseURL+"/push", "", body) }
 	load(2*time.Second, 256, func(int) (int, error) { return baselineLoad() })
-	log.Printf("push accept: stack")
+	// In turns, twice each, so that neither side gains from running first or last.
 	var queued idList
-	acc := c.load(*duration, 256, func(int) (int, error) {
-		id, st, err := c.pushID(body)
-		if err == nil && st == 200 {
-			queued.add(id)
+	var accs, bls []*result
+	for round := range 2 {
+		log.Printf("push accept: stack, round %d", round+1)
+		wait := func() {}
+		if round == 0 {
+			wait = profile("accept")
 		}
-		return st, err
-	})
-	log.Printf("push accept: baseline")
-	bl := load(*duration, 256, func(int) (int, error) { return baselineLoad() })
+		accs = append(accs, c.load(*duration/2, 256, func(int) (int, error) {
+			id, st, err := c.pushID(body)
+			if err == nil && st == 200 {
+				queued.add(id)
+			}
+			return st, err
+		}))
+		wait()
+		log.Printf("push accept: baseline, round %d", round+1)
+		bls = append(bls, load(*duration/2, 256, func(int) (int, error) { return baselineLoad() }))
+	}
+	acc, bl := merge(accs), merge(bls)
 	ratio := acc.rate() / bl.rate()
 	rows = append(rows, row{
 		name:   "push accept, 256 concurrent, front end alone, vs the naive baseline",
@@ -146,9 +197,11 @@ func run() error {
 	ids := queued.all()
 	half := ids[:len(ids)/2]
 	log.Printf("lookups of queued pushes (%d held)", len(ids))
+	wait := profile("lookup-queued")
 	lq := c.load(*duration, 64, func(int) (int, error) {
 		return c.lookupState(half[rand.IntN(len(half))], "queued")
 	})
+	wait()
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of queued ucsIds (%d held), 64 callers", len(ids)),
 		figure: fmt.Sprintf("%.0f/s p99 %s", lq.rate(), ms(lq.p(99))),
@@ -178,6 +231,7 @@ func run() error {
 	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
 	var next atomic.Int64
 	log.Printf("lookups of delivered pushes (%d records, %d never looked up)", total, len(fresh))
+	wait = profile("lookup-delivered")
 	ld := c.load(*duration, 64, func(int) (int, error) {
 		i := next.Add(1) - 1
 		if int(i) >= len(fresh) {
@@ -185,6 +239,7 @@ func run() error {
 		}
 		return c.lookupState(fresh[i], "delivered")
 	})
+	wait()
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of distinct delivered ucsIds, %d records, 64 callers", total),
 		figure: fmt.Sprintf("%.0f/s p99 %s", ld.rate(), ms(ld.p(99))),
@@ -219,6 +274,7 @@ func run() error {
 		goal:   "≥ 20,000/s", met: lr.rate() >= 20000,
 	})
 
+	heap()
 	peak, err := api.peakRSS()
 	if err != nil {
 		return err
@@ -575,6 +631,19 @@ func load(d time.Duration, conc int, f func(int) (int, error)) *result {
 	}
 	log.Printf("  %d calls in %s: %.0f/s, p50 %s, p99 %s", res.n, res.elapsed.Round(time.Millisecond), res.rate(), ms(res.p(50)), ms(res.p(99)))
 	return res
+}
+
+// merge adds the rounds of one load up.
+func merge(rs []*result) *result {
+	out := &result{}
+	for _, r := range rs {
+		out.n += r.n
+		out.errs += r.errs
+		out.elapsed += r.elapsed
+		out.lat = append(out.lat, r.lat...)
+	}
+	slices.Sort(out.lat)
+	return out
 }
 
 // idList collects ucsIds from many goroutines.
