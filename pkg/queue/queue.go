@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -126,25 +127,68 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 
 // Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.
 type Waiting struct {
-	st jetstream.Stream
+	st       jetstream.Stream
+	consumer string
+
+	mu        sync.Mutex
+	delivered uint64    // the highest stream sequence the workers' consumer has handed out
+	checked   time.Time // when delivered was read
 }
 
+// deliveredEvery is how often Waiting reads how far the workers got: a push looked up may have
+// reached a worker this long before the lookup says so.
+const deliveredEvery = 250 * time.Millisecond
+
 // NewWaiting returns a reader of st, as EnsureStream returned it (its configuration allows
-// direct gets).
-func NewWaiting(st jetstream.Stream) *Waiting { return &Waiting{st: st} }
+// direct gets); consumer is the workers' durable consumer.
+func NewWaiting(st jetstream.Stream, consumer string) *Waiting {
+	return &Waiting{st: st, consumer: consumer}
+}
 
 // ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, or finished
 // (a worker acknowledges a message only after recording its outcome).
 var ErrNotWaiting = errors.New("not in the push queue")
 
-// Get returns the push ucsID while it waits in the stream, with a direct get by its subject.
-func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, error) {
+// Get returns the push ucsID while it waits in the stream, with a direct get by its subject,
+// and whether a worker may have received it yet: a push behind every message the workers'
+// consumer has handed out has no attempt to report.
+func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, bool, error) {
 	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(ucsID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return push.Message{}, ErrNotWaiting
+		return push.Message{}, false, ErrNotWaiting
 	}
 	if err != nil {
-		return push.Message{}, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+		return push.Message{}, false, fmt.Errorf("get %s from the queue: %w", ucsID, err)
 	}
-	return push.DecodeMessage(raw.Data)
+	m, err := push.DecodeMessage(raw.Data)
+	if err != nil {
+		return push.Message{}, false, err
+	}
+	return m, raw.Sequence <= w.deliveredSeq(ctx), nil
+}
+
+// deliveredSeq is how far the workers' consumer has handed out messages, read at most every
+// deliveredEvery; a consumer that does not exist yet has handed out nothing. When it cannot be
+// read, every message counts as reached.
+func (w *Waiting) deliveredSeq(ctx context.Context) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.checked) < deliveredEvery {
+		return w.delivered
+	}
+	c, err := w.st.Consumer(ctx, w.consumer)
+	var info *jetstream.ConsumerInfo
+	if err == nil {
+		info, err = c.Info(ctx)
+	}
+	switch {
+	case err == nil:
+		w.delivered = info.Delivered.Stream
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		w.delivered = 0
+	default:
+		return ^uint64(0)
+	}
+	w.checked = time.Now()
+	return w.delivered
 }

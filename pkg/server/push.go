@@ -118,14 +118,18 @@ func (s *Server) lookup(c echo.Context) error {
 }
 
 // result finds the current result of a push. The queue holds a push until a worker has
-// recorded its outcome, so it is asked first (a direct get by subject): a push it holds costs one
-// store read, for the progress of an attempt, and when the store is slow or down the queue
+// recorded its outcome, so it is asked first (a direct get by subject). A push it holds that no
+// worker has received yet is queued, no store read needed; one a worker received costs one
+// store read, for the progress of its attempts, and when the store is slow or down the queue
 // answers alone. A push no longer in the queue is finished or sent: its final record answers in
 // one read, otherwise its sent and progress records in two more.
 func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	m, qerr := s.cfg.Waiting.Get(ctx, id)
+	m, reached, qerr := s.cfg.Waiting.Get(ctx, id)
+	if qerr == nil && !reached {
+		return queuedResult(m), nil
+	}
 	if qerr == nil {
 		pctx, pcancel := context.WithTimeout(ctx, s.cfg.StoreWait)
 		defer pcancel()

@@ -39,9 +39,9 @@ type Events interface {
 }
 
 // Waiting reads pushes still in the queue; *queue.Waiting implements it. Get returns
-// queue.ErrNotWaiting for a push that is not there.
+// queue.ErrNotWaiting for a push that is not there, and whether a worker may have received it.
 type Waiting interface {
-	Get(ctx context.Context, ucsID string) (push.Message, error)
+	Get(ctx context.Context, ucsID string) (m push.Message, reached bool, err error)
 }
 
 // Config wires a Server. Every field is required unless it says otherwise.

@@ -156,6 +156,7 @@ func run() error {
 		return err
 	}
 	log.Printf("one caller, newest of %d records: p50 %s", len(first), p50small)
+	api.logRSS("the first 2,000")
 	w.stop()
 
 	// Push accept, front end alone, against the baseline, in turns.
@@ -185,6 +186,7 @@ func run() error {
 		bls = append(bls, load(*duration/2, 256, func(int) (int, error) { return baselineLoad() }))
 	}
 	acc, bl := merge(accs), merge(bls)
+	api.logRSS("push accept")
 	ratio := acc.rate() / bl.rate()
 	rows = append(rows, row{
 		name:   "push accept, 256 concurrent, front end alone, vs the naive baseline",
@@ -202,6 +204,7 @@ func run() error {
 		return c.lookupState(half[rand.IntN(len(half))], "queued")
 	})
 	wait()
+	api.logRSS("queued lookups")
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of queued ucsIds (%d held), 64 callers", len(ids)),
 		figure: fmt.Sprintf("%.0f/s p99 %s", lq.rate(), ms(lq.p(99))),
@@ -226,6 +229,7 @@ func run() error {
 		return err
 	}
 
+	api.logRSS("deliveries")
 	// Lookups of distinct delivered pushes, none looked up before.
 	fresh := append(slices.Clone(ids[len(ids)/2:]), more...)
 	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
@@ -339,6 +343,26 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// logRSS logs the process's resident memory now and its high-water mark.
+func (p *proc) logRSS(phase string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return
+	}
+	var now, peak string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			switch f[0] {
+			case "VmRSS:":
+				now = f[1]
+			case "VmHWM:":
+				peak = f[1]
+			}
+		}
+	}
+	log.Printf("  stack memory after %s: RSS %s kB, peak %s kB", phase, now, peak)
 }
 
 // peakRSS is the process's high-water mark of resident memory (VmHWM).

@@ -231,7 +231,7 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.answerError(w, codeInvalidOpenID, "invalid openid")
 		return
 	}
-	key := dedupKey{req.ToUser, req.ClientMsgID}
+	key := s.dedupKeyOf(req.ToUser, req.ClientMsgID)
 
 	s.mu.Lock()
 	if id, ok := s.dedupLocked(key, now); ok {
@@ -330,7 +330,7 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 // clientmsgid is documented in more detail, refuses a repeat with 45065 and
 // the existing msg_id instead.)
 func (s *Simulator) dedupLocked(key dedupKey, now time.Time) (int64, bool) {
-	if key.clientMsgID == "" {
+	if key == 0 {
 		return 0, false
 	}
 	e, ok := s.dedup[key]
@@ -353,7 +353,7 @@ func (s *Simulator) rememberLocked(key dedupKey, id int64, now time.Time) {
 			}
 			delete(s.dedup, k)
 		}
-		s.dedupFIFO[s.dedupHead] = dedupKey{}
+		s.dedupFIFO[s.dedupHead] = 0
 		s.dedupHead++
 	}
 	if s.dedupHead > 1024 && s.dedupHead*2 > len(s.dedupFIFO) {

@@ -161,6 +161,9 @@ func (p *pusher) pop() (e event, ok, closed bool) {
 	p.head++
 	if p.head == len(p.queue) {
 		p.queue, p.head = p.queue[:0], 0
+		if cap(p.queue) > 4096 {
+			p.queue = nil // a burst's backlog is not kept for the next one
+		}
 	} else if p.head > 4096 && p.head*2 > len(p.queue) {
 		// Compact so that a long-lived queue does not keep its whole history.
 		n := copy(p.queue, p.queue[p.head:])

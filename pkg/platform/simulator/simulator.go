@@ -23,6 +23,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
@@ -155,7 +156,22 @@ type dedupEntry struct {
 	at    time.Time
 }
 
-type dedupKey struct{ openid, clientMsgID string }
+// dedupKey is a 64-bit hash of an openid and a client_msg_id, 0 for a send without
+// client_msg_id: a window of ten minutes at thousands of sends a second holds millions of keys,
+// and two strings each would make the simulator the largest part of a standalone process.
+type dedupKey uint64
+
+func (s *Simulator) dedupKeyOf(openid, clientMsgID string) dedupKey {
+	if clientMsgID == "" {
+		return 0
+	}
+	var h maphash.Hash
+	h.SetSeed(s.dedupSeed)
+	_, _ = h.WriteString(openid)
+	_ = h.WriteByte(0)
+	_, _ = h.WriteString(clientMsgID)
+	return dedupKey(h.Sum64() | 1) // never 0
+}
 
 // Simulator imitates the platform's API. It is safe for concurrent use.
 type Simulator struct {
@@ -176,6 +192,7 @@ type Simulator struct {
 	templates map[string]*template
 	followers map[string]*follower
 	dedup     map[dedupKey]dedupEntry
+	dedupSeed maphash.Seed
 	dedupFIFO []dedupKey // insertion order, for expiring dedup entries
 	dedupHead int        // dedupFIFO[:dedupHead] is already expired
 	nextMsgID int64
@@ -231,6 +248,7 @@ func New(cfg Config) *Simulator {
 		templates:   make(map[string]*template),
 		followers:   make(map[string]*follower),
 		dedup:       make(map[dedupKey]dedupEntry),
+		dedupSeed:   maphash.MakeSeed(),
 		nextMsgID:   msgIDBase,
 		errors:      make(map[int]int64),
 	}
