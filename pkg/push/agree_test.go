@@ -35,10 +35,46 @@ var compiledSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 
 // bodyLevelOK applies the rules that concern the bytes of a body rather
 // than the JSON value, which no JSON Schema can see: size, UTF-8, syntax
-// and duplicate keys. It is written independently of Parse, on top of
-// encoding/json.
+// (lone surrogate escapes included) and duplicate keys. It is written
+// independently of Parse, on top of encoding/json.
 func bodyLevelOK(body []byte) bool {
-	return len(body) <= MaxBodyBytes && utf8.Valid(body) && json.Valid(body) && !hasDuplicateKeys(body)
+	return len(body) <= MaxBodyBytes && utf8.Valid(body) && json.Valid(body) && !hasLoneSurrogate(body) && !hasDuplicateKeys(body)
+}
+
+// hasLoneSurrogate reports whether the valid JSON text body escapes a UTF-16
+// surrogate (\ud800 to \udfff) that is not half of a pair: text that stands
+// for no character, which encoding/json turns into U+FFFD and Parse refuses.
+func hasLoneSurrogate(body []byte) bool {
+	hex4 := func(i int) (int, bool) {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+		return int(v), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		u, ok := hex4(i)
+		if !ok {
+			i++ // an escape of one character
+			continue
+		}
+		switch {
+		case u >= 0xdc00 && u <= 0xdfff:
+			return true
+		case u >= 0xd800 && u <= 0xdbff:
+			low, ok := hex4(i + 6)
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // hasDuplicateKeys reports whether any object of the valid JSON text body

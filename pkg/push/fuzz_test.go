@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := Parse(body)
-		jsonOK := json.Valid(body)
+		jsonOK := json.Valid(body) && !hasLoneSurrogate(body)
 		if err != nil {
 			var ve *ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
@@ -62,7 +62,8 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("malformed problem %q", p.String())
 				}
 			}
-			// The reader judges syntax exactly as encoding/json does.
+			// The reader judges syntax as encoding/json does, but for lone
+			// surrogate escapes, which stand for no character.
 			first := ve.Problems[0].String()
 			if len(body) <= MaxBodyBytes && utf8.Valid(body) && (first == "body: not valid JSON") == jsonOK {
 				t.Fatalf("Parse says %q, json.Valid says %v", first, jsonOK)

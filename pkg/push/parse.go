@@ -1,12 +1,18 @@
 package push
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxBodyBytes is the largest push body accepted. A valid body with every
@@ -83,9 +89,9 @@ const (
 )
 
 // Parse reads a push body and applies every rule of the interface and of
-// the messaging platform to it. On success the Request holds the body's
-// values, which share one copy of body: Parse keeps no reference to body
-// itself, so the caller may reuse its buffer at once. On failure the error
+// the messaging platform to it. On success the Request holds copies of the
+// body's values: Parse keeps no reference to body itself, so the caller may
+// reuse its buffer at once. On failure the error
 // is a *ValidationError that lists every problem.
 func Parse(body []byte) (Request, error) {
 	if len(body) > MaxBodyBytes {
@@ -97,7 +103,7 @@ func Parse(body []byte) (Request, error) {
 	// One allocation holds the data members of any type.
 	var buf [maxFields]member
 	b := bodyReader{members: buf[:0]}
-	if problem := b.read(string(body)); problem != "" {
+	if problem := b.read(body); problem != "" {
 		return Request{}, bodyProblem(problem)
 	}
 	return b.check()
@@ -116,18 +122,69 @@ type bodyReader struct {
 	problems                     []Problem
 }
 
-// read fills b from the JSON text s and returns the problem of the body as
-// a whole, or "".
-func (b *bodyReader) read(s string) string {
-	r := reader{s: s}
-	r.ws()
-	if r.peek() != '{' {
-		if r.skip(0) && r.end() {
+// Kinds of a JSON value, as the rules need them.
+const (
+	kindAbsent byte = iota
+	kindNull
+	kindBool
+	kindNumber
+	kindString
+	kindObject
+	kindArray
+)
+
+// value is a JSON value as far as the rules need it: its kind, the decoded
+// text of a string, the literal of a number, and how often its key occurred.
+type value struct {
+	kind  byte
+	count int
+	str   string
+}
+
+// member is a key and value of the data object.
+type member struct {
+	key string
+	val value
+}
+
+// maxDepth is the nesting limit of jsontext (as of encoding/json): deeper
+// bodies are not valid JSON to us.
+const maxDepth = 10000
+
+// decoder is a Decoder with the reader it reads from; both are reused, as
+// a Decoder keeps buffers worth keeping between bodies.
+type decoder struct {
+	dec *jsontext.Decoder
+	src bytes.Reader
+}
+
+var decoders = sync.Pool{New: func() any {
+	d := &decoder{}
+	d.dec = jsontext.NewDecoder(&d.src)
+	return d
+}}
+
+// read fills b from the JSON text body and returns the problem of the body
+// as a whole, or "". The JSON syntax is go-json-experiment's jsontext:
+// RFC 8259 with strict UTF-8 (a lone surrogate escape is invalid text), at
+// most 10,000 nested containers. Duplicate names are let through to be
+// reported field by field.
+func (b *bodyReader) read(body []byte) string {
+	d := decoders.Get().(*decoder)
+	defer func() {
+		d.src.Reset(nil)
+		decoders.Put(d)
+	}()
+	d.src.Reset(body)
+	dec := d.dec
+	dec.Reset(&d.src, jsontext.AllowDuplicateNames(true))
+	if dec.PeekKind() != '{' {
+		if _, err := dec.ReadValue(); err == nil && atEnd(dec) {
 			return "must be a JSON object"
 		}
 		return "not valid JSON"
 	}
-	ok := r.object(func(key string) bool {
+	ok := readObject(dec, func(key string) bool {
 		var dst *value
 		switch key {
 		case "userId":
@@ -139,33 +196,83 @@ func (b *bodyReader) read(s string) string {
 		case "time":
 			dst = &b.time
 		case "data":
-			return b.readData(&r)
+			return b.readData(dec)
 		default:
 			b.unknown = append(b.unknown, key)
-			return r.skip(1)
+			return dec.SkipValue() == nil
 		}
-		v, ok := r.value(1)
+		v, ok := readValue(dec)
 		v.count = dst.count + 1
 		*dst = v
 		return ok
 	})
-	if !ok || !r.end() {
+	if !ok || !atEnd(dec) {
 		return "not valid JSON"
 	}
 	return ""
 }
 
-func (b *bodyReader) readData(r *reader) bool {
+// atEnd reports whether nothing but white space is left.
+func atEnd(dec *jsontext.Decoder) bool {
+	_, err := dec.ReadToken()
+	return errors.Is(err, io.EOF)
+}
+
+// readObject reads an object, calling member with each name; member reads
+// the value.
+func readObject(dec *jsontext.Decoder, member func(key string) bool) bool {
+	if t, err := dec.ReadToken(); err != nil || t.Kind() != '{' {
+		return false
+	}
+	for dec.PeekKind() != '}' {
+		t, err := dec.ReadToken()
+		if err != nil || t.Kind() != '"' || !member(t.String()) {
+			return false
+		}
+	}
+	_, err := dec.ReadToken()
+	return err == nil
+}
+
+// readValue reads a value: scalars are kept, containers only noted.
+func readValue(dec *jsontext.Decoder) (value, bool) {
+	switch k := dec.PeekKind(); k {
+	case '{', '[':
+		v := value{kind: kindObject}
+		if k == '[' {
+			v.kind = kindArray
+		}
+		return v, dec.SkipValue() == nil
+	default:
+		t, err := dec.ReadToken()
+		if err != nil {
+			return value{}, false
+		}
+		switch t.Kind() {
+		case 'n':
+			return value{kind: kindNull}, true
+		case 't', 'f':
+			return value{kind: kindBool}, true
+		case '0':
+			return value{kind: kindNumber, str: t.String()}, true
+		case '"':
+			return value{kind: kindString, str: t.String()}, true
+		}
+		return value{}, false
+	}
+}
+
+func (b *bodyReader) readData(dec *jsontext.Decoder) bool {
 	b.data.count++
-	if r.peek() != '{' {
-		v, ok := r.value(1)
+	if dec.PeekKind() != '{' {
+		v, ok := readValue(dec)
 		b.data.kind = v.kind
 		return ok
 	}
 	b.data.kind = kindObject
 	b.members = b.members[:0] // a repeated data key is reported; keep the last
-	return r.object(func(key string) bool {
-		v, ok := r.value(2)
+	return readObject(dec, func(key string) bool {
+		v, ok := readValue(dec)
 		b.members = append(b.members, member{key, v})
 		return ok
 	})

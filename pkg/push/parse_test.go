@@ -70,7 +70,13 @@ func mkBody(fields ...any) string {
 	return b.String()
 }
 
-func jsonString(s string) string { return string(appendString(nil, s)) }
+func jsonString(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // minimal returns data with every main item of t set to a short value.
 func minimal(t Type) map[string]string {
@@ -124,8 +130,12 @@ func parseCases() []parseCase {
 		{name: "empty header and remark", body: tdl(with(d, "header", "", "remark", ""))},
 		{name: "blank header", body: tdl(with(d, "header", "   "))},
 		{name: "CJK punctuation and symbols", body: tdl(with(d, "content", "“通知”：《办法》【第①条】，温度℃。", "step", "№１２３　ＡＢＣ"))},
-		{name: "escaped strings", body: `{"userId":"u\u0031","type":"T\u0044L","data":{"type":"\u4e2d\/\"\\","list":"a","step":"b","content":"\ud83d"}}`,
-			req: &Request{UserID: "u1", Type: TypeTDL, Data: map[string]string{"type": "中/\"\\", "list": "a", "step": "b", "content": "\ufffd"}}},
+		{name: "escaped strings", body: `{"userId":"u\u0031","type":"T\u0044L","data":{"type":"\u4e2d\/\"\\","list":"a","step":"b","content":"\u00e9\ud840\udc0b"}}`,
+			req: &Request{UserID: "u1", Type: TypeTDL, Data: map[string]string{"type": "中/\"\\", "list": "a", "step": "b", "content": "é𠀋"}}},
+		// A lone surrogate escape stands for no character: the text is not JSON we accept.
+		{name: "lone high surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\ud83d"}}`, want: []string{"body: not valid JSON"}},
+		{name: "lone low surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"x\udc00y"}}`, want: []string{"body: not valid JSON"}},
+		{name: "surrogates in the wrong order", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\udc00\ud800"}}`, want: []string{"body: not valid JSON"}},
 		{name: "white space around", body: " \t\r\n" + tdl(d) + "\n\n"},
 		{name: "userId characters", body: mkBody("userId", "A-z_0.9", "type", "TDL", "data", d)},
 		{name: "userId of 64", body: mkBody("userId", strings.Repeat("1", 64), "type", "TDL", "data", d)},

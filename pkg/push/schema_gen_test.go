@@ -191,7 +191,7 @@ func generatePushSchema() []byte {
 		{"$id", "https://github.com/campus-it/ucs/schemas/push.schema.json"},
 		{"title", "Push request body"},
 		{"description", "Body of POST /v1/infra/notification/mp. Generated from package push (go test ./pkg/push -run TestPushSchemaUpToDate -update); " +
-			"the tests check that it accepts exactly the bodies push.Parse accepts, given a body of at most 65536 bytes of valid UTF-8 JSON without duplicate keys."},
+			"the tests check that it accepts exactly the bodies push.Parse accepts, given a body of at most 65536 bytes of valid UTF-8 JSON without duplicate keys or lone surrogate escapes."},
 		{"type", "object"},
 		{"required", []string{"userId", "type", "data"}},
 		{"additionalProperties", false},
