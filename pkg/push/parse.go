@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -154,8 +154,9 @@ const maxDepth = 10000
 // decoder is a Decoder with the reader it reads from; both are reused, as
 // a Decoder keeps buffers worth keeping between bodies.
 type decoder struct {
-	dec *jsontext.Decoder
-	src bytes.Reader
+	dec  *jsontext.Decoder
+	src  bytes.Reader
+	text []byte // the strings the rules need, unescaped
 }
 
 var decoders = sync.Pool{New: func() any {
@@ -169,10 +170,14 @@ var decoders = sync.Pool{New: func() any {
 // RFC 8259 with strict UTF-8 (a lone surrogate escape is invalid text), at
 // most 10,000 nested containers. Duplicate names are let through to be
 // reported field by field.
+//
+// The strings the rules need are unescaped into one buffer, made a string
+// once at the end: a body costs one allocation for all of its text.
 func (b *bodyReader) read(body []byte) string {
 	d := decoders.Get().(*decoder)
 	defer func() {
 		d.src.Reset(nil)
+		d.text = d.text[:0]
 		decoders.Put(d)
 	}()
 	d.src.Reset(body)
@@ -184,33 +189,59 @@ func (b *bodyReader) read(body []byte) string {
 		}
 		return "not valid JSON"
 	}
-	ok := readObject(dec, func(key string) bool {
+	var spans [4 + maxFields]span // userId, type, url, time, then data members
+	ok := d.object(func(key []byte) bool {
 		var dst *value
-		switch key {
+		i := 0
+		switch string(key) {
 		case "userId":
-			dst = &b.userID
+			dst, i = &b.userID, 0
 		case "type":
-			dst = &b.typ
+			dst, i = &b.typ, 1
 		case "url":
-			dst = &b.url
+			dst, i = &b.url, 2
 		case "time":
-			dst = &b.time
+			dst, i = &b.time, 3
 		case "data":
-			return b.readData(dec)
+			return b.readData(d, spans[4:])
 		default:
-			b.unknown = append(b.unknown, key)
+			b.unknown = append(b.unknown, string(key))
 			return dec.SkipValue() == nil
 		}
-		v, ok := readValue(dec)
+		v, sp, ok := d.value()
 		v.count = dst.count + 1
-		*dst = v
+		*dst, spans[i] = v, sp
 		return ok
 	})
 	if !ok || !atEnd(dec) {
 		return "not valid JSON"
 	}
+	text := string(d.text)
+	for i, v := range []*value{&b.userID, &b.typ, &b.url, &b.time} {
+		v.str = spans[i].of(text)
+	}
+	for i := range min(len(b.members), maxFields) {
+		b.members[i].val.str = spans[4+i].of(text)
+	}
 	return ""
 }
+
+// fieldNames holds every data field name of every type, so that reading a
+// body's data keys costs no allocation.
+var fieldNames = func() map[string]string {
+	m := map[string]string{}
+	for _, t := range Types() {
+		for _, f := range t.Fields {
+			m[f.Name] = f.Name
+		}
+	}
+	return m
+}()
+
+// span is where a decoded string is in the decoder's text buffer.
+type span struct{ from, to int }
+
+func (s span) of(text string) string { return text[s.from:s.to] }
 
 // atEnd reports whether nothing but white space is left.
 func atEnd(dec *jsontext.Decoder) bool {
@@ -218,62 +249,93 @@ func atEnd(dec *jsontext.Decoder) bool {
 	return errors.Is(err, io.EOF)
 }
 
-// readObject reads an object, calling member with each name; member reads
-// the value.
-func readObject(dec *jsontext.Decoder, member func(key string) bool) bool {
-	if t, err := dec.ReadToken(); err != nil || t.Kind() != '{' {
+// unquote appends the text of the JSON string v to d.text.
+func (d *decoder) unquote(v jsontext.Value) (span, bool) {
+	from := len(d.text)
+	if raw := v[1 : len(v)-1]; bytes.IndexByte(raw, '\\') < 0 {
+		d.text = append(d.text, raw...)
+	} else {
+		t, err := jsontext.AppendUnquote(d.text, v)
+		if err != nil {
+			return span{}, false
+		}
+		d.text = t
+	}
+	return span{from, len(d.text)}, true
+}
+
+// object reads an object, calling member with each name (valid only during
+// the call); member reads the value.
+func (d *decoder) object(member func(key []byte) bool) bool {
+	if t, err := d.dec.ReadToken(); err != nil || t.Kind() != '{' {
 		return false
 	}
-	for dec.PeekKind() != '}' {
-		t, err := dec.ReadToken()
-		if err != nil || t.Kind() != '"' || !member(t.String()) {
+	for d.dec.PeekKind() != '}' {
+		v, err := d.dec.ReadValue()
+		if err != nil || v.Kind() != '"' {
+			return false
+		}
+		sp, ok := d.unquote(v)
+		if !ok || !member(d.text[sp.from:sp.to]) {
 			return false
 		}
 	}
-	_, err := dec.ReadToken()
+	_, err := d.dec.ReadToken()
 	return err == nil
 }
 
-// readValue reads a value: scalars are kept, containers only noted.
-func readValue(dec *jsontext.Decoder) (value, bool) {
-	switch k := dec.PeekKind(); k {
+// value reads a value: the text of a string or number goes to d.text,
+// containers are only noted.
+func (d *decoder) value() (value, span, bool) {
+	switch k := d.dec.PeekKind(); k {
 	case '{', '[':
 		v := value{kind: kindObject}
 		if k == '[' {
 			v.kind = kindArray
 		}
-		return v, dec.SkipValue() == nil
-	default:
-		t, err := dec.ReadToken()
-		if err != nil {
-			return value{}, false
-		}
-		switch t.Kind() {
-		case 'n':
-			return value{kind: kindNull}, true
-		case 't', 'f':
-			return value{kind: kindBool}, true
-		case '0':
-			return value{kind: kindNumber, str: t.String()}, true
-		case '"':
-			return value{kind: kindString, str: t.String()}, true
-		}
-		return value{}, false
+		return v, span{}, d.dec.SkipValue() == nil
 	}
+	raw, err := d.dec.ReadValue()
+	if err != nil {
+		return value{}, span{}, false
+	}
+	switch raw.Kind() {
+	case 'n':
+		return value{kind: kindNull}, span{}, true
+	case 't', 'f':
+		return value{kind: kindBool}, span{}, true
+	case '0':
+		from := len(d.text)
+		d.text = append(d.text, raw...)
+		return value{kind: kindNumber}, span{from, len(d.text)}, true
+	case '"':
+		sp, ok := d.unquote(raw)
+		return value{kind: kindString}, sp, ok
+	}
+	return value{}, span{}, false
 }
 
-func (b *bodyReader) readData(dec *jsontext.Decoder) bool {
+func (b *bodyReader) readData(d *decoder, spans []span) bool {
 	b.data.count++
-	if dec.PeekKind() != '{' {
-		v, ok := readValue(dec)
+	if d.dec.PeekKind() != '{' {
+		v, _, ok := d.value()
 		b.data.kind = v.kind
 		return ok
 	}
 	b.data.kind = kindObject
 	b.members = b.members[:0] // a repeated data key is reported; keep the last
-	return readObject(dec, func(key string) bool {
-		v, ok := readValue(dec)
-		b.members = append(b.members, member{key, v})
+	return d.object(func(key []byte) bool {
+		k, known := fieldNames[string(key)]
+		if !known {
+			k = string(key)
+		}
+		v, sp, ok := d.value()
+		if len(b.members) < len(spans) {
+			spans[len(b.members)] = sp
+		} else {
+			v.str = string(d.text[sp.from:sp.to]) // beyond any type's fields: rare
+		}
+		b.members = append(b.members, member{k, v})
 		return ok
 	})
 }

@@ -132,6 +132,9 @@ func parseCases() []parseCase {
 		{name: "CJK punctuation and symbols", body: tdl(with(d, "content", "“通知”：《办法》【第①条】，温度℃。", "step", "№１２３　ＡＢＣ"))},
 		{name: "escaped strings", body: `{"userId":"u\u0031","type":"T\u0044L","data":{"type":"\u4e2d\/\"\\","list":"a","step":"b","content":"\u00e9\ud840\udc0b"}}`,
 			req: &Request{UserID: "u1", Type: TypeTDL, Data: map[string]string{"type": "中/\"\\", "list": "a", "step": "b", "content": "é𠀋"}}},
+		{name: "more data keys than any type has", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"d","k1":"1","k2":"2","k3":"3","k4":"4","k5":"5","k6":"6"}}`,
+			want: []string{"data.k1: not a field of type TDL", "data.k2: not a field of type TDL", "data.k3: not a field of type TDL",
+				"data.k4: not a field of type TDL", "data.k5: not a field of type TDL", "data.k6: not a field of type TDL"}},
 		// A lone surrogate escape stands for no character: the text is not JSON we accept.
 		{name: "lone high surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\ud83d"}}`, want: []string{"body: not valid JSON"}},
 		{name: "lone low surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"x\udc00y"}}`, want: []string{"body: not valid JSON"}},
