@@ -107,10 +107,10 @@ type FerretDBOptions struct {
 // sqlitePragmas tune the SQLite files under FerretDB (which adds WAL mode itself).
 // synchronous(normal): in WAL mode a commit is durable once written, without an fsync of its
 // own; a killed process loses nothing, a power cut may lose the last commits, the same promise
-// the embedded NATS server makes (production runs a replicated MongoDB). cache_size(-1024):
-// 1 MiB of page cache per connection, of which FerretDB keeps up to 100; the files stay in the
+// the embedded NATS server makes (production runs a replicated MongoDB). cache_size(-256):
+// 256 KiB of page cache per connection, of which FerretDB keeps up to 100; the files stay in the
 // operating system's cache anyway.
-const sqlitePragmas = "_pragma=synchronous(normal)&_pragma=cache_size(-1024)"
+const sqlitePragmas = "_pragma=synchronous(normal)&_pragma=cache_size(-256)"
 
 // StartFerretDB starts FerretDB with the SQLite backend.
 func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {

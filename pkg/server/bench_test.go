@@ -37,14 +37,15 @@ func hammer(b *testing.B, parallelism int, method, url, ctype, auth, body, unit 
 }
 
 // BenchmarkPushAccept measures the whole accept path of a push over loopback HTTP: bearer check
-// (cached), validation, publish to JetStream with the PubAck awaited, and the queued record
-// written to the store (embedded FerretDB) through group commit.
+// (cached), validation, and publish to JetStream with the PubAck awaited; nothing is written to
+// the store.
 func BenchmarkPushAccept(b *testing.B) {
 	e := newEnv(b)
 	hammer(b, 16, "POST", e.url+"/v1/infra/notification/mp", "application/json", e.token("pusher", pushSecret), goodBody, "pushes/s")
 }
 
-// BenchmarkLookup measures GET by ucsId of a queued push (not cached: only final results are).
+// BenchmarkLookup measures GET by ucsId of a queued push that no worker has received: a direct
+// get from the stream (not cached: only final results are).
 func BenchmarkLookup(b *testing.B) {
 	e := newEnv(b)
 	tok := e.token("pusher", pushSecret)

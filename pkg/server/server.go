@@ -74,8 +74,8 @@ type Config struct {
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
-	Now         func() time.Time
-	Logger      *slog.Logger
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Server is the front end.

@@ -133,11 +133,13 @@ func run() error {
 	}
 	heap := func() {
 		if addr := os.Getenv("BENCH_PPROF"); addr != "" {
-			if r, err := http.Get("http://" + addr + "/debug/pprof/heap"); err == nil {
-				f, _ := os.Create(filepath.Join("bench-profiles", "heap.pprof"))
-				_, _ = io.Copy(f, r.Body)
-				f.Close()
-				r.Body.Close()
+			for name, q := range map[string]string{"heap.pprof": "", "heap.txt": "?debug=1"} {
+				if r, err := http.Get("http://" + addr + "/debug/pprof/heap" + q); err == nil {
+					f, _ := os.Create(filepath.Join("bench-profiles", name))
+					_, _ = io.Copy(f, r.Body)
+					f.Close()
+					r.Body.Close()
+				}
 			}
 		}
 	}
