@@ -178,8 +178,9 @@ func isNotImplemented(err error) bool {
 	return false
 }
 
-// SweepBatch bounds the records one step of Sweep deletes; SweepPause is the pause between
-// steps, so that lookups and deliveries are never held up for long.
+// SweepBatch bounds the records one step of Sweep deletes. Between steps Sweep pauses as long
+// as the step took, and at least SweepPause, so that it takes at most half of the store's time
+// and lookups and deliveries are never held up for long.
 const (
 	SweepBatch = 500
 	SweepPause = 20 * time.Millisecond
@@ -188,27 +189,30 @@ const (
 // Sweep deletes delivery records older than the retention period, for servers without TTL
 // indexes, and expired sign-in records. It returns how many documents it removed.
 //
-// Delivery records are deleted in steps of SweepBatch: their ids are found oldest first (the
-// table's natural order, so a step reads little more than what it deletes), then each is
-// deleted by _id, the one filter the embedded server answers from an index.
+// Delivery records are swept oldest first in steps of SweepBatch: a step reads the first
+// SweepBatch records of the table in its natural order, which is the order they were written (a
+// query without a filter is the one the embedded server limits in SQL, so a step reads no more
+// than that, however large the table), and deletes each expired one by _id. The first record not
+// yet expired ends the sweep: the rest are newer.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	if !s.ttl {
 		before := s.now().Add(-s.retention)
 		for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
 			for {
-				k, err := s.sweepStep(ctx, c, before)
+				t0 := time.Now()
+				k, more, err := s.sweepStep(ctx, c, before)
 				n += k
 				if err != nil {
 					return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
 				}
-				if k < SweepBatch {
+				if !more {
 					break
 				}
 				select {
 				case <-ctx.Done():
 					return n, ctx.Err()
-				case <-time.After(SweepPause):
+				case <-time.After(max(SweepPause, time.Since(t0))):
 				}
 			}
 		}
@@ -225,30 +229,35 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time) (int64, error) {
-	cur, err := c.Find(ctx, bson.M{"at": bson.M{"$lt": before}},
-		options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1}))
+// sweepStep deletes the expired records among the oldest SweepBatch of c, and reports whether
+// the next ones may be expired too.
+func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time) (int64, bool, error) {
+	cur, err := c.Find(ctx, bson.D{}, options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1, "at": 1}))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var ids []struct {
-		ID string `bson:"_id"`
+	var docs []struct {
+		ID string    `bson:"_id"`
+		At time.Time `bson:"at"`
 	}
-	if err := cur.All(ctx, &ids); err != nil {
-		return 0, err
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, false, err
 	}
-	if len(ids) == 0 {
-		return 0, nil
+	var models []mongo.WriteModel
+	for _, d := range docs {
+		if d.At.Before(before) {
+			models = append(models, mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}}))
+		}
 	}
-	models := make([]mongo.WriteModel, len(ids))
-	for i, d := range ids {
-		models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
+	more := len(docs) == SweepBatch && len(models) == len(docs)
+	if len(models) == 0 {
+		return 0, more, nil
 	}
 	r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return r.DeletedCount, nil
+	return r.DeletedCount, more, nil
 }
 
 // RunSweeper calls Sweep every interval until ctx ends. Delivery records also expire through

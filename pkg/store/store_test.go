@@ -233,17 +233,21 @@ func TestSweep(t *testing.T) {
 		t.Fatal("FerretDB reported TTL index support; the sweep test assumes it has none")
 	}
 	old := now.Add(-31 * 24 * time.Hour)
-	// More than two steps' worth of old records, among new ones.
+	// More than two steps' worth of old records, then new ones, as time wrote them.
 	var recs []store.Write
 	const nOld = 2*store.SweepBatch + 7
 	for i := range nOld {
 		recs = append(recs, final(fmt.Sprintf("old%d", i), old))
-		if i%100 == 0 {
-			recs = append(recs, final(fmt.Sprintf("new%d", i), now))
-		}
 	}
 	sent := store.Result{UcsID: "oldsent", ClientID: "c", State: store.StateSent, MsgID: 77, Accepted: old, Updated: old}
 	recs = append(recs, store.SentRecords(sent, "oA", old)...)
+	if err := w.Write(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	recs = nil
+	for i := 0; i <= 1000; i += 100 {
+		recs = append(recs, final(fmt.Sprintf("new%d", i), now))
+	}
 	if err := w.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +295,8 @@ func BenchmarkWriter(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
-// BenchmarkFinal measures looking a final result up by ucsId among 100,000 records, the newest
-// first (what a sender polls right after a send), and while a sweep deletes old records.
+// BenchmarkFinal measures looking final results up by ucsId among 100,000 live records from 16
+// goroutines, the store idle, and while a sweep deletes 60,000 expired ones written before them.
 func BenchmarkFinal(b *testing.B) {
 	now := at(0)
 	st := embeddedtest.Store(b, func() time.Time { return now })
@@ -300,26 +304,26 @@ func BenchmarkFinal(b *testing.B) {
 	defer w.Close()
 	ctx := context.Background()
 	const n = 100_000
-	old := now.Add(-40 * 24 * time.Hour)
-	for start := 0; start < n; start += 5000 {
-		recs := make([]store.Write, 0, 5000)
-		for i := start; i < start+5000; i++ {
-			at := now
-			if i < n/2 {
-				at = old
+	write := func(prefix string, count int, at time.Time) {
+		for start := 0; start < count; start += 5000 {
+			recs := make([]store.Write, 0, 5000)
+			for i := start; i < min(count, start+5000); i++ {
+				recs = append(recs, final(fmt.Sprintf("%s%06d", prefix, i), at))
 			}
-			recs = append(recs, final(fmt.Sprintf("r%06d", i), at))
-		}
-		if err := w.Write(ctx, recs...); err != nil {
-			b.Fatal(err)
+			if err := w.Write(ctx, recs...); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
+	write("old", 60_000, now.Add(-40*24*time.Hour))
+	write("r", n, now)
 	lookups := func(b *testing.B) {
+		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				i++
-				if _, err := st.Final(ctx, fmt.Sprintf("r%06d", n-1-i%(n/2))); err != nil {
+				i += 7919
+				if _, err := st.Final(ctx, fmt.Sprintf("r%06d", i%n)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -330,18 +334,19 @@ func BenchmarkFinal(b *testing.B) {
 	b.Run("sweeping", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
+		var swept int64
 		go func() {
 			defer close(done)
-			for ctx.Err() == nil {
-				if _, err := st.Sweep(ctx); err != nil && ctx.Err() == nil {
-					b.Error(err)
-					return
-				}
+			k, err := st.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				b.Error(err)
 			}
+			swept = k
 		}()
 		lookups(b)
 		cancel()
 		<-done
+		b.ReportMetric(float64(swept)/b.Elapsed().Seconds(), "swept/s")
 	})
 }
 
