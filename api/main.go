@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	_ "time/tzdata" // the envelope's time zone must exist on minimal images
 
@@ -61,6 +62,11 @@ func run(ctx context.Context, log *slog.Logger, configPath string, standAlone bo
 		cfg.Listen = listen
 	}
 	if standAlone {
+		if os.Getenv("GOMEMLIMIT") == "" {
+			// One process holds the whole stack here; past this the garbage collector works
+			// harder rather than the process growing (GOMEMLIMIT overrides it).
+			debug.SetMemoryLimit(standalone.MemoryLimit)
+		}
 		st, err := standalone.Start(ctx, standalone.Options{DataDir: dataDir, Config: cfg, Workers: workers, Logger: log})
 		if err != nil {
 			return err

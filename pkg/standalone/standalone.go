@@ -82,6 +82,12 @@ type InfoPlatform struct {
 	CallbackToken string `json:"callback_token"`
 }
 
+// MemoryLimit is the soft limit of the Go heap that `api -standalone` sets unless GOMEMLIMIT
+// is given: NATS, FerretDB, the simulator, the front end and a worker share one process on a
+// developer's machine, and the garbage collector's headroom (by default as large as the live
+// heap) would otherwise be the largest part of it.
+const MemoryLimit = 192 << 20
+
 // Demo identities seeded on first start.
 const (
 	DemoClient = "demo-app"
