@@ -69,7 +69,7 @@ type Config struct {
 	// which a worker may still be writing when the platform reports. Default 3s; the platform
 	// gives up on an answer after 5s and pushes the receipt again.
 	ReceiptWait time.Duration
-	// ResultCache bounds the final results kept in memory. Default 50,000 (about 25 MB).
+	// ResultCache bounds the final results kept in memory. Default 100,000 (about 35 MB).
 	ResultCache int
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
@@ -115,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReceiptWait = 3 * time.Second
 	}
 	if cfg.ResultCache <= 0 {
-		cfg.ResultCache = 50_000
+		cfg.ResultCache = 100_000
 	}
 	results, err := lru.New[string, store.Result](cfg.ResultCache)
 	if err != nil {
