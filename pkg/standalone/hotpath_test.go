@@ -137,13 +137,7 @@ func TestHotPathsReadByID(t *testing.T) {
 	if cmds := rec.take(); len(cmds) != 0 {
 		t.Fatalf("accepting pushes sent %d commands to the store, the first %s on %s", len(cmds), cmds[0].name, cmds[0].collection)
 	}
-	result := func(id string) map[string]any {
-		st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
-		if st != 200 {
-			t.Fatalf("lookup %s: %d %v", id, st, m)
-		}
-		return m["data"].(map[string]any)
-	}
+	result := func(id string) map[string]any { return lookup(t, base, tok, id) }
 	// Queued, with no worker running: answered by the queue alone.
 	for _, id := range ids {
 		if r := result(id); r["state"] != "queued" || r["attempts"] != 0.0 || r["acceptedAt"] == "" {

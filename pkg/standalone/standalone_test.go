@@ -43,6 +43,16 @@ func call(t *testing.T, method, u, ctype, auth, body string) (int, map[string]an
 	return resp.StatusCode, m
 }
 
+// lookup reads the delivery result of id, which must be found.
+func lookup(t *testing.T, base, tok, id string) map[string]any {
+	t.Helper()
+	st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
+	if st != 200 {
+		t.Fatalf("lookup %s: %d %v", id, st, m)
+	}
+	return m["data"].(map[string]any)
+}
+
 func start(t *testing.T, dir string) *standalone.Stack {
 	t.Helper()
 	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0", Workers: 1})
@@ -145,13 +155,7 @@ func TestEndToEnd(t *testing.T) {
 	_, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, unbound)
 	unboundID := m["data"].(map[string]any)["ucsId"].(string)
 
-	result := func(id string) map[string]any {
-		st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
-		if st != 200 {
-			t.Fatalf("lookup %s: %d %v", id, st, m)
-		}
-		return m["data"].(map[string]any)
-	}
+	result := func(id string) map[string]any { return lookup(t, base, tok, id) }
 	for _, p := range all {
 		embeddedtest.Eventually(t, 30*time.Second, string(p.typ)+" delivered", func() bool { return result(p.id)["state"] == "delivered" })
 	}

@@ -233,19 +233,23 @@ func run() error {
 
 	api.logRSS("deliveries")
 	// Lookups of distinct delivered pushes, none looked up before.
+	// each looks every one of ids up once, in random order, from 64 callers.
+	each := func(profileName string, ids []string) *result {
+		ids = slices.Clone(ids)
+		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		var next atomic.Int64
+		defer profile(profileName)()
+		return c.load(*duration, 64, func(int) (int, error) {
+			i := next.Add(1) - 1
+			if int(i) >= len(ids) {
+				return 0, errDone
+			}
+			return c.lookupState(ids[i], "delivered")
+		})
+	}
 	fresh := append(slices.Clone(ids[len(ids)/2:]), more...)
-	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
-	var next atomic.Int64
 	log.Printf("lookups of delivered pushes (%d records, %d never looked up)", total, len(fresh))
-	wait = profile("lookup-delivered")
-	ld := c.load(*duration, 64, func(int) (int, error) {
-		i := next.Add(1) - 1
-		if int(i) >= len(fresh) {
-			return 0, errDone
-		}
-		return c.lookupState(fresh[i], "delivered")
-	})
-	wait()
+	ld := each("lookup-delivered", fresh)
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of distinct delivered ucsIds, %d records, 64 callers", total),
 		figure: fmt.Sprintf("%.0f/s p99 %s", ld.rate(), ms(ld.p(99))),
@@ -255,19 +259,9 @@ func run() error {
 	// The same from the store: the oldest deliveries, whose announced results the front end's
 	// memory no longer holds (it keeps the newest 100,000). Not a row of the goals: it shows
 	// what a lookup costs when memory does not answer.
-	old := slices.Clone(ids[:len(ids)/4])
-	rand.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
-	next.Store(0)
+	old := ids[:len(ids)/4]
 	log.Printf("lookups of the oldest delivered pushes (%d), from the store", len(old))
-	wait = profile("lookup-store")
-	ls := c.load(*duration, 64, func(int) (int, error) {
-		i := next.Add(1) - 1
-		if int(i) >= len(old) {
-			return 0, errDone
-		}
-		return c.lookupState(old[i], "delivered")
-	})
-	wait()
+	ls := each("lookup-store", old)
 	storeRow := row{
 		name:   fmt.Sprintf("(for comparison) lookups of the oldest %d delivered ucsIds, past the front end's memory: from the store", len(old)),
 		figure: fmt.Sprintf("%.0f/s p99 %s", ls.rate(), ms(ls.p(99))),
