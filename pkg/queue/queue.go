@@ -5,11 +5,13 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/push"
@@ -127,6 +129,7 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 
 // Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.
 type Waiting struct {
+	nc       *nats.Conn
 	st       jetstream.Stream
 	consumer string
 
@@ -139,10 +142,10 @@ type Waiting struct {
 // reached a worker this long before the lookup says so.
 const deliveredEvery = 250 * time.Millisecond
 
-// NewWaiting returns a reader of st, as EnsureStream returned it (its configuration allows
-// direct gets); consumer is the workers' durable consumer.
-func NewWaiting(st jetstream.Stream, consumer string) *Waiting {
-	return &Waiting{st: st, consumer: consumer}
+// NewWaiting returns a reader of st, as EnsureStream returned it on js (its configuration
+// allows direct gets); consumer is the workers' durable consumer.
+func NewWaiting(js jetstream.JetStream, st jetstream.Stream, consumer string) *Waiting {
+	return &Waiting{nc: js.Conn(), st: st, consumer: consumer}
 }
 
 // ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, or finished
@@ -165,6 +168,40 @@ func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, bool, er
 		return push.Message{}, false, err
 	}
 	return m, raw.Sequence <= w.deliveredSeq(ctx), nil
+}
+
+// FromLeader is Get answered by the stream's leader. Any replica answers a direct get, and one
+// may not yet hold a push the others acknowledged a moment ago; before a lookup says a push does
+// not exist, the leader is asked.
+func (w *Waiting) FromLeader(ctx context.Context, ucsID string) (push.Message, error) {
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{Subject(ucsID)})
+	if err != nil {
+		return push.Message{}, err
+	}
+	reply, err := w.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+w.st.CachedInfo().Config.Name, req)
+	if err != nil {
+		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return push.Message{}, ErrNotWaiting
+	case resp.Error != nil:
+		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, resp.Error)
+	case resp.Message == nil:
+		return push.Message{}, fmt.Errorf("get %s from the queue's leader: empty answer", ucsID)
+	}
+	return push.DecodeMessage(resp.Message.Data)
 }
 
 // deliveredSeq is how far the workers' consumer has handed out messages, read at most every

@@ -86,3 +86,58 @@ func TestRepublishIsStoredOnce(t *testing.T) {
 		t.Fatalf("subject %q", got)
 	}
 }
+
+// TestWaiting: a waiting push is read back by its ucsId from any replica (a direct get) and
+// from the stream's leader; a push a worker took and acknowledged, or one never published, is
+// not waiting. A push behind every message the consumer handed out has not been reached.
+func TestWaiting(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	cfg := queue.Config{Stream: "W", Consumer: "workers", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewPublisher(js)
+	w := queue.NewWaiting(js, st, cfg.Consumer)
+	first, second := push.NewID(time.Now()), push.NewID(time.Now())
+	for _, id := range []string{first, second} {
+		if err := p.Publish(ctx, msg(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, reached, err := w.Get(ctx, first)
+	if err != nil || m.UcsID != first || reached {
+		t.Fatalf("before any worker: %+v reached=%v %v", m, reached, err)
+	}
+	if m, err := w.FromLeader(ctx, second); err != nil || m.UcsID != second {
+		t.Fatalf("from the leader: %+v %v", m, err)
+	}
+	unknown := push.NewID(time.Now())
+	if _, _, err := w.Get(ctx, unknown); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("unknown push: %v", err)
+	}
+	if _, err := w.FromLeader(ctx, unknown); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("unknown push from the leader: %v", err)
+	}
+
+	// A worker takes the first message and finishes it.
+	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the finished push leaves the queue, the other is reached or not as the consumer says", func() bool {
+		_, _, err1 := w.Get(ctx, first)
+		_, reached, err2 := w.Get(ctx, second)
+		return errors.Is(err1, queue.ErrNotWaiting) && err2 == nil && !reached
+	})
+}

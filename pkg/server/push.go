@@ -143,8 +143,20 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 		return queuedResult(m), nil
 	}
 	r, err := s.cfg.Store.Current(ctx, id)
-	if errors.Is(err, store.ErrNotFound) && !errors.Is(qerr, queue.ErrNotWaiting) {
+	if !errors.Is(err, store.ErrNotFound) {
+		return r, err
+	}
+	if !errors.Is(qerr, queue.ErrNotWaiting) {
 		return r, qerr // the queue could not say whether it holds the push: not a 404
+	}
+	// Nowhere: before saying so, ask the stream's leader, as the replica that answered the
+	// direct get may not hold a push acknowledged a moment ago.
+	m, lerr := s.cfg.Waiting.FromLeader(ctx, id)
+	switch {
+	case lerr == nil:
+		return queuedResult(m), nil
+	case !errors.Is(lerr, queue.ErrNotWaiting):
+		return r, lerr
 	}
 	return r, err
 }

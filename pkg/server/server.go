@@ -42,6 +42,9 @@ type Events interface {
 // queue.ErrNotWaiting for a push that is not there, and whether a worker may have received it.
 type Waiting interface {
 	Get(ctx context.Context, ucsID string) (m push.Message, reached bool, err error)
+	// FromLeader is Get as the stream's leader answers it, without reached: a direct get may
+	// be answered by a replica that lags.
+	FromLeader(ctx context.Context, ucsID string) (push.Message, error)
 }
 
 // Config wires a Server. Every field is required unless it says otherwise.

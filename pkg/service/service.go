@@ -172,7 +172,7 @@ func (a *API) build(ctx context.Context) error {
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
-		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
+		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
 		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
