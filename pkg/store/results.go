@@ -214,7 +214,16 @@ func (s *Store) write(ctx context.Context, ws []Write) error {
 		}
 	}
 	for col, models := range replaces {
-		if _, err := s.col(col).BulkWrite(ctx, models, ordered); err != nil {
+		// An upsert racing an insert of the same record (a first attempt's record, posted
+		// without waiting) can fail on the duplicate key; the record exists then, and the
+		// replacement is made again, as MongoDB advises for upserts.
+		var err error
+		for range 3 {
+			if _, err = s.col(col).BulkWrite(ctx, models, ordered); err == nil || !onlyDuplicates(err) {
+				break
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("replace in %s: %w", col, err)
 		}
 	}

@@ -112,6 +112,40 @@ func TestResultRecords(t *testing.T) {
 	state(store.StateDelivered, 2, "-1 system busy")
 }
 
+// TestRetryRacesFirstAttempt: a retry's record replaces a first attempt's record that may be
+// inserted at the same moment (posted without waiting); the replacement never fails for it and
+// always wins.
+func TestRetryRacesFirstAttempt(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	posts, writes := st.NewWriter(store.WriterOptions{MaxBatch: 1}), st.NewWriter(store.WriterOptions{MaxBatch: 1})
+	defer posts.Close()
+	defer writes.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		r := store.Result{UcsID: fmt.Sprintf("race%d", i), ClientID: "c", State: store.StateSending, Attempts: 1, Accepted: t0}
+		retry := r
+		retry.State, retry.LastError = store.StateQueued, "-1 system busy"
+		wg.Add(2)
+		go func() { defer wg.Done(); posts.Post(store.FirstAttemptRecord(r, t0)) }()
+		go func() { defer wg.Done(); errs <- writes.Write(ctx, store.ProgressRecord(retry, t0)) }()
+	}
+	wg.Wait()
+	posts.Close()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a retry's record was refused: %v", err)
+		}
+	}
+	for i := range 300 {
+		if r, err := st.Current(ctx, fmt.Sprintf("race%d", i)); err != nil || r.LastError != "-1 system busy" {
+			t.Fatalf("race%d: %+v %v", i, r, err)
+		}
+	}
+}
+
 func TestBindings(t *testing.T) {
 	st := embeddedtest.Store(t, nil)
 	ctx := context.Background()
