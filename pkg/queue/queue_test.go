@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -17,16 +19,23 @@ func msg(id string) push.Message {
 		Data: map[string]string{"class": "课程", "info": strings.Repeat("作", 20)}, Accepted: 1}
 }
 
-// TestFullStreamRefusesNew: a full stream refuses new pushes with ErrFull and keeps every
-// message it already holds.
-func TestFullStreamRefusesNew(t *testing.T) {
+// newStream starts a NATS server and makes a 1 MiB stream on it, with its consumer named d.
+func newStream(t *testing.T) (jetstream.JetStream, queue.Config, jetstream.Stream) {
+	t.Helper()
 	_, js := embeddedtest.JetStream(t)
-	ctx := context.Background()
-	c := queue.Config{Stream: "FULL", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
-	st, err := queue.EnsureStream(ctx, js, c)
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(context.Background(), js, c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, c, st
+}
+
+// TestFullStreamRefusesNew: a full stream refuses new pushes with ErrFull and keeps every
+// message it already holds.
+func TestFullStreamRefusesNew(t *testing.T) {
+	js, _, st := newStream(t)
+	ctx := context.Background()
 	p := queue.NewPublisher(js)
 	first := push.NewID(time.Now())
 	if err := p.Publish(ctx, msg(first)); err != nil {
@@ -62,12 +71,8 @@ func TestFullStreamRefusesNew(t *testing.T) {
 // TestRepublishIsStoredOnce: a push's subject is its ucsId and holds one message, so a publish
 // repeated under the same ucsId is refused rather than queued twice.
 func TestRepublishIsStoredOnce(t *testing.T) {
-	_, js := embeddedtest.JetStream(t)
+	js, _, st := newStream(t)
 	ctx := context.Background()
-	st, err := queue.EnsureStream(ctx, js, queue.Config{Stream: "DUP", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := queue.NewPublisher(js)
 	id := push.NewID(time.Now())
 	if err := p.Publish(ctx, msg(id)); err != nil {
@@ -91,13 +96,8 @@ func TestRepublishIsStoredOnce(t *testing.T) {
 // from the stream's leader; a push a worker took and acknowledged, or one never published, is
 // not waiting. A push behind every message the consumer handed out has not been reached.
 func TestWaiting(t *testing.T) {
-	_, js := embeddedtest.JetStream(t)
+	js, cfg, st := newStream(t)
 	ctx := context.Background()
-	cfg := queue.Config{Stream: "W", Consumer: "workers", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
-	st, err := queue.EnsureStream(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := queue.NewPublisher(js)
 	w := queue.NewWaiting(js, st, cfg.Consumer)
 	first, second := push.NewID(time.Now()), push.NewID(time.Now())

@@ -127,10 +127,10 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	m, reached, qerr := s.cfg.Waiting.Get(ctx, id)
-	if qerr == nil && !reached {
-		return queuedResult(m), nil
-	}
 	if qerr == nil {
+		if !reached {
+			return queuedResult(m), nil
+		}
 		pctx, pcancel := context.WithTimeout(ctx, s.cfg.StoreWait)
 		defer pcancel()
 		p, err := s.cfg.Store.InProgress(pctx, id)
