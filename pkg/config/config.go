@@ -169,6 +169,9 @@ type Client struct {
 	// AccessTokenTTL overrides OAuth.AccessTokenTTL for this client (the interface's "longer
 	// lifetime by special application"). Zero: the default. 60s to 24h.
 	AccessTokenTTL Duration `yaml:"access_token_ttl" json:"access_token_ttl,omitempty"`
+	// Introspect lets the client introspect the tokens of other clients (RFC 7662), as a
+	// resource server does. Without it a client learns only about its own tokens.
+	Introspect bool `yaml:"introspect" json:"introspect,omitempty"`
 }
 
 // SecretHash returns the SHA-256 of the client's secret, from whichever form the file gave.
@@ -652,7 +655,10 @@ func (e *Error) Error() string {
 	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
-func validTTL(d Duration) bool { return d.D() >= time.Minute && d.D() <= 24*time.Hour }
+// MaxAccessTokenTTL is the longest lifetime an access token may be given.
+const MaxAccessTokenTTL = 24 * time.Hour
+
+func validTTL(d Duration) bool { return d.D() >= time.Minute && d.D() <= MaxAccessTokenTTL }
 
 func validName(s string) bool {
 	if s == "" || len(s) > 64 {

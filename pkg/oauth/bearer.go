@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"slices"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
-
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // Verifier checks bearer tokens. A verified token is kept, keyed by the SHA-256 of the token,
@@ -31,8 +28,10 @@ type cached struct {
 }
 
 // SessionRecheck is how often a token of a user's sign-in (one with a sid) is checked against
-// its session: logout, or a replayed code, ends the session and so its access tokens, within
-// this time. Client credentials tokens have no session and are never rechecked.
+// the store: its session and its family. Logout and revocations reach every replica at once
+// through the shared revocations; this recheck also catches a session that simply expired,
+// and a revocation the shared state missed. Client credentials tokens have no session and are
+// never rechecked.
 const SessionRecheck = time.Minute
 
 // NewVerifier returns a verifier keeping at most maxCached tokens (default 100000).
@@ -88,18 +87,35 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 			v.cache.Remove(key)
 			return nil, errorf(ErrInvalidToken, "the access token expired")
 		}
-		if e.c.SID == "" || now.Sub(e.checked) < SessionRecheck {
-			return e.c, nil
-		}
-		if oerr := v.sessionAlive(e.c); oerr != nil {
+		// Revocations and removed clients are read from memory on every use; the store is
+		// asked again only every SessionRecheck.
+		recheck := e.c.SID != "" && now.Sub(e.checked) >= SessionRecheck
+		if oerr := v.svc.live(e.c, recheck); oerr != nil {
 			v.cache.Remove(key)
 			return nil, oerr
 		}
-		v.cache.Add(key, cached{c: e.c, checked: now})
+		if recheck {
+			v.cache.Add(key, cached{c: e.c, checked: now})
+		}
 		return e.c, nil
 	}
+	c, oerr := v.svc.parseAccess(tok)
+	if oerr != nil {
+		return nil, oerr
+	}
+	if oerr := v.svc.live(c, true); oerr != nil {
+		return nil, oerr
+	}
+	// When full, the least recently used token goes; it is only verified again on its next use.
+	v.cache.Add(key, cached{c: c, checked: now})
+	return c, nil
+}
+
+// parseAccess verifies an access token's signature (the algorithm pinned), issuer and expiry,
+// and that it is an access token.
+func (s *Service) parseAccess(tok string) (*Claims, *Error) {
 	c := &Claims{}
-	err := v.svc.Keys.Parse(tok, c, jwt.WithIssuer(v.svc.Issuer), jwt.WithTimeFunc(v.svc.Now))
+	err := s.Keys.Parse(tok, c, jwt.WithIssuer(s.Issuer), jwt.WithTimeFunc(s.Now))
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return nil, errorf(ErrInvalidToken, "the access token expired")
@@ -109,32 +125,7 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 		// ID tokens carry no grant_type: they are not accepted as access tokens.
 		return nil, errorf(ErrInvalidToken, "the token is not an access token")
 	}
-	if c.SID != "" {
-		if oerr := v.sessionAlive(c); oerr != nil {
-			return nil, oerr
-		}
-	}
-	// When full, the least recently used token goes; it is only verified again on its next use.
-	v.cache.Add(key, cached{c: c, checked: now})
 	return c, nil
-}
-
-// sessionAlive refuses a token whose sign-in session has ended. A store that cannot answer
-// does not refuse the token: an outage must not sign every user out.
-func (v *Verifier) sessionAlive(c *Claims) *Error {
-	if v.svc.Store == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := v.svc.Store.SessionBySID(ctx, c.SID)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(ErrInvalidToken, "the sign-in session of the token ended")
-	}
-	if err != nil {
-		v.svc.Logger.Warn("checking a token's session failed; accepting it", "err", err)
-	}
-	return nil
 }
 
 func bearerToken(h string) (string, bool) {

@@ -20,6 +20,8 @@ type Client struct {
 	PostLogoutRedirectURIs []string
 	SkipConsent            bool
 	AccessTokenTTL         time.Duration
+	// Introspect lets the client introspect tokens of other clients (a resource server).
+	Introspect bool
 }
 
 // Allows reports whether the client may use grant.
@@ -48,7 +50,7 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 		r.byID[c.ClientID] = &Client{
 			ID: c.ClientID, secretHash: h, Grants: slices.Clone(c.Grants), Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
-			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs),
+			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
 		}
 	}
 	return r, nil

@@ -32,6 +32,9 @@ type Claims struct {
 	UserID string `json:"userid,omitempty"`
 	// SID is the sign-in session the token belongs to.
 	SID string `json:"sid,omitempty"`
+	// Family is the token family of a user's token: one client's tokens from one code exchange
+	// and the refreshes that followed it, revoked together.
+	Family string `json:"fam,omitempty"`
 }
 
 // HasScope reports whether the token grants scope.
@@ -66,8 +69,11 @@ type Service struct {
 	Store SignInStore
 	// RefreshTTL is the lifetime of refresh tokens (never beyond their session).
 	RefreshTTL time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Revoked holds the revocations every replica honours at once; nil: the store alone, read
+	// on each recheck.
+	Revoked Shared
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Token handles a token request: the form of POST /v1/token, and the client's credentials
@@ -103,7 +109,7 @@ func (s *Service) Token(ctx context.Context, form url.Values, basicID, basicSecr
 	if oerr != nil {
 		return nil, oerr
 	}
-	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "")
+	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "", "")
 	if err != nil {
 		s.Logger.Error("signing access token failed", "client", client.ID, "err", err)
 		return nil, errorf(ErrServerError, "the token could not be issued")
@@ -140,7 +146,7 @@ func grantScope(c *Client, requested, grant string) (string, *Error) {
 	return strings.Join(out, " "), nil
 }
 
-func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid string) (string, time.Duration, error) {
+func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, family string) (string, time.Duration, error) {
 	now := s.Now()
 	ttl := c.AccessTokenTTL
 	claims := &Claims{
@@ -151,7 +157,7 @@ func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid s
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 			ID:        newJTI(),
 		},
-		Typ: "Bearer", Azp: c.ID, Scope: scope, Grant: grant, UserID: userID, SID: sid,
+		Typ: "Bearer", Azp: c.ID, Scope: scope, Grant: grant, UserID: userID, SID: sid, Family: family,
 	}
 	tok, err := s.Keys.Sign(claims)
 	return tok, ttl, err

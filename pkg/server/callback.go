@@ -128,7 +128,9 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 		err    error
 	)
 	for {
-		sent, openID, err = s.cfg.Store.SentByMsgID(wctx, ev.MsgID)
+		// The read itself runs under the request's context: the wait ending in the middle of
+		// a read must not turn "not sent (yet)" into a store failure.
+		sent, openID, err = s.cfg.Store.SentByMsgID(ctx, ev.MsgID)
 		if !errors.Is(err, store.ErrNotFound) {
 			break
 		}

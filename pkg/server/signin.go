@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,12 +22,9 @@ import (
 
 // SignInStore keeps the browser side of sign-in; *store.Store implements it.
 type SignInStore interface {
-	PutAuthRequest(ctx context.Context, r store.AuthRequest) error
-	AuthRequest(ctx context.Context, id string) (store.AuthRequest, error)
-	DeleteAuthRequest(ctx context.Context, id string) error
+	FinishAuthRequest(ctx context.Context, id string, expires time.Time) error
 	PutSession(ctx context.Context, se store.Session) error
 	Session(ctx context.Context, key string) (store.Session, error)
-	EndSession(ctx context.Context, key string) error
 	Consent(ctx context.Context, userID, clientID string) ([]string, error)
 	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
 }
@@ -34,6 +33,9 @@ type SignInStore interface {
 // endpoint shows an error page.
 type SignIn struct {
 	Store SignInStore
+	// Requests seals authorization requests into the flow's URLs: nothing is stored for a
+	// request until someone signs in to it.
+	Requests *oauth.Sealer
 	// Directory checks passwords of the local provider; nil: local sign-in is off.
 	Directory *oauth.Directory
 	// CAS is the campus single sign-on; nil: off.
@@ -199,12 +201,9 @@ func (s *Server) authorize(c echo.Context) error {
 	}
 	s.setCookie(c, cookieBrowser, browser, 0)
 	now := s.now()
-	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret(), oauth.NewSecret(), oauth.Hash(browser)
+	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
 	ar.At, ar.Expires = now, now.Add(authRequestTTL)
 	ctx := c.Request().Context()
-	if err := si.Store.PutAuthRequest(ctx, ar); err != nil {
-		return s.redirectErrorInternal(c, ar, err)
-	}
 	if se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession))); err == nil {
 		// Signed in already: a second authorization in the same session skips the login.
 		return s.afterLogin(c, ar, se)
@@ -224,14 +223,29 @@ func validChallenge(s string) bool {
 	return true
 }
 
-func (s *Server) casService(ar store.AuthRequest) string {
-	return s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + url.QueryEscape(ar.ID)
+func (s *Server) casService(ar store.AuthRequest) (string, error) {
+	req, err := s.cfg.SignIn.Requests.Seal(ar)
+	return s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + req, err
+}
+
+// flowURL is the address of a step of the flow, carrying the sealed request.
+func (s *Server) flowURL(step string, ar store.AuthRequest) (string, error) {
+	req, err := s.cfg.SignIn.Requests.Seal(ar)
+	return s.realmPath() + "/login-actions/" + step + "?req=" + req, err
 }
 
 // startLogin sends the user to the request's identity provider.
 func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string) error {
 	if ar.IDP == "cas" {
-		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LoginURL(s.casService(ar), false))
+		service, err := s.casService(ar)
+		if err != nil {
+			return s.redirectErrorInternal(c, ar, err)
+		}
+		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LoginURL(service, false))
+	}
+	action, err := s.flowURL("authenticate", ar)
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
 	}
 	status := http.StatusOK
 	if failure != "" {
@@ -240,7 +254,7 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
 		return func(b *bytes.Buffer) error {
 			return pages.Login(b, pages.LoginData{
-				Action: s.realmPath() + "/login-actions/authenticate?req=" + url.QueryEscape(ar.ID),
+				Action: action,
 				CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
 			})
 		}
@@ -249,26 +263,29 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 
 // flowRequest loads the authorization request a step of the flow belongs to, and checks that
 // the step comes from the browser that started it and, for forms, carries its CSRF token.
-func (s *Server) flowRequest(c echo.Context, form bool) (store.AuthRequest, error) {
-	id := c.QueryParam("req")
-	ar, err := s.cfg.SignIn.Store.AuthRequest(c.Request().Context(), id)
-	if err != nil {
-		return ar, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
+// When ok is false the request has been answered (an error page) and the handler must return
+// err at once: nothing after a refusal may run.
+func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, ok bool, err error) {
+	if err := s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar); err != nil || !s.now().Before(ar.Expires) {
+		return ar, false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
 			"This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
 	}
-	if oauth.Hash(cookieValue(c, cookieBrowser)) != ar.Browser ||
-		(form && (c.FormValue("csrf") == "" || c.FormValue("csrf") != ar.CSRF)) {
-		return ar, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
+	if !sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) ||
+		(form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
+		return ar, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
 			"This form did not come from the sign-in page of this browser.", "csrf")
 	}
-	return ar, nil
+	return ar, true, nil
 }
+
+// sameSecret compares two secrets in constant time.
+func sameSecret(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // loginLocal takes the built-in login form.
 func (s *Server) loginLocal(c echo.Context) error {
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
-	ar, err := s.flowRequest(c, true)
-	if err != nil {
+	ar, ok, err := s.flowRequest(c, true)
+	if !ok {
 		return err
 	}
 	if ar.IDP != "local" || s.cfg.SignIn.Directory == nil {
@@ -287,8 +304,8 @@ func (s *Server) loginLocal(c echo.Context) error {
 
 // casCallback is where the campus single sign-on returns with a service ticket.
 func (s *Server) casCallback(c echo.Context) error {
-	ar, err := s.flowRequest(c, false)
-	if err != nil {
+	ar, ok, err := s.flowRequest(c, false)
+	if !ok {
 		return err
 	}
 	if ar.IDP != "cas" || s.cfg.SignIn.CAS == nil {
@@ -296,7 +313,9 @@ func (s *Server) casCallback(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
 	defer cancel()
-	p, err := s.cfg.SignIn.CAS.Validate(ctx, c.QueryParam("ticket"), s.casService(ar))
+	// The service address must be the one the ticket was issued for: the request as it came.
+	service := s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + c.QueryParam("req")
+	p, err := s.cfg.SignIn.CAS.Validate(ctx, c.QueryParam("ticket"), service)
 	if err != nil {
 		s.log.Info("CAS ticket refused", "client", ar.ClientID, "err", err)
 		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
@@ -348,6 +367,10 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	if !slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) }) {
 		return s.finish(c, ar, se)
 	}
+	action, err := s.flowURL("consent", ar)
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
 	texts := make([]pages.ScopeText, 0, len(want))
 	for _, sc := range want {
 		texts = append(texts, pages.DescribeScope(sc))
@@ -355,7 +378,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
 		return func(b *bytes.Buffer) error {
 			return pages.Consent(b, pages.ConsentData{
-				Action: s.realmPath() + "/login-actions/consent?req=" + url.QueryEscape(ar.ID),
+				Action: action,
 				CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
 			})
 		}
@@ -365,8 +388,8 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 // consent takes the consent form.
 func (s *Server) consent(c echo.Context) error {
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
-	ar, err := s.flowRequest(c, true)
-	if err != nil {
+	ar, ok, err := s.flowRequest(c, true)
+	if !ok {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -375,7 +398,9 @@ func (s *Server) consent(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "Your sign-in session ended. Go back to the application and start again.", "expired")
 	}
 	if c.FormValue("accept") == "" {
-		_ = s.cfg.SignIn.Store.DeleteAuthRequest(ctx, ar.ID)
+		if ok, err := s.finishOnce(c, ar); !ok {
+			return err
+		}
 		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
 	}
 	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID)
@@ -396,6 +421,9 @@ func (s *Server) consent(c echo.Context) error {
 // finish issues the code and sends the browser back to the client.
 func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
 	ctx := c.Request().Context()
+	if ok, err := s.finishOnce(c, ar); !ok {
+		return err
+	}
 	code, err := s.cfg.OAuth.IssueCode(ctx, oauth.CodeGrant{
 		ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, Nonce: ar.Nonce, Scope: ar.Scope, CodeChallenge: ar.CodeChallenge,
 		UserID: se.UserID, SessionKey: se.Key, SID: se.SID, AuthTime: se.AuthTime,
@@ -403,9 +431,21 @@ func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) 
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
-	_ = s.cfg.SignIn.Store.DeleteAuthRequest(ctx, ar.ID)
 	return s.respond(c, ar, []pages.Field{{Name: "code", Value: code}, {Name: "state", Value: ar.State},
 		{Name: "session_state", Value: se.SID}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
+}
+
+// finishOnce records that ar is answered; a request answered before gets the expired page
+// (ok false: the handler returns err at once).
+func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err error) {
+	switch err := s.cfg.SignIn.Store.FinishAuthRequest(c.Request().Context(), ar.ID, ar.Expires); {
+	case errors.Is(err, store.ErrReplayed):
+		return false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
+			"This sign-in was already finished. Go back to the application and start again.", "expired")
+	case err != nil:
+		return false, s.redirectErrorInternal(c, ar, err)
+	}
+	return true, nil
 }
 
 func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
@@ -483,7 +523,7 @@ func (s *Server) logout(c echo.Context) error {
 		}
 	}
 	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
-		if err := s.cfg.SignIn.Store.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
+		if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
 			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
 		}
 	}

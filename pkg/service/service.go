@@ -124,7 +124,13 @@ type API struct {
 	Store   *store.Store
 	Keys    *keys.Set
 	Clients *oauth.Clients
+	// mirrors are the shared state buckets the front end follows.
+	mirrors []*queue.Mirror
 }
+
+// RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
+// which every front end honours at once.
+const RevocationsBucket = "ucs_revocations"
 
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
 // the configuration into the store, and builds the server.
@@ -136,6 +142,9 @@ func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
 	}
 	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st}
 	if err := a.build(ctx); err != nil {
+		for _, m := range a.mirrors {
+			m.Close()
+		}
 		conn.close()
 		return nil, err
 	}
@@ -161,11 +170,18 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A revocation must outlive every access token it refuses: the longest lifetime a client
+	// may be given, plus the clock skew the checks allow.
+	revoked, err := queue.OpenMirror(ctx, a.conn.js, RevocationsBucket, config.MaxAccessTokenTTL+time.Hour, d.Now)
+	if err != nil {
+		return err
+	}
+	a.mirrors = append(a.mirrors, revoked)
 	svc := &oauth.Service{
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks,
-		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Now: d.Now, Logger: d.Logger,
+		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 	}
-	signIn, err := buildSignIn(cfg, a.Store, d)
+	signIn, err := buildSignIn(ctx, cfg, a.Store, d)
 	if err != nil {
 		return err
 	}
@@ -197,12 +213,20 @@ func (a *API) build(ctx context.Context) error {
 
 // buildSignIn configures the browser side of sign-in from the identity providers of cfg; nil
 // when none is configured.
-func buildSignIn(cfg *config.Config, st *store.Store, d Deps) (*server.SignIn, error) {
+func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Deps) (*server.SignIn, error) {
 	idp := cfg.OAuth.IdentityProviders
 	if idp.CAS.URL == "" && !idp.Local.Enabled {
 		return nil, nil
 	}
-	si := &server.SignIn{Store: st, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
+	key, err := st.SharedSecret(ctx, "auth-requests", oauth.NewSealingKey)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := oauth.NewSealer(key, "authorization request")
+	if err != nil {
+		return nil, err
+	}
+	si := &server.SignIn{Store: st, Requests: sealer, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
 	if idp.Local.Enabled {
 		dir, err := oauth.NewDirectory(cfg.Directory.Users)
 		if err != nil {
@@ -279,6 +303,9 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 
 // Close releases the connections.
 func (a *API) Close() {
+	for _, m := range a.mirrors {
+		m.Close()
+	}
 	a.writer.Close()
 	a.conn.close()
 }

@@ -80,3 +80,31 @@ func (s *Store) RotateSigningKey(ctx context.Context, alg string, old, next Sign
 	}
 	return r.ModifiedCount == 1, nil
 }
+
+type secretSlot struct {
+	ID     string `bson:"_id"`
+	Secret []byte `bson:"secret"`
+}
+
+// SharedSecret returns the random secret of name, shared by every replica: the first replica
+// to ask stores generate's value, the others read it.
+func (s *Store) SharedSecret(ctx context.Context, name string, generate func() []byte) ([]byte, error) {
+	id := "secret:" + name
+	var slot secretSlot
+	err := s.keys.FindOne(ctx, bson.M{"_id": id}).Decode(&slot)
+	if err == nil {
+		return slot.Secret, nil
+	}
+	if !errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("find secret %s: %w", name, err)
+	}
+	_, err = s.keys.InsertOne(ctx, secretSlot{ID: id, Secret: generate()})
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return nil, fmt.Errorf("store secret %s: %w", name, err)
+	}
+	// Read back what won: this replica's insert, or another's at the same moment.
+	if err := s.keys.FindOne(ctx, bson.M{"_id": id}).Decode(&slot); err != nil {
+		return nil, fmt.Errorf("find secret %s: %w", name, err)
+	}
+	return slot.Secret, nil
+}

@@ -33,25 +33,26 @@ type sessionID struct {
 }
 
 // AuthRequest is an authorization request between its arrival and its answer: while the user
-// signs in and consents.
+// signs in and consents. It is not stored: it travels sealed (encrypted and authenticated) in
+// the flow's URLs, and only its answer is recorded (FinishAuthRequest).
 type AuthRequest struct {
-	ID                  string `bson:"_id"`
-	ClientID            string `bson:"client"`
-	RedirectURI         string `bson:"redirect_uri"`
-	ResponseMode        string `bson:"response_mode"`
-	State               string `bson:"state,omitempty"`
-	Nonce               string `bson:"nonce,omitempty"`
-	Scope               string `bson:"scope"`
-	CodeChallenge       string `bson:"code_challenge,omitempty"`
-	CodeChallengeMethod string `bson:"code_challenge_method,omitempty"`
-	IDP                 string `bson:"idp"`
+	ID                  string `json:"id,omitempty"`
+	ClientID            string `json:"client,omitempty"`
+	RedirectURI         string `json:"redirect_uri,omitempty"`
+	ResponseMode        string `json:"response_mode,omitempty"`
+	State               string `json:"state,omitempty"`
+	Nonce               string `json:"nonce,omitempty"`
+	Scope               string `json:"scope,omitempty"`
+	CodeChallenge       string `json:"code_challenge,omitempty"`
+	CodeChallengeMethod string `json:"code_challenge_method,omitempty"`
+	IDP                 string `json:"idp,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
-	Browser string `bson:"browser"`
+	Browser string `json:"browser,omitempty"`
 	// CSRF is the value the flow's forms must carry.
-	CSRF    string    `bson:"csrf"`
-	Expires time.Time `bson:"expires"`
-	At      time.Time `bson:"at"`
+	CSRF    string    `json:"csrf,omitempty"`
+	Expires time.Time `json:"expires,omitempty"`
+	At      time.Time `json:"at,omitempty"`
 }
 
 // AuthCode is an issued authorization code (stored by the hash of the code).
@@ -68,7 +69,8 @@ type AuthCode struct {
 	AuthTime      time.Time `bson:"auth_time"`
 	Expires       time.Time `bson:"expires"`
 	Used          bool      `bson:"used"`
-	// Family is the token family the first exchange issued, revoked when the code is replayed.
+	// Family is the token family the exchange issues, fixed when the code is issued, so that
+	// a replay finds it whatever the timing, and revokes it.
 	Family string    `bson:"family,omitempty"`
 	At     time.Time `bson:"at"`
 }
@@ -126,30 +128,26 @@ func (s *Store) getByID(ctx context.Context, col, id string, into any) error {
 	return nil
 }
 
-// PutAuthRequest stores an authorization request.
-func (s *Store) PutAuthRequest(ctx context.Context, r AuthRequest) error {
-	if _, err := s.col(colAuthRequests).InsertOne(ctx, r); err != nil {
-		return fmt.Errorf("insert auth request: %w", err)
+// finishedRequest marks an authorization request answered, so it is answered once. Only
+// requests someone signed in to get one: an authorization request itself is never stored (it
+// travels sealed with the browser).
+type finishedRequest struct {
+	ID      string    `bson:"_id"`
+	Expires time.Time `bson:"expires"`
+	At      time.Time `bson:"at"`
+}
+
+// FinishAuthRequest records that the authorization request id was answered; ErrReplayed when
+// it already was. expires is the request's own expiry, after which it could not be used anyway.
+func (s *Store) FinishAuthRequest(ctx context.Context, id string, expires time.Time) error {
+	_, err := s.col(colAuthRequests).InsertOne(ctx, finishedRequest{ID: id, Expires: expires, At: s.now()})
+	if mongo.IsDuplicateKeyError(err) {
+		return ErrReplayed
+	}
+	if err != nil {
+		return fmt.Errorf("finish auth request: %w", err)
 	}
 	return nil
-}
-
-// AuthRequest returns an unexpired authorization request, or ErrNotFound.
-func (s *Store) AuthRequest(ctx context.Context, id string) (AuthRequest, error) {
-	var r AuthRequest
-	if err := s.getByID(ctx, colAuthRequests, id, &r); err != nil {
-		return r, err
-	}
-	if !s.now().Before(r.Expires) {
-		return r, ErrNotFound
-	}
-	return r, nil
-}
-
-// DeleteAuthRequest ends an authorization request once it is answered.
-func (s *Store) DeleteAuthRequest(ctx context.Context, id string) error {
-	_, err := s.col(colAuthRequests).DeleteOne(ctx, bson.M{"_id": id})
-	return err
 }
 
 // PutAuthCode stores an issued code.
@@ -163,10 +161,18 @@ func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
 // ErrReplayed is returned for a code or refresh token used a second time.
 var ErrReplayed = errors.New("already used")
 
-// ConsumeAuthCode marks a code used and records the token family its exchange issues. It
-// returns the code as it was before; a code already used returns ErrReplayed with the code
-// (whose Family the caller revokes).
-func (s *Store) ConsumeAuthCode(ctx context.Context, hash, newFamily string) (AuthCode, error) {
+// AuthCode returns a code as stored, used or not, or ErrNotFound. It changes nothing: the
+// exchange checks the client, the redirect address and the verifier before it consumes.
+func (s *Store) AuthCode(ctx context.Context, hash string) (AuthCode, error) {
+	var c AuthCode
+	err := s.getByID(ctx, colAuthCodes, hash, &c)
+	return c, err
+}
+
+// ConsumeAuthCode marks a code used in one atomic update and returns it as it was. A code
+// already used returns ErrReplayed with the code, whose Family (set when it was issued) the
+// caller revokes.
+func (s *Store) ConsumeAuthCode(ctx context.Context, hash string) (AuthCode, error) {
 	var before AuthCode
 	err := s.col(colAuthCodes).FindOneAndUpdate(ctx, bson.M{"_id": hash},
 		bson.M{"$set": bson.M{"used": true}},
@@ -179,9 +185,6 @@ func (s *Store) ConsumeAuthCode(ctx context.Context, hash, newFamily string) (Au
 	}
 	if before.Used {
 		return before, ErrReplayed
-	}
-	if _, err := s.col(colAuthCodes).UpdateOne(ctx, bson.M{"_id": hash}, bson.M{"$set": bson.M{"family": newFamily}}); err != nil {
-		return before, fmt.Errorf("record family: %w", err)
 	}
 	return before, nil
 }

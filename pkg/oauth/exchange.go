@@ -1,0 +1,89 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/url"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// exchangeCode is the authorization code grant (RFC 6749 §4.1.3, RFC 7636). Everything the
+// request can get wrong (the client, redirect_uri, expiry, the PKCE verifier) is checked before
+// the code is consumed: a client presenting another client's code, or a wrong verifier, changes
+// nothing. Consuming is one atomic update; a code used before is a replay, which revokes the
+// token family the code issued (its refresh tokens and its access tokens) and nothing else.
+func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) (*TokenResponse, *Error) {
+	code, redirect := form.Get("code"), form.Get("redirect_uri")
+	if code == "" || redirect == "" {
+		return nil, errorf(ErrInvalidRequest, "code and redirect_uri are required")
+	}
+	hash := Hash(code)
+	ac, err := s.Store.AuthCode(ctx, hash)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errorf(ErrInvalidGrant, "the code is unknown or expired")
+	case err != nil:
+		s.Logger.Error("reading a code failed", "err", err)
+		return nil, errorf(ErrServerError, "the code could not be checked")
+	}
+	if ac.ClientID != c.ID {
+		return nil, errorf(ErrInvalidGrant, "the code was issued to another client")
+	}
+	if ac.RedirectURI != redirect {
+		return nil, errorf(ErrInvalidGrant, "redirect_uri differs from the authorization request's")
+	}
+	if ac.Used {
+		return nil, s.codeReplayed(ctx, c, ac)
+	}
+	if !s.Now().Before(ac.Expires) {
+		return nil, errorf(ErrInvalidGrant, "the code expired")
+	}
+	if e := checkVerifier(ac.CodeChallenge, form.Get("code_verifier")); e != nil {
+		return nil, e
+	}
+	se, err := s.Store.Session(ctx, ac.SessionKey)
+	if err != nil {
+		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	}
+	ac, err = s.Store.ConsumeAuthCode(ctx, hash)
+	switch {
+	case errors.Is(err, store.ErrReplayed):
+		// Another exchange of the same code won the race.
+		return nil, s.codeReplayed(ctx, c, ac)
+	case err != nil:
+		s.Logger.Error("consuming a code failed", "err", err)
+		return nil, errorf(ErrServerError, "the code could not be checked")
+	}
+	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Nonce, ac.Family)
+}
+
+// codeReplayed answers a code used a second time. RFC 6749 §4.1.2: the tokens it issued are
+// revoked. As in Keycloak, that ends the client's session only: the user stays signed in to
+// every other application.
+func (s *Service) codeReplayed(ctx context.Context, c *Client, ac store.AuthCode) *Error {
+	if err := s.revokeFamily(ctx, ac.Family); err != nil {
+		s.Logger.Error("revoking a replayed code's tokens failed", "client", c.ID, "err", err)
+	}
+	return errorf(ErrInvalidGrant, "the code was already used; the tokens it issued are revoked")
+}
+
+// checkVerifier is RFC 7636's check of code_verifier against the request's S256 challenge.
+func checkVerifier(challenge, verifier string) *Error {
+	switch {
+	case challenge != "" && verifier == "":
+		return errorf(ErrInvalidGrant, "code_verifier is required (PKCE)")
+	case challenge != "":
+		sum := sha256.Sum256([]byte(verifier))
+		got := base64.RawURLEncoding.EncodeToString(sum[:])
+		if subtle.ConstantTimeCompare([]byte(got), []byte(challenge)) != 1 {
+			return errorf(ErrInvalidGrant, "code_verifier does not match the code_challenge")
+		}
+	case verifier != "":
+		return errorf(ErrInvalidGrant, "code_verifier given, but the authorization request had no code_challenge")
+	}
+	return nil
+}

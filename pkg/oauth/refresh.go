@@ -1,0 +1,77 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// refresh is the refresh token grant (RFC 6749 §6) with rotation. The client, the expiry and
+// the scope are checked before the token is used up: a client presenting another client's
+// token, or asking for a scope it was not granted, changes nothing. A token used a second time
+// has leaked, and its whole family is revoked.
+func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*TokenResponse, *Error) {
+	rt := form.Get("refresh_token")
+	if rt == "" {
+		return nil, errorf(ErrInvalidRequest, "refresh_token is required")
+	}
+	hash := Hash(rt)
+	t, err := s.Store.RefreshToken(ctx, hash)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errorf(ErrInvalidGrant, "the refresh token is unknown")
+	case err != nil:
+		s.Logger.Error("reading a refresh token failed", "err", err)
+		return nil, errorf(ErrServerError, "the refresh token could not be checked")
+	}
+	if t.ClientID != c.ID {
+		return nil, errorf(ErrInvalidGrant, "the refresh token was issued to another client")
+	}
+	if t.Rotated {
+		return nil, s.refreshReplayed(ctx, c, t)
+	}
+	if !s.Now().Before(t.Expires) {
+		return nil, errorf(ErrInvalidGrant, "the refresh token expired")
+	}
+	scope := t.Scope
+	if asked := form.Get("scope"); asked != "" {
+		have := strings.Fields(t.Scope)
+		var out []string
+		for sc := range strings.FieldsSeq(asked) {
+			if !slices.Contains(have, sc) {
+				return nil, errorf(ErrInvalidScope, "a scope was asked that this refresh token was not granted")
+			}
+			if !slices.Contains(out, sc) {
+				out = append(out, sc)
+			}
+		}
+		scope = strings.Join(out, " ")
+	}
+	if s.familyRevoked(ctx, t.Family) {
+		return nil, errorf(ErrInvalidGrant, "the refresh token was revoked")
+	}
+	se, err := s.Store.Session(ctx, t.SessionKey)
+	if err != nil {
+		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	}
+	t, err = s.Store.RotateRefreshToken(ctx, hash)
+	switch {
+	case errors.Is(err, store.ErrReplayed):
+		return nil, s.refreshReplayed(ctx, c, t)
+	case err != nil:
+		s.Logger.Error("rotating a refresh token failed", "err", err)
+		return nil, errorf(ErrServerError, "the refresh token could not be checked")
+	}
+	return s.issueUserTokens(ctx, c, se, scope, t.Nonce, t.Family)
+}
+
+func (s *Service) refreshReplayed(ctx context.Context, c *Client, t store.RefreshToken) *Error {
+	if err := s.revokeFamily(ctx, t.Family); err != nil {
+		s.Logger.Error("revoking a reused refresh token's family failed", "client", c.ID, "err", err)
+	}
+	return errorf(ErrInvalidGrant, "the refresh token was already used; its successors are revoked")
+}

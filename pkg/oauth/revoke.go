@@ -1,0 +1,193 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// Shared is state every front-end replica reads from memory and any of them writes: revoked
+// sessions and token families, sign-in failures and blocks. *queue.Mirror (a NATS key-value
+// bucket each replica watches) implements it.
+type Shared interface {
+	Get(key string) ([]byte, bool)
+	Put(ctx context.Context, key string, value []byte) error
+	Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error)
+}
+
+// Keys of revocations in Shared: an ended sign-in session by its sid, a revoked token family
+// (one client's tokens from one code exchange and its refreshes) by its id.
+func revokedSessionKey(sid string) string   { return "sid." + sid }
+func revokedFamilyKey(family string) string { return "fam." + family }
+
+// revokeFamily revokes a family's refresh tokens in the store and its access tokens on every
+// replica at once.
+func (s *Service) revokeFamily(ctx context.Context, family string) error {
+	if family == "" {
+		return nil
+	}
+	err := s.Store.RevokeFamily(ctx, family)
+	if s.Revoked != nil {
+		err = errors.Join(err, s.Revoked.Put(ctx, revokedFamilyKey(family), []byte("1")))
+	}
+	return err
+}
+
+// familyRevoked reports whether a family was revoked; a store that cannot answer counts as
+// revoked (a refresh can be retried, a revoked family must not live on).
+func (s *Service) familyRevoked(ctx context.Context, family string) bool {
+	if s.Revoked != nil {
+		if _, ok := s.Revoked.Get(revokedFamilyKey(family)); ok {
+			return true
+		}
+	}
+	revoked, err := s.Store.FamilyRevoked(ctx, family)
+	return err != nil || revoked
+}
+
+// EndSession ends the sign-in session whose cookie hashes to key: its refresh tokens stop
+// working, and its access tokens are refused by every replica at once.
+func (s *Service) EndSession(ctx context.Context, key string) error {
+	se, err := s.Store.Session(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.Store.EndSession(ctx, key); err != nil {
+		return err
+	}
+	if s.Revoked != nil {
+		return s.Revoked.Put(ctx, revokedSessionKey(se.SID), []byte("1"))
+	}
+	return nil
+}
+
+// live checks what can end an access token before it expires: its client removed from the
+// configuration, and, for a user's token, its sign-in session ended or its family revoked.
+// The shared revocations are read from memory on every call; the store is asked only when
+// inStore is set (a first verification, a periodic recheck, introspection), and a store that
+// cannot answer does not refuse the token: an outage must not sign every user out.
+func (s *Service) live(c *Claims, inStore bool) *Error {
+	if _, ok := s.Clients.Lookup(c.Azp); !ok {
+		return errorf(ErrInvalidToken, "the client of the token is no longer registered")
+	}
+	if c.SID == "" {
+		return nil
+	}
+	if s.Revoked != nil {
+		if _, ok := s.Revoked.Get(revokedSessionKey(c.SID)); ok {
+			return errorf(ErrInvalidToken, "the sign-in session of the token ended")
+		}
+		if _, ok := s.Revoked.Get(revokedFamilyKey(c.Family)); ok && c.Family != "" {
+			return errorf(ErrInvalidToken, "the token was revoked")
+		}
+	}
+	if !inStore || s.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := s.Store.SessionBySID(ctx, c.SID)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(ErrInvalidToken, "the sign-in session of the token ended")
+	}
+	if err != nil {
+		s.Logger.Warn("checking a token's session failed; accepting it", "err", err)
+		return nil
+	}
+	if c.Family != "" {
+		revoked, err := s.Store.FamilyRevoked(ctx, c.Family)
+		if err == nil && revoked {
+			return errorf(ErrInvalidToken, "the token was revoked")
+		}
+	}
+	return nil
+}
+
+// Revoke is RFC 7009 revocation: a refresh token's whole family is revoked, with the access
+// tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
+// lifetime and are not revocable one by one: they are refused with unsupported_token_type
+// rather than pretended revoked. An unknown token is not an error (RFC 7009 §2.2).
+func (s *Service) Revoke(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) *Error {
+	c, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+	if e != nil {
+		return e
+	}
+	tok := form.Get("token")
+	if tok == "" {
+		return errorf(ErrInvalidRequest, "token is required")
+	}
+	if strings.Count(tok, ".") == 2 {
+		return &Error{Code: "unsupported_token_type", Description: "access tokens expire on their own and cannot be revoked; revoke the refresh token", Status: 400}
+	}
+	if s.Store == nil {
+		return nil
+	}
+	t, err := s.Store.RefreshToken(ctx, Hash(tok))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.ClientID != c.ID) {
+		return nil
+	}
+	if err != nil {
+		return errorf(ErrServerError, "the token could not be revoked")
+	}
+	if err := s.revokeFamily(ctx, t.Family); err != nil {
+		return errorf(ErrServerError, "the token could not be revoked")
+	}
+	return nil
+}
+
+// Introspect is RFC 7662 introspection for confidential clients. It answers what the bearer
+// check would: a token refused there is {"active": false} here. Only the token's own client,
+// or a client registered with the introspect permission, learns more than that.
+func (s *Service) Introspect(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) (map[string]any, *Error) {
+	caller, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+	if e != nil {
+		return nil, e
+	}
+	tok := form.Get("token")
+	if tok == "" {
+		return nil, errorf(ErrInvalidRequest, "token is required")
+	}
+	inactive := map[string]any{"active": false}
+	mayKnow := func(owner string) bool { return caller.ID == owner || caller.Introspect }
+	if strings.Count(tok, ".") == 2 {
+		c, oerr := s.parseAccess(tok)
+		if oerr != nil || s.live(c, true) != nil || !mayKnow(c.Azp) {
+			return inactive, nil
+		}
+		out := map[string]any{
+			"active": true, "scope": c.Scope, "client_id": c.Azp, "sub": c.Subject, "token_type": "Bearer",
+			"exp": c.ExpiresAt.Unix(), "iat": c.IssuedAt.Unix(), "iss": c.Issuer, "jti": c.ID, "grant_type": c.Grant,
+		}
+		if c.UserID != "" {
+			out["userid"], out["username"] = c.UserID, c.UserID
+		}
+		if c.SID != "" {
+			out["sid"] = c.SID
+		}
+		return out, nil
+	}
+	if s.Store == nil {
+		return inactive, nil
+	}
+	t, err := s.Store.RefreshToken(ctx, Hash(tok))
+	if err != nil || t.Rotated || !s.Now().Before(t.Expires) || !mayKnow(t.ClientID) {
+		return inactive, nil
+	}
+	if _, ok := s.Clients.Lookup(t.ClientID); !ok || s.familyRevoked(ctx, t.Family) {
+		return inactive, nil
+	}
+	if _, err := s.Store.Session(ctx, t.SessionKey); err != nil {
+		return inactive, nil
+	}
+	return map[string]any{
+		"active": true, "scope": t.Scope, "client_id": t.ClientID, "sub": t.UserID, "userid": t.UserID,
+		"token_type": "Refresh", "exp": t.Expires.Unix(), "iat": t.At.Unix(), "sid": t.SID,
+	}, nil
+}

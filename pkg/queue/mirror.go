@@ -1,0 +1,180 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Mirror is a NATS key-value bucket kept in memory: every front end watches the bucket, so a
+// value any replica writes is read by all of them without a round trip. It holds state that
+// must be shared by the replicas and read on hot paths: revoked sessions and token families,
+// sign-in failures and blocks.
+//
+// Reads are from memory and see another replica's write as soon as the watch delivers it
+// (milliseconds); a replica's own writes are seen by it at once.
+type Mirror struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+	now func() time.Time
+
+	mu sync.RWMutex
+	m  map[string]mirrored
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+type mirrored struct {
+	value    []byte
+	revision uint64
+	at       time.Time
+}
+
+// OpenMirror creates or opens the bucket (its entries expire after ttl) and returns once every
+// entry it holds is in memory.
+func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, now func() time.Time) (*Mirror, error) {
+	if now == nil {
+		now = time.Now
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("watch %s: %w", bucket, err)
+	}
+	m := &Mirror{kv: kv, ttl: ttl, now: now, m: map[string]mirrored{}, stop: stop, done: make(chan struct{})}
+	ready := make(chan struct{})
+	go m.follow(w, ready)
+	select {
+	case <-ready:
+		return m, nil
+	case <-ctx.Done():
+		m.Close()
+		return nil, fmt.Errorf("load %s: %w", bucket, ctx.Err())
+	}
+}
+
+// follow applies the watch's updates until the mirror is closed; ready is closed once the
+// entries present when the watch started are applied.
+func (m *Mirror) follow(w jetstream.KeyWatcher, ready chan struct{}) {
+	defer close(m.done)
+	defer func() { _ = w.Stop() }()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				close(ready)
+				continue
+			}
+			m.apply(e.Key(), e.Value(), e.Revision(), e.Operation() != jetstream.KeyValuePut, e.Created())
+		case <-prune.C:
+			m.prune()
+		}
+	}
+}
+
+func (m *Mirror) apply(key string, value []byte, rev uint64, deleted bool, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.m[key]; ok && old.revision >= rev {
+		return
+	}
+	if deleted {
+		delete(m.m, key)
+		return
+	}
+	m.m[key] = mirrored{value: value, revision: rev, at: at}
+}
+
+// prune forgets entries the bucket has expired (expiry sends no update to the watch).
+func (m *Mirror) prune() {
+	cut := m.now().Add(-m.ttl)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, e := range m.m {
+		if e.at.Before(cut) {
+			delete(m.m, k)
+		}
+	}
+}
+
+// Get returns the value of key as last seen.
+func (m *Mirror) Get(key string) ([]byte, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.m[key]
+	if !ok || m.now().Sub(e.at) >= m.ttl {
+		return nil, false
+	}
+	return e.value, true
+}
+
+// Put writes key for every replica.
+func (m *Mirror) Put(ctx context.Context, key string, value []byte) error {
+	rev, err := m.kv.Put(ctx, key, value)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	m.apply(key, value, rev, false, m.now())
+	return nil
+}
+
+// Update changes key atomically: change gets the stored value (nil when there is none) and
+// returns the new one. Concurrent updates from any replica are retried, never lost.
+func (m *Mirror) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
+	for {
+		var old []byte
+		var rev uint64
+		e, err := m.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("get %s: %w", key, err)
+		default:
+			old, rev = e.Value(), e.Revision()
+		}
+		value, err := change(old)
+		if err != nil {
+			return nil, err
+		}
+		if rev == 0 {
+			rev, err = m.kv.Create(ctx, key, value)
+		} else {
+			rev, err = m.kv.Update(ctx, key, value, rev)
+		}
+		switch {
+		case err == nil:
+			m.apply(key, value, rev, false, m.now())
+			return value, nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue // another replica wrote first: read again
+		default:
+			return nil, fmt.Errorf("update %s: %w", key, err)
+		}
+	}
+}
+
+// Close stops following the bucket.
+func (m *Mirror) Close() {
+	m.stop()
+	<-m.done
+}

@@ -1,0 +1,453 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+// postForm posts form to the OpenID Connect endpoint path as client (HTTP Basic; none when
+// client is empty) and returns the status and the JSON answer.
+func (e *signInEnv) postForm(t *testing.T, path, client string, form url.Values) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if client != "" {
+		req.SetBasicAuth(client, rpSecret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// exchange redeems a code as client; it returns the token answer or the OAuth error code.
+func (e *signInEnv) exchange(t *testing.T, client, code string, extra ...string) (map[string]any, string) {
+	t.Helper()
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		f.Set(extra[i], extra[i+1])
+	}
+	st, m := e.postForm(t, "/token", client, f)
+	if st != 200 {
+		s, _ := m["error"].(string)
+		return nil, s
+	}
+	return m, ""
+}
+
+// refresh uses a refresh token as client, with extra form fields.
+func (e *signInEnv) refresh(t *testing.T, client, rt string, extra ...string) (map[string]any, string) {
+	t.Helper()
+	f := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		f.Set(extra[i], extra[i+1])
+	}
+	st, m := e.postForm(t, "/token", client, f)
+	if st != 200 {
+		s, _ := m["error"].(string)
+		return nil, s
+	}
+	return m, ""
+}
+
+// userinfo calls the userinfo endpoint of base with an access token and returns the status.
+func userinfo(t *testing.T, issuer, access string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", issuer+"/protocol/openid-connect/userinfo", nil)
+	req.Header.Set("Authorization", "Bearer "+access)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// authURL is an authorization request of client for the relying party's callback.
+func (e *signInEnv) authURL(client, state string, extra ...string) string {
+	v := url.Values{"client_id": {client}, "response_type": {"code"}, "redirect_uri": {rpRedirect},
+		"scope": {"openid notification.mp"}, "state": {state}, "kc_idp_hint": {"local"}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v.Set(extra[i], extra[i+1])
+	}
+	return e.issuer + "/protocol/openid-connect/auth?" + v.Encode()
+}
+
+// signInCode signs b in to client (login when asked, consent when asked) and returns the code.
+func (e *signInEnv) signInCode(t *testing.T, b *http.Client, client string, extra ...string) string {
+	t.Helper()
+	p := get(t, b, e.authURL(client, "st", extra...))
+	if strings.Contains(p.body, `name="password"`) {
+		p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	}
+	if strings.Contains(p.body, `name="accept"`) {
+		p = submit(t, b, p, url.Values{"accept": {"yes"}})
+	}
+	code := callback(t, p).Get("code")
+	if code == "" {
+		t.Fatalf("no code: %s", p.location)
+	}
+	return code
+}
+
+// noWrites fails when the store was changed since the last take.
+func (e *signInEnv) noWrites(t *testing.T, what string) {
+	t.Helper()
+	if w := e.writes.take(); len(w) > 0 {
+		t.Fatalf("%s changed the store: %v", what, w)
+	}
+}
+
+// TestRefusedFlowStepsChangeNothing: a refused CSRF token or browser check ends the request:
+// nothing is stored and no code is issued, for the login form, the consent form and the
+// campus single sign-on's return.
+func TestRefusedFlowStepsChangeNothing(t *testing.T) {
+	e := newSignInEnv(t)
+
+	t.Run("login form with a forged csrf, form_post", func(t *testing.T) {
+		b := browser(t)
+		login := get(t, b, e.authURL("portal", "st", "response_mode", "form_post"))
+		e.writes.take()
+		p := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}, "csrf": {"forged"}})
+		if p.status != http.StatusForbidden || strings.Contains(p.body, `name="code"`) || strings.Contains(p.body, rpRedirect) {
+			t.Fatalf("%d %s", p.status, p.body)
+		}
+		e.noWrites(t, "a refused login")
+		// No session was made: the next authorization asks for the password.
+		if again := get(t, b, e.authURL("portal", "st")); !strings.Contains(again.body, `name="password"`) {
+			t.Fatalf("signed in by a refused login: %d", again.status)
+		}
+	})
+	t.Run("consent form with a forged csrf", func(t *testing.T) {
+		b := browser(t)
+		login := get(t, b, e.authURL("portal", "st"))
+		consent := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		if !strings.Contains(consent.body, `name="accept"`) {
+			t.Fatalf("no consent page: %d", consent.status)
+		}
+		e.writes.take()
+		p := submit(t, b, consent, url.Values{"accept": {"yes"}, "csrf": {"forged"}})
+		if p.status != http.StatusForbidden || p.location != "" || strings.Contains(p.body, "code=") {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+		e.noWrites(t, "a refused consent")
+		// The consent was not stored: it is asked again.
+		if again := get(t, b, e.authURL("portal", "st")); !strings.Contains(again.body, `name="accept"`) {
+			t.Fatalf("consent stored by a refused form: %d %q", again.status, again.location)
+		}
+	})
+	t.Run("consent form from another browser", func(t *testing.T) {
+		b := browser(t)
+		login := get(t, b, e.authURL("portal", "st"))
+		consent := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		e.writes.take()
+		p := submit(t, browser(t), consent, url.Values{"accept": {"yes"}})
+		if p.status != http.StatusForbidden || p.location != "" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+		e.noWrites(t, "a consent from another browser")
+	})
+	t.Run("single sign-on return in another browser", func(t *testing.T) {
+		b := browser(t)
+		casForm := get(t, b, e.authURL("portal", "st", "kc_idp_hint", "cas"))
+		// Sign in at CAS without following its redirect back, to replay that in another browser.
+		stop := &http.Client{Jar: b.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		back := submit(t, stop, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}})
+		if back.status != http.StatusFound || !strings.Contains(back.location, "ticket=") {
+			t.Fatalf("CAS answer: %d %q", back.status, back.location)
+		}
+		e.writes.take()
+		p := get(t, browser(t), back.location)
+		if p.status != http.StatusForbidden || p.location != "" {
+			t.Fatalf("%d %q", p.status, p.location)
+		}
+		e.noWrites(t, "a single sign-on return in another browser")
+		// The ticket was not even validated: the right browser still completes with it.
+		if ok := get(t, b, back.location); !strings.Contains(ok.body, `name="accept"`) {
+			t.Fatalf("the right browser: %d %q", ok.status, ok.location)
+		}
+	})
+	t.Run("a sealed request altered or answered twice", func(t *testing.T) {
+		b := browser(t)
+		login := get(t, b, e.authURL("trusted", "st"))
+		m := formAction.FindStringSubmatch(login.body)
+		if m == nil {
+			t.Fatal("no form")
+		}
+		action := strings.ReplaceAll(m[1], "&amp;", "&")
+		i := strings.Index(action, "req=") + len("req=") + 10
+		flipped := action[:i] + string("AB"[(strings.IndexByte("AB", action[i])+1)%2]) + action[i+1:]
+		altered := strings.Replace(login.body, m[1], flipped, 1)
+		p := submit(t, b, page{status: 200, body: altered, url: login.url}, url.Values{"username": {userID}, "password": {userPass}})
+		if p.status != http.StatusBadRequest || p.location != "" {
+			t.Fatalf("altered request: %d %q", p.status, p.location)
+		}
+		first := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		if callback(t, first).Get("code") == "" {
+			t.Fatal("no code")
+		}
+		again := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		if again.status != http.StatusBadRequest || again.location != "" || !strings.Contains(again.body, "already finished") {
+			t.Fatalf("request answered twice: %d %q", again.status, again.location)
+		}
+	})
+}
+
+// TestUnauthenticatedAuthRequestsStoreNothing: an authorization request no one has signed in
+// to travels sealed with the browser and costs no storage.
+func TestUnauthenticatedAuthRequestsStoreNothing(t *testing.T) {
+	e := newSignInEnv(t)
+	e.writes.take()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := range 2000 {
+		resp, err := hc.Get(e.authURL("portal", "s"+strings.Repeat("x", i%100)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("authorization request %d: %d", i, resp.StatusCode)
+		}
+	}
+	e.noWrites(t, "2,000 authorization requests")
+}
+
+// TestForeignClientChangesNothing: another client's code or refresh token, a wrong PKCE
+// verifier or a scope not granted is refused and uses nothing up.
+func TestForeignClientChangesNothing(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	verifier := oauth2.GenerateVerifier()
+	code := e.signInCode(t, b, "portal", "code_challenge", oauth2.S256ChallengeFromVerifier(verifier), "code_challenge_method", "S256")
+
+	if _, errc := e.exchange(t, "library", code, "code_verifier", verifier); errc != "invalid_grant" {
+		t.Fatalf("another client's code: %q", errc)
+	}
+	if _, errc := e.exchange(t, "portal", code, "code_verifier", "wrong-"+verifier); errc != "invalid_grant" {
+		t.Fatalf("wrong verifier: %q", errc)
+	}
+	tok, errc := e.exchange(t, "portal", code, "code_verifier", verifier)
+	if errc != "" {
+		t.Fatalf("the owner's exchange after refused ones: %q", errc)
+	}
+	rt := tok["refresh_token"].(string)
+
+	if _, errc := e.refresh(t, "library", rt); errc != "invalid_grant" {
+		t.Fatalf("another client's refresh token: %q", errc)
+	}
+	if _, errc := e.refresh(t, "portal", rt, "scope", "openid fake_api"); errc != "invalid_scope" {
+		t.Fatalf("a scope not granted: %q", errc)
+	}
+	next, errc := e.refresh(t, "portal", rt)
+	if errc != "" {
+		t.Fatalf("the owner's refresh after refused ones: %q", errc)
+	}
+	if _, errc := e.refresh(t, "portal", next["refresh_token"].(string)); errc != "" {
+		t.Fatalf("the family was revoked by a refused refresh: %q", errc)
+	}
+
+	// Consuming is atomic: of simultaneous exchanges of one code, exactly one wins, and the
+	// others, being replays, revoke what it issued.
+	code = e.signInCode(t, b, "portal")
+	var mu sync.Mutex
+	var won []map[string]any
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if tok, errc := e.exchange(t, "portal", code); errc == "" {
+				mu.Lock()
+				won = append(won, tok)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d exchanges of one code succeeded", len(won))
+	}
+	if _, errc := e.refresh(t, "portal", won[0]["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("the tokens of a replayed code live on: %q", errc)
+	}
+}
+
+// TestCodeReplayEndsOnlyThatClientsSession: as in Keycloak, a replayed code revokes the tokens
+// it issued, at once (userinfo 401, introspection inactive), and leaves the user signed in to
+// every other application.
+func TestCodeReplayEndsOnlyThatClientsSession(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	code := e.signInCode(t, b, "portal")
+	portal, errc := e.exchange(t, "portal", code)
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := portal["access_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != 200 { // verified and cached
+		t.Fatalf("userinfo: %d", st)
+	}
+	if _, errc := e.exchange(t, "portal", code); errc != "invalid_grant" {
+		t.Fatalf("replay: %q", errc)
+	}
+	if st := userinfo(t, e.issuer, access); st != http.StatusUnauthorized {
+		t.Fatalf("the replayed code's access token at userinfo: %d", st)
+	}
+	if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {access}}); m["active"] != false {
+		t.Fatalf("the replayed code's access token introspects %v", m)
+	}
+	if _, errc := e.refresh(t, "portal", portal["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("the replayed code's refresh token: %q", errc)
+	}
+	// The other application's tokens and the sign-in session live on.
+	if st := userinfo(t, e.issuer, library["access_token"].(string)); st != 200 {
+		t.Fatalf("another application's access token: %d", st)
+	}
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+		t.Fatalf("another application's refresh: %q", errc)
+	}
+	p := get(t, b, e.authURL("portal", "again"))
+	if q := callback(t, p); q.Get("code") == "" {
+		t.Fatalf("the user was signed out: %v", q)
+	}
+}
+
+// TestIntrospectionAnswersAsTheBearerCheck: after logout a token is inactive at once; only its
+// own client or one with the introspect permission learns more than {"active": false}.
+func TestIntrospectionAnswersAsTheBearerCheck(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access, rt := tok["access_token"].(string), tok["refresh_token"].(string)
+	for _, tk := range []string{access, rt} {
+		if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {tk}}); m["active"] != true || m["client_id"] != "portal" {
+			t.Fatalf("own client: %v", m)
+		}
+		if _, m := e.postForm(t, "/token/introspect", "gateway", url.Values{"token": {tk}}); m["active"] != true || m["userid"] != userID {
+			t.Fatalf("a client with the introspect permission: %v", m)
+		}
+		if st, m := e.postForm(t, "/token/introspect", "library", url.Values{"token": {tk}}); st != 200 || len(m) != 1 || m["active"] != false {
+			t.Fatalf("another client learns %d %v", st, m)
+		}
+	}
+	if st := userinfo(t, e.issuer, access); st != 200 {
+		t.Fatalf("userinfo: %d", st)
+	}
+	if out := get(t, b, e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape(rpRedirect)); out.status != http.StatusFound {
+		t.Fatalf("logout: %d", out.status)
+	}
+	for _, tk := range []string{access, rt} {
+		if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {tk}}); m["active"] != false {
+			t.Fatalf("after logout: %v", m)
+		}
+	}
+	if st := userinfo(t, e.issuer, access); st != http.StatusUnauthorized {
+		t.Fatalf("userinfo after logout: %d", st)
+	}
+}
+
+// replica starts another front end on the same NATS and store, with clients.
+func (e *signInEnv) replica(t *testing.T, clients []config.Client) string {
+	t.Helper()
+	cfg := *e.cfg
+	cfg.OAuth.Clients = clients
+	api, err := service.NewAPI(context.Background(), &cfg, service.Deps{Now: e.deps.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	ts := httptest.NewServer(api.Server)
+	t.Cleanup(ts.Close)
+	return ts.URL + "/auth/realms/campus"
+}
+
+// TestRevocationsReachEveryReplica: a logout on one front end refuses the session's tokens on
+// another (shared through NATS, not process memory).
+func TestRevocationsReachEveryReplica(t *testing.T) {
+	e := newSignInEnv(t)
+	other := e.replica(t, e.cfg.OAuth.Clients)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := tok["access_token"].(string)
+	if st := userinfo(t, other, access); st != 200 {
+		t.Fatalf("userinfo on the other replica: %d", st)
+	}
+	get(t, b, e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape(rpRedirect))
+	deadline := time.Now().Add(5 * time.Second)
+	for userinfo(t, other, access) != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica still accepts the token of an ended session")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRemovedClientsTokensRefused: once a client is removed from the configuration, its
+// tokens stop working on every interface, though they have not expired.
+func TestRemovedClientsTokensRefused(t *testing.T) {
+	e := newSignInEnv(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := tok["access_token"].(string)
+	kept := slices.DeleteFunc(slices.Clone(e.cfg.OAuth.Clients), func(c config.Client) bool { return c.ClientID == "portal" })
+	issuer := e.replica(t, kept)
+	if st := userinfo(t, issuer, access); st != http.StatusUnauthorized {
+		t.Fatalf("userinfo: %d", st)
+	}
+	req, _ := http.NewRequest("POST", strings.TrimSuffix(issuer, "/auth/realms/campus")+"/v1/infra/notification/mp",
+		strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+access)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	ireq, _ := http.NewRequest("POST", issuer+"/protocol/openid-connect/token/introspect", strings.NewReader(url.Values{"token": {access}}.Encode()))
+	ireq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	ireq.SetBasicAuth("gateway", rpSecret)
+	resp, err = http.DefaultClient.Do(ireq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if m["active"] != false {
+		t.Fatalf("introspection: %v", m)
+	}
+	// The same token is still good where the client is registered.
+	if st := userinfo(t, e.issuer, access); st != 200 {
+		t.Fatalf("userinfo where the client is registered: %d", st)
+	}
+}
