@@ -122,6 +122,48 @@ type OAuth struct {
 	IdentityProviders IdentityProviders `yaml:"identity_providers"`
 	// Clients are the registered client applications.
 	Clients []Client `yaml:"clients"`
+	// RateLimits bound how often tokens are granted (the interface: "requesting tokens too
+	// often can trigger a rate limit").
+	RateLimits RateLimits `yaml:"rate_limits"`
+	// BruteForce blocks client ids, users and addresses after repeated failed sign-ins or
+	// client authentications, as Keycloak's brute-force detection does (same defaults).
+	BruteForce BruteForce `yaml:"brute_force"`
+	// TrustedProxies are the addresses (CIDR) of reverse proxies in front of the service,
+	// whose X-Forwarded-For is believed. Default none: the source address of the connection
+	// is the client's.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// RateLimits are token-bucket limits of the token endpoint, shared by every front end.
+type RateLimits struct {
+	// Disabled turns the limits off.
+	Disabled bool `yaml:"disabled"`
+	// PerClient is the grants per second a client gets. Default 50.
+	PerClient float64 `yaml:"per_client"`
+	// PerClientBurst is how many grants a client may get at once. Default 100.
+	PerClientBurst int `yaml:"per_client_burst"`
+	// PerAddress is the token requests per second a source address may make. Default 100.
+	PerAddress float64 `yaml:"per_address"`
+	// PerAddressBurst is how many token requests an address may make at once. Default 200.
+	PerAddressBurst int `yaml:"per_address_burst"`
+}
+
+// BruteForce is the detection of repeated failures, with Keycloak's settings and defaults.
+type BruteForce struct {
+	// Disabled turns the detection off.
+	Disabled bool `yaml:"disabled"`
+	// Failures before a wait is imposed (Keycloak's "max login failures"). Default 30.
+	Failures int `yaml:"failures"`
+	// WaitIncrement is the wait added each time Failures more failures happen. Default 60s.
+	WaitIncrement Duration `yaml:"wait_increment"`
+	// MaxWait caps the wait. Default 15m.
+	MaxWait Duration `yaml:"max_wait"`
+	// FailureReset forgets the failures when none happened for this long. Default 12h.
+	FailureReset Duration `yaml:"failure_reset"`
+	// QuickLoginCheck: two failures closer than this impose MinQuickLoginWait. Default 1s.
+	QuickLoginCheck Duration `yaml:"quick_login_check"`
+	// MinQuickLoginWait is the wait after failures in quick succession. Default 60s.
+	MinQuickLoginWait Duration `yaml:"min_quick_login_wait"`
 }
 
 // IdentityProviders lists the providers users sign in with; kc_idp_hint picks one.
@@ -172,6 +214,9 @@ type Client struct {
 	// Introspect lets the client introspect the tokens of other clients (RFC 7662), as a
 	// resource server does. Without it a client learns only about its own tokens.
 	Introspect bool `yaml:"introspect" json:"introspect,omitempty"`
+	// RateLimit overrides oauth.rate_limits.per_client for this client (grants per second;
+	// the burst is twice that). Zero: the default.
+	RateLimit float64 `yaml:"rate_limit" json:"rate_limit,omitempty"`
 }
 
 // SecretHash returns the SHA-256 of the client's secret, from whichever form the file gave.
@@ -362,6 +407,38 @@ func (c *Config) Defaults() {
 	if c.OAuth.RefreshTokenTTL == 0 {
 		c.OAuth.RefreshTokenTTL = Duration(1800 * time.Second)
 	}
+	rl := &c.OAuth.RateLimits
+	if rl.PerClient == 0 {
+		rl.PerClient = 50
+	}
+	if rl.PerClientBurst == 0 {
+		rl.PerClientBurst = 100
+	}
+	if rl.PerAddress == 0 {
+		rl.PerAddress = 100
+	}
+	if rl.PerAddressBurst == 0 {
+		rl.PerAddressBurst = 200
+	}
+	bf := &c.OAuth.BruteForce
+	if bf.Failures == 0 {
+		bf.Failures = 30
+	}
+	if bf.WaitIncrement == 0 {
+		bf.WaitIncrement = Duration(time.Minute)
+	}
+	if bf.MaxWait == 0 {
+		bf.MaxWait = Duration(15 * time.Minute)
+	}
+	if bf.FailureReset == 0 {
+		bf.FailureReset = Duration(12 * time.Hour)
+	}
+	if bf.QuickLoginCheck == 0 {
+		bf.QuickLoginCheck = Duration(time.Second)
+	}
+	if bf.MinQuickLoginWait == 0 {
+		bf.MinQuickLoginWait = Duration(time.Minute)
+	}
 	idp := &c.OAuth.IdentityProviders
 	if idp.Default == "" {
 		switch {
@@ -488,6 +565,18 @@ func (c *Config) Validate(role Role) error {
 
 func (c *Config) validateOAuth(p *problems) {
 	o := c.OAuth
+	if rl := o.RateLimits; rl.PerClient < 0 || rl.PerAddress < 0 || rl.PerClientBurst < 1 || rl.PerAddressBurst < 1 {
+		p.add("oauth.rate_limits: rates must be positive and bursts at least 1")
+	}
+	if bf := o.BruteForce; bf.Failures < 1 || bf.WaitIncrement.D() <= 0 || bf.MaxWait.D() < bf.WaitIncrement.D() ||
+		bf.FailureReset.D() < time.Minute || bf.QuickLoginCheck.D() < 0 || bf.MinQuickLoginWait.D() < 0 {
+		p.add("oauth.brute_force: failures at least 1, wait_increment positive, max_wait at least wait_increment, failure_reset at least 1m")
+	}
+	for _, cidr := range o.TrustedProxies {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			p.add("oauth.trusted_proxies: %q is not a CIDR address range", cidr)
+		}
+	}
 	if !validName(o.Realm) {
 		p.add("oauth.realm: %q must be letters, digits, - or _", o.Realm)
 	}
@@ -579,6 +668,9 @@ func (c *Config) validateOAuth(p *problems) {
 		}
 		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
 			p.add("%s.access_token_ttl: %s, must be 60s to 24h", at, cl.AccessTokenTTL.D())
+		}
+		if cl.RateLimit < 0 {
+			p.add("%s.rate_limit: %v, must be positive (or 0 for the default)", at, cl.RateLimit)
 		}
 	}
 }

@@ -22,6 +22,8 @@ type Client struct {
 	AccessTokenTTL         time.Duration
 	// Introspect lets the client introspect tokens of other clients (a resource server).
 	Introspect bool
+	// RateLimit overrides the default grants per second; zero: the default.
+	RateLimit float64
 }
 
 // Allows reports whether the client may use grant.
@@ -50,7 +52,7 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 		r.byID[c.ClientID] = &Client{
 			ID: c.ClientID, secretHash: h, Grants: slices.Clone(c.Grants), Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
-			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
+			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect, RateLimit: c.RateLimit,
 		}
 	}
 	return r, nil

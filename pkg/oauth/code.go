@@ -84,14 +84,25 @@ func (s *Service) IssueCode(ctx context.Context, g CodeGrant) (string, error) {
 	return code, err
 }
 
-// authenticateClient finds the client of a token, revocation or introspection request from
-// the form or HTTP Basic credentials.
-func (s *Service) authenticateClient(form url.Values, basicID, basicSecret string, basicOK bool) (*Client, *Error) {
+// ClientRequest is a request of a client to the token, revocation or introspection endpoint:
+// its form, its HTTP Basic credentials when it used them, and its source address.
+type ClientRequest struct {
+	Form                 url.Values
+	BasicID, BasicSecret string
+	Basic                bool
+	Addr                 string
+}
+
+// authenticateClient finds the client of a request from the form or HTTP Basic credentials.
+// Failures count towards brute-force blocks of the client id and the address; while either is
+// blocked, even the right secret gets the same answer as a wrong one.
+func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Client, *Error) {
+	form := r.Form
 	id, secret := form.Get("client_id"), form.Get("client_secret")
-	if basicOK {
+	if r.Basic {
 		// RFC 6749 §2.3.1: Basic credentials are form-encoded before they are joined.
-		bid, err1 := url.QueryUnescape(basicID)
-		bsec, err2 := url.QueryUnescape(basicSecret)
+		bid, err1 := url.QueryUnescape(r.BasicID)
+		bsec, err2 := url.QueryUnescape(r.BasicSecret)
 		if err1 != nil || err2 != nil {
 			return nil, errorf(ErrInvalidClient, "malformed Basic credentials")
 		}
@@ -106,12 +117,25 @@ func (s *Service) authenticateClient(form url.Values, basicID, basicSecret strin
 	if id == "" || secret == "" {
 		return nil, errorf(ErrInvalidClient, "client_id and client_secret are required")
 	}
+	blocked := s.Guard.Blocked(ClientKey(id), AddressKey(r.Addr))
 	client, ok := s.Clients.Authenticate(id, secret)
-	if !ok {
-		return nil, errorf(ErrInvalidClient, "unknown client or wrong secret")
+	if blocked {
+		s.Logger.Warn("client authentication refused: blocked after repeated failures", "client", id, "addr", r.Addr)
+		return nil, errWrongClient()
 	}
+	if !ok {
+		keys := []string{AddressKey(r.Addr)}
+		if _, known := s.Clients.Lookup(id); known {
+			keys = append(keys, ClientKey(id))
+		}
+		s.Guard.Failed(ctx, keys...)
+		return nil, errWrongClient()
+	}
+	s.Guard.Succeeded(ctx, ClientKey(id))
 	return client, nil
 }
+
+func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client or wrong secret") }
 
 // issueUserTokens issues an access token, a refresh token of family fam and, with openid, an
 // ID token, for the user of session se.

@@ -5,6 +5,7 @@ package oauth
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Error codes of RFC 6749 §5.2 and RFC 6750 §3.1.
@@ -19,6 +20,8 @@ const (
 	ErrInsufficientScope    = "insufficient_scope"
 	ErrServerError          = "server_error"
 	ErrAccessDenied         = "access_denied"
+	// ErrTooManyRequests answers a request over a rate limit (HTTP 429 with Retry-After).
+	ErrTooManyRequests = "too_many_requests"
 )
 
 // Error is an OAuth 2.0 error answer: a standard code, a description a developer can act on,
@@ -27,6 +30,8 @@ type Error struct {
 	Code        string `json:"error"`
 	Description string `json:"error_description,omitempty"`
 	Status      int    `json:"-"`
+	// RetryAfter, when set, is sent as Retry-After.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Error returns "code: description".

@@ -71,7 +71,7 @@ func TestGrantScopeAndLifetime(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, e := s.Token(context.Background(), c.form, "", "", false)
+			r, e := s.Token(context.Background(), oauth.ClientRequest{Form: c.form})
 			if c.err != "" {
 				if e == nil || e.Code != c.err {
 					t.Fatalf("got %+v %+v", r, e)
@@ -88,19 +88,19 @@ func TestGrantScopeAndLifetime(t *testing.T) {
 func TestBasicCredentials(t *testing.T) {
 	s := service(t, &clock{t: time.Now()})
 	grant := form("grant_type", "client_credentials")
-	if _, e := s.Token(context.Background(), grant, "a", "secret-of-client-a", true); e != nil {
+	if _, e := s.Token(context.Background(), oauth.ClientRequest{Form: grant, BasicID: "a", BasicSecret: "secret-of-client-a", Basic: true}); e != nil {
 		t.Fatalf("basic: %v", e)
 	}
 	// RFC 6749 §2.3.1: Basic credentials are form-encoded.
-	if _, e := s.Token(context.Background(), grant, "a", "secret%2Dof%2Dclient%2Da", true); e != nil {
+	if _, e := s.Token(context.Background(), oauth.ClientRequest{Form: grant, BasicID: "a", BasicSecret: "secret%2Dof%2Dclient%2Da", Basic: true}); e != nil {
 		t.Fatalf("encoded basic: %v", e)
 	}
 	both := form("grant_type", "client_credentials", "client_secret", "secret-of-client-a")
-	if _, e := s.Token(context.Background(), both, "a", "secret-of-client-a", true); e == nil || e.Code != "invalid_request" {
+	if _, e := s.Token(context.Background(), oauth.ClientRequest{Form: both, BasicID: "a", BasicSecret: "secret-of-client-a", Basic: true}); e == nil || e.Code != "invalid_request" {
 		t.Fatalf("credentials twice: %v", e)
 	}
 	mismatch := form("grant_type", "client_credentials", "client_id", "long")
-	if _, e := s.Token(context.Background(), mismatch, "a", "secret-of-client-a", true); e == nil || e.Code != "invalid_request" {
+	if _, e := s.Token(context.Background(), oauth.ClientRequest{Form: mismatch, BasicID: "a", BasicSecret: "secret-of-client-a", Basic: true}); e == nil || e.Code != "invalid_request" {
 		t.Fatalf("two client ids: %v", e)
 	}
 }
@@ -110,7 +110,7 @@ func TestVerifierCachesUntilExpiry(t *testing.T) {
 	s := service(t, clk)
 	v := oauth.NewVerifier(s, 2)
 	tok := func() string {
-		r, e := s.Token(context.Background(), form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a"), "", "", false)
+		r, e := s.Token(context.Background(), oauth.ClientRequest{Form: form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a")})
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -192,7 +192,7 @@ func BenchmarkVerifyCached(b *testing.B) {
 	clk := &clock{t: time.Now()}
 	s := service(&testing.T{}, clk)
 	v := oauth.NewVerifier(s, 0)
-	r, _ := s.Token(context.Background(), form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a"), "", "", false)
+	r, _ := s.Token(context.Background(), oauth.ClientRequest{Form: form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a")})
 	h := "Bearer " + r.AccessToken
 	req := oauth.Requirement{Scope: "notification.mp"}
 	b.ReportAllocs()

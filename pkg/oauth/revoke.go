@@ -3,7 +3,6 @@ package oauth
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 
@@ -114,8 +113,9 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 // tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
 // lifetime and are not revocable one by one: they are refused with unsupported_token_type
 // rather than pretended revoked. An unknown token is not an error (RFC 7009 §2.2).
-func (s *Service) Revoke(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) *Error {
-	c, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
+	form := r.Form
+	c, e := s.authenticateClient(ctx, r)
 	if e != nil {
 		return e
 	}
@@ -145,8 +145,9 @@ func (s *Service) Revoke(ctx context.Context, form url.Values, basicID, basicSec
 // Introspect is RFC 7662 introspection for confidential clients. It answers what the bearer
 // check would: a token refused there is {"active": false} here. Only the token's own client,
 // or a client registered with the introspect permission, learns more than that.
-func (s *Service) Introspect(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) (map[string]any, *Error) {
-	caller, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+func (s *Service) Introspect(ctx context.Context, r ClientRequest) (map[string]any, *Error) {
+	form := r.Form
+	caller, e := s.authenticateClient(ctx, r)
 	if e != nil {
 		return nil, e
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -72,13 +71,16 @@ type Service struct {
 	// Revoked holds the revocations every replica honours at once; nil: the store alone, read
 	// on each recheck.
 	Revoked Shared
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Guard applies rate limits and brute-force detection; nil: none.
+	Guard  *Guard
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Token handles a token request: the form of POST /v1/token, and the client's credentials
 // from HTTP Basic authentication when it used that (basicOK).
-func (s *Service) Token(ctx context.Context, form url.Values, basicID, basicSecret string, basicOK bool) (*TokenResponse, *Error) {
+func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *Error) {
+	form := r.Form
 	grant := form.Get("grant_type")
 	switch grant {
 	case "":
@@ -89,8 +91,14 @@ func (s *Service) Token(ctx context.Context, form url.Values, basicID, basicSecr
 	default:
 		return nil, errorf(ErrUnsupportedGrantType, "grant_type %q is not supported", grant)
 	}
-	client, e := s.authenticateClient(form, basicID, basicSecret, basicOK)
+	if e := s.Guard.AllowAddress(ctx, r.Addr); e != nil {
+		return nil, e
+	}
+	client, e := s.authenticateClient(ctx, r)
 	if e != nil {
+		return nil, e
+	}
+	if e := s.Guard.AllowClient(ctx, client); e != nil {
 		return nil, e
 	}
 	if !client.Allows(grant) {

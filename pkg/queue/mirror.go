@@ -38,14 +38,12 @@ type mirrored struct {
 // OpenMirror creates or opens the bucket (its entries expire after ttl) and returns once every
 // entry it holds is in memory.
 func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, now func() time.Time) (*Mirror, error) {
+	kv, err := openBucket(ctx, js, bucket, ttl)
+	if err != nil {
+		return nil, err
+	}
 	if now == nil {
 		now = time.Now
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	w, err := kv.WatchAll(wctx)
@@ -67,6 +65,36 @@ func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 
 // follow applies the watch's updates until the mirror is closed; ready is closed once the
 // entries present when the watch started are applied.
+func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
+	}
+	return kv, nil
+}
+
+// Counters is a NATS key-value bucket of values changed atomically and read only by their
+// writers (rate-limit buckets): unlike Mirror, nothing is kept in memory, so a flood of keys
+// costs the front ends no memory. Its Update is Mirror's.
+type Counters struct{ kv jetstream.KeyValue }
+
+// OpenCounters creates or opens the bucket; its entries expire after ttl.
+func OpenCounters(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (*Counters, error) {
+	kv, err := openBucket(ctx, js, bucket, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &Counters{kv: kv}, nil
+}
+
+// Update changes key atomically, as Mirror.Update does.
+func (c *Counters) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
+	_, v, err := update(ctx, c.kv, key, change)
+	return v, err
+}
+
 func (m *Mirror) follow(w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(m.done)
 	defer func() { _ = w.Stop() }()
@@ -138,37 +166,45 @@ func (m *Mirror) Put(ctx context.Context, key string, value []byte) error {
 // Update changes key atomically: change gets the stored value (nil when there is none) and
 // returns the new one. Concurrent updates from any replica are retried, never lost.
 func (m *Mirror) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
+	rev, value, err := update(ctx, m.kv, key, change)
+	if err != nil {
+		return nil, err
+	}
+	m.apply(key, value, rev, false, m.now())
+	return value, nil
+}
+
+func update(ctx context.Context, kv jetstream.KeyValue, key string, change func(old []byte) ([]byte, error)) (uint64, []byte, error) {
 	for {
 		var old []byte
 		var rev uint64
-		e, err := m.kv.Get(ctx, key)
+		e, err := kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return nil, fmt.Errorf("get %s: %w", key, err)
+			return 0, nil, fmt.Errorf("get %s: %w", key, err)
 		default:
 			old, rev = e.Value(), e.Revision()
 		}
 		value, err := change(old)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		if rev == 0 {
-			rev, err = m.kv.Create(ctx, key, value)
+			rev, err = kv.Create(ctx, key, value)
 		} else {
-			rev, err = m.kv.Update(ctx, key, value, rev)
+			rev, err = kv.Update(ctx, key, value, rev)
 		}
 		switch {
 		case err == nil:
-			m.apply(key, value, rev, false, m.now())
-			return value, nil
+			return rev, value, nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return 0, nil, ctx.Err()
 			}
-			continue // another replica wrote first: read again
+			// another replica wrote first: read again
 		default:
-			return nil, fmt.Errorf("update %s: %w", key, err)
+			return 0, nil, fmt.Errorf("update %s: %w", key, err)
 		}
 	}
 }

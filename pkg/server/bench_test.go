@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"io"
+
+	"github.com/campus-it/ucs/pkg/config"
 	"net/http"
 	"strings"
 	"testing"
@@ -54,8 +56,22 @@ func BenchmarkLookup(b *testing.B) {
 	hammer(b, 8, "GET", e.url+"/v1/infra/notification/mp/"+id, "", tok, "", "lookups/s")
 }
 
-// BenchmarkTokenGrant measures client credentials grants over HTTP (hash check and ES256 signing).
+// BenchmarkTokenGrant measures client credentials grants over HTTP (hash check and ES256
+// signing), with the rate limits and brute-force detection off, and on (limits high enough
+// not to refuse: what is measured is their cost).
 func BenchmarkTokenGrant(b *testing.B) {
-	e := newEnv(b)
-	hammer(b, 1, "POST", e.url+"/v1/token", form, "", "grant_type=client_credentials&client_id=pusher&client_secret="+pushSecret, "tokens/s")
+	body := "grant_type=client_credentials&client_id=pusher&client_secret=" + pushSecret
+	b.Run("limits=off", func(b *testing.B) {
+		e := newEnvWith(b, func(c *config.Config) {
+			c.OAuth.RateLimits.Disabled, c.OAuth.BruteForce.Disabled = true, true
+		})
+		hammer(b, 1, "POST", e.url+"/v1/token", form, "", body, "tokens/s")
+	})
+	b.Run("limits=on", func(b *testing.B) {
+		e := newEnvWith(b, func(c *config.Config) {
+			c.OAuth.RateLimits.PerAddress, c.OAuth.RateLimits.PerAddressBurst = 50_000, 100_000
+			c.OAuth.RateLimits.PerClient, c.OAuth.RateLimits.PerClientBurst = 50_000, 100_000
+		})
+		hammer(b, 1, "POST", e.url+"/v1/token", form, "", body, "tokens/s")
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -77,8 +78,11 @@ type Config struct {
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For gives the
+	// client's address; without them the connection's source address is the client's.
+	TrustedProxies []*net.IPNet
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Server is the front end.
@@ -131,6 +135,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
+	// The source address feeds rate limits and brute-force blocks, so a header is believed
+	// only from a trusted proxy.
+	s.e.IPExtractor = echo.ExtractIPDirect()
+	if len(cfg.TrustedProxies) > 0 {
+		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, n := range cfg.TrustedProxies {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+		s.e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
+	}
 	s.e.Use(middleware.Recover())
 	s.routes()
 	return s, nil

@@ -63,6 +63,12 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the configuration changed by mod before the service starts.
+func newEnvWith(t testing.TB, mod func(*config.Config)) *env {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +90,9 @@ func newEnv(t testing.TB) *env {
 		Platform: config.Platform{CallbackToken: cbToken},
 	}
 	cfg.Defaults()
+	if mod != nil {
+		mod(cfg)
+	}
 	if err := cfg.Validate(config.RoleAPI); err != nil {
 		t.Fatal(err)
 	}

@@ -292,9 +292,20 @@ func (s *Server) loginLocal(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the login form.", "invalid_request")
 	}
 	user := strings.TrimSpace(c.FormValue("username"))
-	if !s.cfg.SignIn.Directory.Check(user, c.FormValue("password")) {
+	// Brute-force detection per user and per address, as Keycloak's: a blocked user gets the
+	// same answer as a wrong password, and the password is checked all the same (no timing
+	// tells them apart).
+	ctx, g, addr := c.Request().Context(), s.cfg.OAuth.Guard, c.RealIP()
+	blocked := g.Blocked(oauth.UserKey(user), oauth.LoginAddressKey(addr))
+	if ok := s.cfg.SignIn.Directory.Check(user, c.FormValue("password")); !ok || blocked {
+		if blocked {
+			s.log.Warn("sign-in refused: blocked after repeated failures", "addr", addr)
+		} else {
+			g.Failed(ctx, oauth.UserKey(user), oauth.LoginAddressKey(addr))
+		}
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
 	}
+	g.Succeeded(ctx, oauth.UserKey(user))
 	se, err := s.newSession(c, user, "local")
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
@@ -552,29 +563,29 @@ func (s *Server) logoutTargetAllowed(clientID, target string) bool {
 	return s.cfg.OAuth.Clients.AnyPostLogoutRedirect(target)
 }
 
-// clientForm reads the form of a token, revocation or introspection request, and the client's
-// HTTP Basic credentials. On a bad request it answers the OAuth error itself and returns a nil
-// form.
-func (s *Server) clientForm(c echo.Context) (url.Values, string, string, bool, error) {
+// clientRequest reads a token, revocation or introspection request: its form, the client's
+// HTTP Basic credentials and the source address. On a bad request it answers the OAuth error
+// itself and returns ok false.
+func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error) {
 	r := c.Request()
 	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
-		return nil, "", "", false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the body must be application/x-www-form-urlencoded", Status: 400})
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the body must be application/x-www-form-urlencoded", Status: 400})
 	}
 	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		return nil, "", "", false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: 400})
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: 400})
 	}
-	id, sec, ok := r.BasicAuth()
-	return r.PostForm, id, sec, ok, nil
+	id, sec, basic := r.BasicAuth()
+	return oauth.ClientRequest{Form: r.PostForm, BasicID: id, BasicSecret: sec, Basic: basic, Addr: c.RealIP()}, true, nil
 }
 
 // revoke is RFC 7009 token revocation.
 func (s *Server) revoke(c echo.Context) error {
-	form, id, sec, basic, err := s.clientForm(c)
-	if form == nil {
+	req, ok, err := s.clientRequest(c)
+	if !ok {
 		return err
 	}
-	if e := s.cfg.OAuth.Revoke(c.Request().Context(), form, id, sec, basic); e != nil {
+	if e := s.cfg.OAuth.Revoke(c.Request().Context(), req); e != nil {
 		return s.oauthError(c, e)
 	}
 	return c.NoContent(http.StatusOK)
@@ -582,11 +593,11 @@ func (s *Server) revoke(c echo.Context) error {
 
 // introspect is RFC 7662 token introspection.
 func (s *Server) introspect(c echo.Context) error {
-	form, id, sec, basic, err := s.clientForm(c)
-	if form == nil {
+	req, ok, err := s.clientRequest(c)
+	if !ok {
 		return err
 	}
-	out, e := s.cfg.OAuth.Introspect(c.Request().Context(), form, id, sec, basic)
+	out, e := s.cfg.OAuth.Introspect(c.Request().Context(), req)
 	if e != nil {
 		return s.oauthError(c, e)
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,13 +17,13 @@ const maxFormBytes = 16 << 10
 func (s *Server) token(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().Header().Set("Pragma", "no-cache")
-	form, id, secret, basic, err := s.clientForm(c)
-	if form == nil {
+	req, ok, err := s.clientRequest(c)
+	if !ok {
 		return err
 	}
-	resp, oerr := s.cfg.OAuth.Token(c.Request().Context(), form, id, secret, basic)
+	resp, oerr := s.cfg.OAuth.Token(c.Request().Context(), req)
 	if oerr != nil {
-		if oerr.Code == oauth.ErrInvalidClient && basic {
+		if oerr.Code == oauth.ErrInvalidClient && req.Basic {
 			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
 		}
 		return s.oauthError(c, oerr)
@@ -33,6 +35,9 @@ func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
 	status := e.Status
 	if status == 0 {
 		status = http.StatusBadRequest
+	}
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter/time.Second)))
 	}
 	return c.JSON(status, e)
 }

@@ -132,6 +132,13 @@ type API struct {
 // which every front end honours at once.
 const RevocationsBucket = "ucs_revocations"
 
+// FailuresBucket holds the failed authentications and blocks of brute-force detection, and
+// RateBucket the token buckets of the rate limits; both are shared by every front end.
+const (
+	FailuresBucket = "ucs_failures"
+	RateBucket     = "ucs_rates"
+)
+
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
 // the configuration into the store, and builds the server.
 func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
@@ -177,9 +184,29 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.mirrors = append(a.mirrors, revoked)
+	// Failures are forgotten after failure_reset without one: the bucket's entries expire then.
+	failures, err := queue.OpenMirror(ctx, a.conn.js, FailuresBucket, cfg.OAuth.BruteForce.FailureReset.D(), d.Now)
+	if err != nil {
+		return err
+	}
+	a.mirrors = append(a.mirrors, failures)
+	buckets, err := queue.OpenCounters(ctx, a.conn.js, RateBucket, time.Hour)
+	if err != nil {
+		return err
+	}
 	svc := &oauth.Service{
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
+		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits, BruteForce: cfg.OAuth.BruteForce, Failures: failures,
+			Buckets: buckets, Now: d.Now, Logger: d.Logger},
+	}
+	var proxies []*net.IPNet
+	for _, cidr := range cfg.OAuth.TrustedProxies {
+		_, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			return err
+		}
+		proxies = append(proxies, n)
 	}
 	signIn, err := buildSignIn(ctx, cfg, a.Store, d)
 	if err != nil {
@@ -197,7 +224,7 @@ func (a *API) build(ctx context.Context) error {
 			}
 			return nil
 		},
-		Now: d.Now, Logger: d.Logger,
+		TrustedProxies: proxies, Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {
 		a.writer.Close()
