@@ -61,13 +61,13 @@ func BenchmarkLookup(b *testing.B) {
 // not to refuse: what is measured is their cost).
 func BenchmarkTokenGrant(b *testing.B) {
 	body := "grant_type=client_credentials&client_id=pusher&client_secret=" + pushSecret
-	b.Run("limits=off", func(b *testing.B) {
+	b.Run("limits_off", func(b *testing.B) {
 		e := newEnvWith(b, func(c *config.Config) {
 			c.OAuth.RateLimits.Disabled, c.OAuth.BruteForce.Disabled = true, true
 		})
 		hammer(b, 1, "POST", e.url+"/v1/token", form, "", body, "tokens/s")
 	})
-	b.Run("limits=on", func(b *testing.B) {
+	b.Run("limits_on", func(b *testing.B) {
 		e := newEnvWith(b, func(c *config.Config) {
 			c.OAuth.RateLimits.PerAddress, c.OAuth.RateLimits.PerAddressBurst = 50_000, 100_000
 			c.OAuth.RateLimits.PerClient, c.OAuth.RateLimits.PerClientBurst = 50_000, 100_000
