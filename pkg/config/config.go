@@ -214,6 +214,9 @@ type Client struct {
 	// Introspect lets the client introspect the tokens of other clients (RFC 7662), as a
 	// resource server does. Without it a client learns only about its own tokens.
 	Introspect bool `yaml:"introspect" json:"introspect,omitempty"`
+	// RefreshTokens: a client allowed the authorization code grant gets refresh tokens (the
+	// refresh_token grant) unless this is false, as in Keycloak.
+	RefreshTokens *bool `yaml:"refresh_tokens" json:"refresh_tokens,omitempty"`
 	// RateLimit overrides oauth.rate_limits.per_client for this client (grants per second;
 	// the burst is twice that). Zero: the default.
 	RateLimit float64 `yaml:"rate_limit" json:"rate_limit,omitempty"`
@@ -668,6 +671,9 @@ func (c *Config) validateOAuth(p *problems) {
 		}
 		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
 			p.add("%s.access_token_ttl: %s, must be 60s to 24h", at, cl.AccessTokenTTL.D())
+		}
+		if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, GrantRefreshToken) {
+			p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
 		}
 		if cl.RateLimit < 0 {
 			p.add("%s.rate_limit: %v, must be positive (or 0 for the default)", at, cl.RateLimit)

@@ -49,8 +49,14 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 		if ttl == 0 {
 			ttl = defaultTTL
 		}
+		grants := slices.Clone(c.Grants)
+		// Refresh tokens by default with the authorization code grant, as in Keycloak.
+		if slices.Contains(grants, config.GrantAuthorizationCode) && !slices.Contains(grants, config.GrantRefreshToken) &&
+			(c.RefreshTokens == nil || *c.RefreshTokens) {
+			grants = append(grants, config.GrantRefreshToken)
+		}
 		r.byID[c.ClientID] = &Client{
-			ID: c.ClientID, secretHash: h, Grants: slices.Clone(c.Grants), Scopes: slices.Clone(c.Scopes),
+			ID: c.ClientID, secretHash: h, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
 			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect, RateLimit: c.RateLimit,
 		}

@@ -5,6 +5,7 @@ package oauth
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -39,7 +40,18 @@ func (e *Error) Error() string { return e.Code + ": " + e.Description }
 
 // errorf builds an Error with the status RFC 6749 gives its code.
 func errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Description: fmt.Sprintf(format, args...), Status: statusOf(code)}
+	return &Error{Code: code, Description: Description(fmt.Sprintf(format, args...)), Status: statusOf(code)}
+}
+
+// Description keeps an error_description within RFC 6749's characters (%x20-21 / %x23-5B /
+// %x5D-7E): others become a space. Descriptions never quote what the request sent.
+func Description(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func statusOf(code string) int {

@@ -81,6 +81,9 @@ type Service struct {
 // from HTTP Basic authentication when it used that (basicOK).
 func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *Error) {
 	form := r.Form
+	if Repeated(form) {
+		return nil, errorf(ErrInvalidRequest, "a parameter is given more than once")
+	}
 	grant := form.Get("grant_type")
 	switch grant {
 	case "":
@@ -89,7 +92,7 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 	case "password":
 		return nil, errorf(ErrUnsupportedGrantType, "the password grant is under construction; use client_credentials or authorization_code")
 	default:
-		return nil, errorf(ErrUnsupportedGrantType, "grant_type %q is not supported", grant)
+		return nil, errorf(ErrUnsupportedGrantType, "grant_type must be client_credentials, authorization_code or refresh_token")
 	}
 	if e := s.Guard.AllowAddress(ctx, r.Addr); e != nil {
 		return nil, e
@@ -144,8 +147,8 @@ func grantScope(c *Client, requested, grant string) (string, *Error) {
 	}
 	var out []string
 	for s := range strings.FieldsSeq(requested) {
-		if !slices.Contains(c.Scopes, s) {
-			return "", errorf(ErrInvalidScope, "scope %q is not granted to client %s", s, c.ID)
+		if !c.MayAsk(s) {
+			return "", errorf(ErrInvalidScope, "a requested scope is not granted to client %s", c.ID)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

@@ -66,7 +66,7 @@ func (s *Server) signInRoutes() {
 	s.e.POST(r+"/login-actions/consent", s.consent)
 	s.e.GET(r+"/broker/cas/endpoint", s.casCallback)
 	s.e.GET(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
-	s.e.POST(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
+	s.e.POST(oidc+"/userinfo", s.userinfo, formBearer, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
 	s.e.GET(oidc+"/logout", s.logout)
 	s.e.POST(oidc+"/logout", s.logout)
 	s.e.POST(oidc+"/revoke", s.revoke)
@@ -135,6 +135,9 @@ func requestParams(c echo.Context) url.Values {
 func (s *Server) authorize(c echo.Context) error {
 	si := s.cfg.SignIn
 	q := requestParams(c)
+	if len(q["client_id"]) > 1 || len(q["redirect_uri"]) > 1 {
+		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "client_id and redirect_uri must each be given once.", "invalid_request")
+	}
 	client, ok := s.cfg.OAuth.Clients.Lookup(q.Get("client_id"))
 	if !ok {
 		return s.errorPage(c, http.StatusBadRequest, "无效的客户端 Unknown client", "The application is not registered: check client_id.", "invalid_client")
@@ -152,9 +155,19 @@ func (s *Server) authorize(c echo.Context) error {
 		ar.ResponseMode = "query"
 		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "response_mode must be query, fragment or form_post")
 	}
-	if len(ar.State) > 2048 {
+	if len(ar.State) > 2048 || len(q["state"]) > 1 {
 		ar.State = ""
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "state is longer than 2048 characters")
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "state must be given once, at most 2048 characters")
+	}
+	if oauth.Repeated(q) {
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "a parameter is given more than once")
+	}
+	// Request objects (OpenID Connect Core §6) are not supported: refused, never ignored.
+	if q.Has("request") {
+		return s.redirectError(c, ar, "request_not_supported", "request objects are not supported; send the parameters themselves")
+	}
+	if q.Has("request_uri") {
+		return s.redirectError(c, ar, "request_uri_not_supported", "request_uri is not supported; send the parameters themselves")
 	}
 	if si == nil || (si.Directory == nil && si.CAS == nil) {
 		return s.redirectError(c, ar, "temporarily_unavailable", "sign-in is not configured on this server")
@@ -167,8 +180,8 @@ func (s *Server) authorize(c echo.Context) error {
 	}
 	scopes := strings.Fields(q.Get("scope"))
 	for _, sc := range scopes {
-		if !slices.Contains(client.Scopes, sc) {
-			return s.redirectError(c, ar, oauth.ErrInvalidScope, "scope "+sc+" is not allowed for this client")
+		if !client.MayAsk(sc) {
+			return s.redirectError(c, ar, oauth.ErrInvalidScope, "a requested scope is not allowed for this client")
 		}
 	}
 	slices.Sort(scopes)
@@ -193,8 +206,13 @@ func (s *Server) authorize(c echo.Context) error {
 	switch {
 	case ar.IDP == "local" && si.Directory != nil, ar.IDP == "cas" && si.CAS != nil:
 	default:
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "kc_idp_hint: unknown identity provider "+q.Get("kc_idp_hint"))
+		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "kc_idp_hint names no identity provider of this server (cas, local)")
 	}
+	prompt, maxAge, e := oauth.ParsePrompt(q)
+	if e != nil {
+		return s.redirectError(c, ar, e.Code, e.Description)
+	}
+	ar.Prompt = prompt
 	browser := cookieValue(c, cookieBrowser)
 	if browser == "" {
 		browser = oauth.NewSecret()
@@ -204,9 +222,24 @@ func (s *Server) authorize(c echo.Context) error {
 	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
 	ar.At, ar.Expires = now, now.Add(authRequestTTL)
 	ctx := c.Request().Context()
-	if se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession))); err == nil {
+	se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
+	signedIn := err == nil &&
+		// max_age: a sign-in older than that is made again (auth_time changes only then).
+		(maxAge < 0 || !now.After(se.AuthTime.Add(time.Duration(maxAge)*time.Second)))
+	if signedIn && q.Get("id_token_hint") != "" {
+		hint, err := s.cfg.OAuth.ParseIDToken(q.Get("id_token_hint"))
+		if err != nil {
+			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "id_token_hint is not an ID token of this server")
+		}
+		// The hint names who the client expects: another user signed in here is not them.
+		signedIn = hint.Subject == se.UserID
+	}
+	switch {
+	case signedIn && prompt != "login":
 		// Signed in already: a second authorization in the same session skips the login.
 		return s.afterLogin(c, ar, se)
+	case prompt == "none":
+		return s.redirectError(c, ar, "login_required", "the user is not signed in and prompt=none forbids asking")
 	}
 	return s.startLogin(c, ar, "")
 }
@@ -353,11 +386,12 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 	return se, nil
 }
 
-// interfaceScopes are the requested scopes that need the user's consent: all but openid.
+// interfaceScopes are the requested scopes that need the user's consent: the interfaces'
+// (not openid, nor the standard claim scopes, for which the service holds no claims).
 func interfaceScopes(scope string) []string {
 	var out []string
 	for sc := range strings.FieldsSeq(scope) {
-		if sc != config.ScopeOpenID {
+		if sc != config.ScopeOpenID && !oauth.IsStandardScope(sc) {
 			out = append(out, sc)
 		}
 	}
@@ -375,8 +409,11 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
-	if !slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) }) {
+	if ar.Prompt != "consent" && !slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) }) {
 		return s.finish(c, ar, se)
+	}
+	if ar.Prompt == "none" {
+		return s.redirectError(c, ar, "consent_required", "the user has not consented and prompt=none forbids asking")
 	}
 	action, err := s.flowURL("consent", ar)
 	if err != nil {
@@ -460,7 +497,7 @@ func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err 
 }
 
 func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
-	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: desc},
+	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: oauth.Description(desc)},
 		{Name: "state", Value: ar.State}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
 }
 
@@ -495,6 +532,31 @@ func (s *Server) respond(c echo.Context, ar store.AuthRequest, fields []pages.Fi
 		sep = "&"
 	}
 	return c.Redirect(http.StatusFound, ar.RedirectURI+sep+v.Encode())
+}
+
+// formBearer takes the access token from a form body (RFC 6750 §2.2) into the Authorization
+// header the bearer check reads. A token in both places is refused (§2: one method only).
+func formBearer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
+			return next(c)
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			return &Error{Code: CodeBadRequest, Message: "the form could not be read"}
+		}
+		tok, ok := r.PostForm["access_token"]
+		switch {
+		case !ok:
+		case len(tok) != 1 || r.Header.Get("Authorization") != "":
+			return &Error{Code: CodeUnauthorized, Message: "give the access token once, in one place",
+				Header: http.Header{"Www-Authenticate": {`Bearer error="invalid_request"`}}}
+		default:
+			r.Header.Set("Authorization", "Bearer "+tok[0])
+		}
+		return next(c)
+	}
 }
 
 // userinfo answers who the user of an access token is.

@@ -97,6 +97,8 @@ func newSignInEnv(t *testing.T) *signInEnv {
 					Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, SkipConsent: true},
 				{ClientID: "library", ClientSecret: rpSecret, Grants: []string{"authorization_code", "refresh_token"},
 					Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}},
+				{ClientID: "kiosk", ClientSecret: rpSecret, Grants: []string{"authorization_code"}, RefreshTokens: new(false),
+					Scopes: []string{"openid"}, RedirectURIs: []string{rpRedirect}},
 				{ClientID: "gateway", ClientSecret: rpSecret, Grants: []string{"client_credentials"},
 					Scopes: []string{"notification.mp"}, Introspect: true}},
 		},

@@ -68,7 +68,11 @@ func (s *Server) discovery(c echo.Context) error {
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"client_secret_post", "client_secret_basic"},
 		"id_token_signing_alg_values_supported":          []string{s.cfg.OAuth.Keys.Alg()},
-		"scopes_supported":                               []string{"openid", "notification.mp", "fake_api"},
+		"scopes_supported":                               append([]string{"openid", "notification.mp", "fake_api"}, oauth.StandardScopes...),
+		"request_parameter_supported":                    false,
+		"request_uri_parameter_supported":                false,
+		"claims_parameter_supported":                     false,
+		"prompt_values_supported":                        []string{"none", "login", "consent", "select_account"},
 		"claims_supported":                               []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "sid", "azp", "typ", "scope", "userid"},
 		"authorization_response_iss_parameter_supported": true,
 	})

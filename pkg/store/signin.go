@@ -46,6 +46,8 @@ type AuthRequest struct {
 	CodeChallenge       string `json:"code_challenge,omitempty"`
 	CodeChallengeMethod string `json:"code_challenge_method,omitempty"`
 	IDP                 string `json:"idp,omitempty"`
+	// Prompt is the request's prompt: none, login, consent, or empty.
+	Prompt string `json:"prompt,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`

@@ -1,0 +1,65 @@
+package oauth
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// StandardScopes are OpenID Connect's scopes for standard claims (Core §5.4). They are accepted
+// from any client and cost nothing: the service holds none of these claims, so they add none.
+var StandardScopes = []string{"profile", "email", "address", "phone"}
+
+// IsStandardScope reports whether sc is one of StandardScopes.
+func IsStandardScope(sc string) bool { return slices.Contains(StandardScopes, sc) }
+
+// MayAsk reports whether the client may be granted scope: one it is registered with, or a
+// standard claim scope.
+func (c *Client) MayAsk(scope string) bool {
+	return slices.Contains(c.Scopes, scope) || IsStandardScope(scope)
+}
+
+// Repeated reports whether a parameter is given more than once (RFC 6749 §3.1, §3.2: request
+// and response parameters must not be included more than once).
+func Repeated(v url.Values) bool {
+	for _, vs := range v {
+		if len(vs) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// ParsePrompt reads prompt and max_age (OpenID Connect Core §3.1.2.1). prompt is "" or one of
+// none, login, consent (select_account is taken as login: there is one account per browser);
+// maxAge is -1 when absent.
+func ParsePrompt(q url.Values) (prompt string, maxAge int64, e *Error) {
+	maxAge = -1
+	if v := q.Get("max_age"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return "", 0, errorf(ErrInvalidRequest, "max_age must be a number of seconds")
+		}
+		maxAge = n
+	}
+	values := strings.Fields(q.Get("prompt"))
+	for _, p := range values {
+		switch p {
+		case "none", "login", "consent", "select_account":
+		default:
+			return "", 0, errorf(ErrInvalidRequest, "prompt must be none, login, consent or select_account")
+		}
+	}
+	switch {
+	case slices.Contains(values, "none") && len(values) > 1:
+		return "", 0, errorf(ErrInvalidRequest, "prompt=none cannot be combined with other values")
+	case slices.Contains(values, "none"):
+		return "none", maxAge, nil
+	case slices.Contains(values, "login") || slices.Contains(values, "select_account"):
+		return "login", maxAge, nil
+	case slices.Contains(values, "consent"):
+		return "consent", maxAge, nil
+	}
+	return "", maxAge, nil
+}
