@@ -26,12 +26,12 @@ const CodeTTL = 60 * time.Second
 type SignInStore interface {
 	PutAuthCode(ctx context.Context, c store.AuthCode) error
 	AuthCode(ctx context.Context, hash string) (store.AuthCode, error)
-	ConsumeAuthCode(ctx context.Context, hash string) (store.AuthCode, error)
+	ConsumeAuthCode(ctx context.Context, c store.AuthCode) error
 	Session(ctx context.Context, key string) (store.Session, error)
 	SessionBySID(ctx context.Context, sid string) (store.Session, error)
 	EndSession(ctx context.Context, key string) error
 	PutRefreshToken(ctx context.Context, t store.RefreshToken) error
-	RotateRefreshToken(ctx context.Context, hash string) (store.RefreshToken, error)
+	RotateRefreshToken(ctx context.Context, t store.RefreshToken) error
 	RefreshToken(ctx context.Context, hash string) (store.RefreshToken, error)
 	RevokeFamily(ctx context.Context, id string) error
 	FamilyRevoked(ctx context.Context, id string) (bool, error)

@@ -14,8 +14,9 @@ import (
 // exchangeCode is the authorization code grant (RFC 6749 §4.1.3, RFC 7636). Everything the
 // request can get wrong (the client, redirect_uri, expiry, the PKCE verifier) is checked before
 // the code is consumed: a client presenting another client's code, or a wrong verifier, changes
-// nothing. Consuming is one atomic update; a code used before is a replay, which revokes the
-// token family the code issued (its refresh tokens and its access tokens) and nothing else.
+// nothing. Consuming is atomic (one insert keyed by the code); a code used before is a replay,
+// which revokes the token family the code issued (its refresh tokens and its access tokens) and
+// nothing else.
 func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) (*TokenResponse, *Error) {
 	code, redirect := form.Get("code"), form.Get("redirect_uri")
 	if code == "" || redirect == "" {
@@ -49,8 +50,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if err != nil {
 		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
 	}
-	ac, err = s.Store.ConsumeAuthCode(ctx, hash)
-	switch {
+	switch err := s.Store.ConsumeAuthCode(ctx, ac); {
 	case errors.Is(err, store.ErrReplayed):
 		// Another exchange of the same code won the race.
 		return nil, s.codeReplayed(ctx, c, ac)

@@ -58,8 +58,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if err != nil {
 		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
 	}
-	t, err = s.Store.RotateRefreshToken(ctx, hash)
-	switch {
+	switch err := s.Store.RotateRefreshToken(ctx, t); {
 	case errors.Is(err, store.ErrReplayed):
 		return nil, s.refreshReplayed(ctx, c, t)
 	case err != nil:

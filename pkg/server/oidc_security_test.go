@@ -285,6 +285,26 @@ func TestForeignClientChangesNothing(t *testing.T) {
 	if _, errc := e.refresh(t, "portal", won[0]["refresh_token"].(string)); errc != "invalid_grant" {
 		t.Fatalf("the tokens of a replayed code live on: %q", errc)
 	}
+
+	// The same for simultaneous refreshes of one refresh token.
+	tok, errc = e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	won = nil
+	for range 8 {
+		wg.Go(func() {
+			if next, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc == "" {
+				mu.Lock()
+				won = append(won, next)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d refreshes with one refresh token succeeded", len(won))
+	}
 }
 
 // TestCodeReplayEndsOnlyThatClientsSession: as in Keycloak, a replayed code revokes the tokens

@@ -171,24 +171,37 @@ func (s *Store) AuthCode(ctx context.Context, hash string) (AuthCode, error) {
 	return c, err
 }
 
-// ConsumeAuthCode marks a code used in one atomic update and returns it as it was. A code
-// already used returns ErrReplayed with the code, whose Family (set when it was issued) the
-// caller revokes.
-func (s *Store) ConsumeAuthCode(ctx context.Context, hash string) (AuthCode, error) {
-	var before AuthCode
-	err := s.col(colAuthCodes).FindOneAndUpdate(ctx, bson.M{"_id": hash},
-		bson.M{"$set": bson.M{"used": true}},
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Decode(&before)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return before, ErrNotFound
+// useMarker records that a code or refresh token was used. It is inserted, keyed by the
+// secret's hash and "/used": the unique _id makes the first use win on every store, where an
+// update of a flag is not atomic on all of them (FerretDB's findAndModify is a read, then a
+// write).
+type useMarker struct {
+	ID      string    `bson:"_id"`
+	Expires time.Time `bson:"expires"`
+	At      time.Time `bson:"at"`
+}
+
+func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time) error {
+	_, err := s.col(col).InsertOne(ctx, useMarker{ID: hash + "/used", Expires: expires, At: s.now()})
+	if mongo.IsDuplicateKeyError(err) {
+		return ErrReplayed
 	}
 	if err != nil {
-		return before, fmt.Errorf("consume code: %w", err)
+		return fmt.Errorf("use %s: %w", col, err)
 	}
-	if before.Used {
-		return before, ErrReplayed
+	return nil
+}
+
+// ConsumeAuthCode uses a code up, once: of any number of simultaneous calls, one returns nil
+// and the others ErrReplayed. The code is then marked used, for readers.
+func (s *Store) ConsumeAuthCode(ctx context.Context, c AuthCode) error {
+	if err := s.useOnce(ctx, colAuthCodes, c.Hash, c.Expires); err != nil {
+		return err
 	}
-	return before, nil
+	if _, err := s.col(colAuthCodes).UpdateOne(ctx, bson.M{"_id": c.Hash}, bson.M{"$set": bson.M{"used": true}}); err != nil {
+		s.log.Warn("marking a used code failed; its use is recorded", "err", err)
+	}
+	return nil
 }
 
 // PutSession stores a sign-in session.
@@ -264,22 +277,17 @@ func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
 	return nil
 }
 
-// RotateRefreshToken marks a refresh token used and returns it as it was. A token already
-// rotated returns ErrReplayed: the caller revokes its family.
-func (s *Store) RotateRefreshToken(ctx context.Context, hash string) (RefreshToken, error) {
-	var before RefreshToken
-	err := s.col(colRefresh).FindOneAndUpdate(ctx, bson.M{"_id": hash}, bson.M{"$set": bson.M{"rotated": true}},
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Decode(&before)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return before, ErrNotFound
+// RotateRefreshToken uses a refresh token up, once, as ConsumeAuthCode does a code: of
+// simultaneous calls one returns nil and the others ErrReplayed. The token is then marked
+// rotated, for readers.
+func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
+	if err := s.useOnce(ctx, colRefresh, t.Hash, t.Expires); err != nil {
+		return err
 	}
-	if err != nil {
-		return before, fmt.Errorf("rotate refresh token: %w", err)
+	if _, err := s.col(colRefresh).UpdateOne(ctx, bson.M{"_id": t.Hash}, bson.M{"$set": bson.M{"rotated": true}}); err != nil {
+		s.log.Warn("marking a rotated refresh token failed; its use is recorded", "err", err)
 	}
-	if before.Rotated {
-		return before, ErrReplayed
-	}
-	return before, nil
+	return nil
 }
 
 // RefreshToken returns a refresh token by hash, or ErrNotFound.
