@@ -37,14 +37,14 @@ func (e *signInEnv) postForm(t *testing.T, path, client string, form url.Values)
 	return resp.StatusCode, m
 }
 
-// exchange redeems a code as client; it returns the token answer or the OAuth error code.
-func (e *signInEnv) exchange(t *testing.T, client, code string, extra ...string) (map[string]any, string) {
+// tokenGrant posts a grant of the token endpoint as client, with form and extra fields; it
+// returns the token answer, or the OAuth error code.
+func (e *signInEnv) tokenGrant(t *testing.T, client string, form url.Values, extra ...string) (map[string]any, string) {
 	t.Helper()
-	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}}
 	for i := 0; i+1 < len(extra); i += 2 {
-		f.Set(extra[i], extra[i+1])
+		form.Set(extra[i], extra[i+1])
 	}
-	st, m := e.postForm(t, "/token", client, f)
+	st, m := e.postForm(t, "/token", client, form)
 	if st != 200 {
 		s, _ := m["error"].(string)
 		return nil, s
@@ -52,19 +52,16 @@ func (e *signInEnv) exchange(t *testing.T, client, code string, extra ...string)
 	return m, ""
 }
 
-// refresh uses a refresh token as client, with extra form fields.
+// exchange redeems a code as client.
+func (e *signInEnv) exchange(t *testing.T, client, code string, extra ...string) (map[string]any, string) {
+	t.Helper()
+	return e.tokenGrant(t, client, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}}, extra...)
+}
+
+// refresh uses a refresh token as client.
 func (e *signInEnv) refresh(t *testing.T, client, rt string, extra ...string) (map[string]any, string) {
 	t.Helper()
-	f := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}
-	for i := 0; i+1 < len(extra); i += 2 {
-		f.Set(extra[i], extra[i+1])
-	}
-	st, m := e.postForm(t, "/token", client, f)
-	if st != 200 {
-		s, _ := m["error"].(string)
-		return nil, s
-	}
-	return m, ""
+	return e.tokenGrant(t, client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}, extra...)
 }
 
 // userinfo calls the userinfo endpoint of base with an access token and returns the status.

@@ -181,7 +181,9 @@ type useMarker struct {
 	At      time.Time `bson:"at"`
 }
 
-func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time) error {
+// useOnce records the first use of the secret hashed to hash in col (ErrReplayed when it was
+// used before), then sets flag on its document for readers.
+func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time, flag string) error {
 	_, err := s.col(col).InsertOne(ctx, useMarker{ID: hash + "/used", Expires: expires, At: s.now()})
 	if mongo.IsDuplicateKeyError(err) {
 		return ErrReplayed
@@ -189,19 +191,16 @@ func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time
 	if err != nil {
 		return fmt.Errorf("use %s: %w", col, err)
 	}
+	if _, err := s.col(col).UpdateOne(ctx, bson.M{"_id": hash}, bson.M{"$set": bson.M{flag: true}}); err != nil {
+		s.log.Warn("marking a used secret failed; its use is recorded", "collection", col, "err", err)
+	}
 	return nil
 }
 
 // ConsumeAuthCode uses a code up, once: of any number of simultaneous calls, one returns nil
 // and the others ErrReplayed. The code is then marked used, for readers.
 func (s *Store) ConsumeAuthCode(ctx context.Context, c AuthCode) error {
-	if err := s.useOnce(ctx, colAuthCodes, c.Hash, c.Expires); err != nil {
-		return err
-	}
-	if _, err := s.col(colAuthCodes).UpdateOne(ctx, bson.M{"_id": c.Hash}, bson.M{"$set": bson.M{"used": true}}); err != nil {
-		s.log.Warn("marking a used code failed; its use is recorded", "err", err)
-	}
-	return nil
+	return s.useOnce(ctx, colAuthCodes, c.Hash, c.Expires, "used")
 }
 
 // PutSession stores a sign-in session.
@@ -281,13 +280,7 @@ func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
 // simultaneous calls one returns nil and the others ErrReplayed. The token is then marked
 // rotated, for readers.
 func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
-	if err := s.useOnce(ctx, colRefresh, t.Hash, t.Expires); err != nil {
-		return err
-	}
-	if _, err := s.col(colRefresh).UpdateOne(ctx, bson.M{"_id": t.Hash}, bson.M{"$set": bson.M{"rotated": true}}); err != nil {
-		s.log.Warn("marking a rotated refresh token failed; its use is recorded", "err", err)
-	}
-	return nil
+	return s.useOnce(ctx, colRefresh, t.Hash, t.Expires, "rotated")
 }
 
 // RefreshToken returns a refresh token by hash, or ErrNotFound.
