@@ -31,6 +31,7 @@ var (
 	errorTmpl     = parse("error.html")
 	formPostTmpl  = parse("formpost.html")
 	loggedOutTmpl = parse("loggedout.html")
+	confirmTmpl   = parse("logoutconfirm.html")
 )
 
 // parse builds one page as its own template set over the shared layout, so each page's
@@ -181,3 +182,15 @@ type LoggedOutData struct {
 
 // LoggedOut writes the "您已退出 You have signed out" page, with a link to d.Redirect when set.
 func LoggedOut(w io.Writer, d LoggedOutData) error { return render(w, loggedOutTmpl, d) }
+
+// LogoutConfirmData is what the sign-out confirmation page carries.
+type LogoutConfirmData struct {
+	Action  string // the logout endpoint
+	Confirm string // the sealed confirmation, posted back as "confirm"
+	Nonce   string // CSP nonce of the page's <style>; the one given to Headers
+}
+
+// LogoutConfirm writes the "退出登录 Sign out" page: a logout request that cannot show it comes
+// from the application (no id_token_hint) is confirmed by the user with a form, so a link or an
+// image on another site cannot sign anyone out.
+func LogoutConfirm(w io.Writer, d LogoutConfirmData) error { return render(w, confirmTmpl, d) }

@@ -90,6 +90,9 @@ func TestPagesRender(t *testing.T) {
 		{"logged out with link", func(w io.Writer) error {
 			return pages.LoggedOut(w, pages.LoggedOutData{Redirect: "https://app.campus.edu/", Nonce: nonce})
 		}, "返回应用", "Return to the application", false},
+		{"sign-out confirmation", func(w io.Writer) error {
+			return pages.LogoutConfirm(w, pages.LogoutConfirmData{Action: "/auth/realms/campus/protocol/openid-connect/logout", Confirm: "sealed", Nonce: nonce})
+		}, "确定要退出", "Do you want to sign out", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

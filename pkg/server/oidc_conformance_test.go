@@ -224,3 +224,66 @@ func TestConformanceRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceLogout: the interface's logout (redirect_uri alone) returns at once; otherwise
+// Keycloak 18's rules: confirmation without id_token_hint, 400 for post_logout_redirect_uri with
+// neither id_token_hint nor client_id, an error page for a forged id_token_hint.
+func TestConformanceLogout(t *testing.T) {
+	e := newSignInEnv(t)
+	logout := e.issuer + "/protocol/openid-connect/logout"
+	signedIn := func(b *http.Client) bool {
+		t.Helper()
+		return get(t, b, e.authURL("trusted", "s")).location != ""
+	}
+	b := browser(t)
+	tok, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+
+	// A plain GET (a link or an image elsewhere) only shows a form.
+	p := get(t, b, logout)
+	if p.status != 200 || !strings.Contains(p.body, `name="confirm"`) || !signedIn(b) {
+		t.Fatalf("logout without id_token_hint: %d, signed in %v", p.status, signedIn(b))
+	}
+	if other := submit(t, browser(t), p, url.Values{}); other.status != http.StatusBadRequest || !signedIn(b) {
+		t.Fatalf("the confirmation from another browser: %d", other.status)
+	}
+	if done := submit(t, b, p, url.Values{}); done.status != 200 || !strings.Contains(done.body, "You have signed out") || signedIn(b) {
+		t.Fatalf("confirmed: %d, signed in %v", done.status, signedIn(b))
+	}
+
+	b = browser(t)
+	e.signInCode(t, b, "trusted")
+	for name, u := range map[string]string{
+		"post_logout_redirect_uri alone":       logout + "?post_logout_redirect_uri=" + url.QueryEscape(rpRedirect),
+		"forged id_token_hint":                 logout + "?id_token_hint=e30.e30.e30",
+		"forged id_token_hint with an address": logout + "?id_token_hint=e30.e30.e30&post_logout_redirect_uri=" + url.QueryEscape(rpRedirect),
+		"unregistered address":                 logout + "?client_id=trusted&post_logout_redirect_uri=" + url.QueryEscape("https://evil.example.com/"),
+	} {
+		if p := get(t, b, u); p.status != http.StatusBadRequest || p.location != "" || !signedIn(b) {
+			t.Fatalf("%s: %d %q, signed in %v", name, p.status, p.location, signedIn(b))
+		}
+	}
+	// client_id and a registered address: confirmed, then back to the application with state.
+	p = get(t, b, logout+"?client_id=trusted&state=st&post_logout_redirect_uri="+url.QueryEscape(rpRedirect))
+	if !strings.Contains(p.body, `name="confirm"`) {
+		t.Fatalf("client_id without id_token_hint: %d %q", p.status, p.location)
+	}
+	if back := submit(t, b, p, url.Values{}); back.location != rpRedirect+"?state=st" || signedIn(b) {
+		t.Fatalf("after confirming: %d %q", back.status, back.location)
+	}
+
+	// With id_token_hint no confirmation is asked.
+	b = browser(t)
+	tok, _ = e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	if p := get(t, b, logout+"?id_token_hint="+tok["id_token"].(string)); p.status != 200 || !strings.Contains(p.body, "You have signed out") || signedIn(b) {
+		t.Fatalf("with id_token_hint: %d", p.status)
+	}
+	// The interface's form: redirect_uri alone, registered, returns at once.
+	b = browser(t)
+	e.signInCode(t, b, "trusted")
+	if p := get(t, b, logout+"?redirect_uri="+url.QueryEscape(rpRedirect)); p.status != http.StatusFound || p.location != rpRedirect || signedIn(b) {
+		t.Fatalf("the interface's logout: %d %q", p.status, p.location)
+	}
+}

@@ -36,6 +36,8 @@ type SignIn struct {
 	// Requests seals authorization requests into the flow's URLs: nothing is stored for a
 	// request until someone signs in to it.
 	Requests *oauth.Sealer
+	// Logouts seals the confirmation form of a logout.
+	Logouts *oauth.Sealer
 	// Directory checks passwords of the local provider; nil: local sign-in is off.
 	Directory *oauth.Directory
 	// CAS is the campus single sign-on; nil: off.
@@ -570,31 +572,94 @@ func (s *Server) userinfo(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// logout ends the sign-in session (and with it its refresh tokens) and returns to an address
-// registered for the client; any other address gets an error page, never a redirect.
+// logoutConfirmation is what the confirmation form of a logout carries, sealed: the session
+// it ends and where the browser goes then.
+type logoutConfirmation struct {
+	Session string    `json:"session"`
+	Target  string    `json:"target,omitempty"`
+	State   string    `json:"state,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// logout ends the sign-in session (and with it its tokens). The interface's form, redirect_uri
+// alone, ends it and returns at once to that address when it is registered (as Keycloak's
+// legacy logout). Otherwise as Keycloak 18 and later: post_logout_redirect_uri needs
+// id_token_hint or client_id and a registered address; without id_token_hint the user confirms
+// with a form, so that a link or an image on another site signs no one out; an id_token_hint
+// this service did not sign is an error page. No refused request ends anything, and no address
+// that is not registered is ever redirected to.
 func (s *Server) logout(c echo.Context) error {
 	q := requestParams(c)
-	target := q.Get("post_logout_redirect_uri")
-	if target == "" {
-		target = q.Get("redirect_uri") // the interface's (and older Keycloak's) parameter
+	bad := func(msg string) error {
+		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", msg, "invalid_request")
 	}
-	if target != "" {
-		clientID := q.Get("client_id")
-		if hint := q.Get("id_token_hint"); hint != "" {
-			idc, err := s.cfg.OAuth.ParseIDToken(hint)
-			if err != nil {
-				return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "id_token_hint is not an ID token of this server.", "invalid_request")
-			}
-			if clientID != "" && clientID != idc.Azp {
-				return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "client_id differs from the ID token's client.", "invalid_request")
-			}
-			clientID = idc.Azp
+	if oauth.Repeated(q) {
+		return bad("A parameter is given more than once.")
+	}
+	if c.Request().Method == http.MethodPost && q.Has("confirm") {
+		return s.logoutConfirmed(c, q.Get("confirm"))
+	}
+	postLogout, legacy, hint, clientID := q.Get("post_logout_redirect_uri"), q.Get("redirect_uri"), q.Get("id_token_hint"), q.Get("client_id")
+	if hint != "" {
+		idc, err := s.cfg.OAuth.ParseIDToken(hint)
+		if err != nil {
+			return bad("id_token_hint is not an ID token of this server.")
 		}
-		if !s.logoutTargetAllowed(clientID, target) {
-			return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect address",
-				"The address to return to after signing out is not registered for this application.", "invalid_redirect_uri")
+		if clientID != "" && clientID != idc.Azp {
+			return bad("client_id differs from the ID token's client.")
+		}
+		clientID = idc.Azp
+	}
+	target := postLogout
+	switch {
+	case postLogout != "" && clientID == "":
+		return bad("post_logout_redirect_uri needs id_token_hint or client_id.")
+	case postLogout == "" && legacy != "":
+		target = legacy // the interface's form: no confirmation, as the interface describes
+	}
+	if target != "" && !s.logoutTargetAllowed(clientID, target) {
+		return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect address",
+			"The address to return to after signing out is not registered for this application.", "invalid_redirect_uri")
+	}
+	key := cookieValue(c, cookieSession)
+	if hint == "" && postLogout != "" || hint == "" && target == "" {
+		if key != "" && s.cfg.SignIn != nil {
+			return s.confirmLogout(c, logoutConfirmation{Session: oauth.Hash(key), Target: target, State: q.Get("state")})
 		}
 	}
+	return s.endSession(c, target, q.Get("state"))
+}
+
+// confirmLogout shows the confirmation form of a logout.
+func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
+	lc.Expires = s.now().Add(authRequestTTL)
+	sealed, err := s.cfg.SignIn.Logouts.Seal(lc)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+	}
+	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+		return func(b *bytes.Buffer) error {
+			return pages.LogoutConfirm(b, pages.LogoutConfirmData{
+				Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
+		}
+	})
+}
+
+// logoutConfirmed takes the confirmation form: it ends the session it was shown for, in the
+// browser it was shown in.
+func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
+	var lc logoutConfirmation
+	if s.cfg.SignIn == nil || s.cfg.SignIn.Logouts.Open(sealed, &lc) != nil || !s.now().Before(lc.Expires) ||
+		!sameSecret(oauth.Hash(cookieValue(c, cookieSession)), lc.Session) {
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
+			"This sign-out form expired or did not come from this browser.", "invalid_request")
+	}
+	return s.endSession(c, lc.Target, lc.State)
+}
+
+// endSession ends the browser's session and returns to target (already checked) or shows the
+// signed-out page.
+func (s *Server) endSession(c echo.Context, target, state string) error {
 	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
 		if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
 			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
@@ -606,12 +671,12 @@ func (s *Server) logout(c echo.Context) error {
 			return func(b *bytes.Buffer) error { return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce}) }
 		})
 	}
-	if st := q.Get("state"); st != "" {
+	if state != "" {
 		sep := "?"
 		if strings.Contains(target, "?") {
 			sep = "&"
 		}
-		target += sep + url.Values{"state": {st}}.Encode()
+		target += sep + url.Values{"state": {state}}.Encode()
 	}
 	return c.Redirect(http.StatusFound, target)
 }

@@ -253,7 +253,11 @@ func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Dep
 	if err != nil {
 		return nil, err
 	}
-	si := &server.SignIn{Store: st, Requests: sealer, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
+	logouts, err := oauth.NewSealer(key, "logout confirmation")
+	if err != nil {
+		return nil, err
+	}
+	si := &server.SignIn{Store: st, Requests: sealer, Logouts: logouts, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
 	if idp.Local.Enabled {
 		dir, err := oauth.NewDirectory(cfg.Directory.Users)
 		if err != nil {
