@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -28,16 +29,11 @@ func grant(t *testing.T, base, id, secret, xff string) answer {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: []byte(b.String())}
+	return answer{status: resp.StatusCode, header: resp.Header, body: body}
 }
 
 // TestBruteForceBlocksClient: after 40 wrong secrets the right one is refused with the very

@@ -450,19 +450,11 @@ func TestSignInModesAndTokenEndpoints(t *testing.T) {
 	})
 
 	post := func(path string, form url.Values, withSecret bool) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		client := ""
 		if withSecret {
-			req.SetBasicAuth("portal", rpSecret)
+			client = "portal"
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
+		return e.postForm(t, path, client, form)
 	}
 	t.Run("introspect and revoke", func(t *testing.T) {
 		if st, m := post("/token/introspect", url.Values{"token": {tok.AccessToken}}, true); st != 200 || m["active"] != true || m["userid"] != userID {
