@@ -214,6 +214,9 @@ type Client struct {
 	// Introspect lets the client introspect the tokens of other clients (RFC 7662), as a
 	// resource server does. Without it a client learns only about its own tokens.
 	Introspect bool `yaml:"introspect" json:"introspect,omitempty"`
+	// IDTokenAlg is the algorithm of the client's ID tokens: RS256 (default, as OpenID Connect
+	// prescribes for clients that registered none) or ES256.
+	IDTokenAlg string `yaml:"id_token_signed_response_alg" json:"id_token_signed_response_alg,omitempty"`
 	// RefreshTokens: a client allowed the authorization code grant gets refresh tokens (the
 	// refresh_token grant) unless this is false, as in Keycloak.
 	RefreshTokens *bool `yaml:"refresh_tokens" json:"refresh_tokens,omitempty"`
@@ -674,6 +677,9 @@ func (c *Config) validateOAuth(p *problems) {
 		}
 		if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, GrantRefreshToken) {
 			p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
+		}
+		if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {
+			p.add("%s.id_token_signed_response_alg: %q, must be RS256 or ES256", at, cl.IDTokenAlg)
 		}
 		if cl.RateLimit < 0 {
 			p.add("%s.rate_limit: %v, must be positive (or 0 for the default)", at, cl.RateLimit)

@@ -292,3 +292,21 @@ func thumbprint(pub crypto.PublicKey) (string, error) {
 	sum := sha256.Sum256([]byte(canon))
 	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
 }
+
+// JWKSOf returns one JSON Web Key Set holding the public keys of every set given.
+func JWKSOf(sets ...*Set) ([]byte, error) {
+	var all struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	all.Keys = []json.RawMessage{}
+	for _, s := range sets {
+		var one struct {
+			Keys []json.RawMessage `json:"keys"`
+		}
+		if err := json.Unmarshal(s.JWKS(), &one); err != nil {
+			return nil, err
+		}
+		all.Keys = append(all.Keys, one.Keys...)
+	}
+	return json.Marshal(all)
+}

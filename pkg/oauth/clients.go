@@ -24,6 +24,8 @@ type Client struct {
 	Introspect bool
 	// RateLimit overrides the default grants per second; zero: the default.
 	RateLimit float64
+	// IDTokenAlg signs the client's ID tokens: RS256 or ES256.
+	IDTokenAlg string
 }
 
 // Allows reports whether the client may use grant.
@@ -58,7 +60,10 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 		r.byID[c.ClientID] = &Client{
 			ID: c.ClientID, secretHash: h, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
-			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect, RateLimit: c.RateLimit,
+			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect, RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg,
+		}
+		if c.IDTokenAlg == "" {
+			r.byID[c.ClientID].IDTokenAlg = "RS256"
 		}
 	}
 	return r, nil

@@ -163,7 +163,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
 	}
 	if slices.Contains(strings.Fields(scope), config.ScopeOpenID) {
-		id, err := s.Keys.Sign(&IDClaims{
+		id, err := s.idKeys(c).Sign(&IDClaims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.Issuer, Subject: se.UserID, Audience: jwt.ClaimStrings{c.ID},
 				IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: newJTI(),
@@ -184,8 +184,16 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 // tokens are accepted, as a hint may be old.
 func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
 	c := &IDClaims{}
-	// The signature is checked; the times are not (a hint may have expired).
-	if err := s.Keys.Parse(tok, c, jwt.WithoutClaimsValidation()); err != nil {
+	// The signature is checked, with each set's algorithm pinned; the times are not (a hint
+	// may have expired).
+	var err error
+	for _, ks := range s.KeySets() {
+		c = &IDClaims{}
+		if err = ks.Parse(tok, c, jwt.WithoutClaimsValidation()); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	if c.Issuer != s.Issuer || c.Azp == "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -63,7 +64,10 @@ type TokenResponse struct {
 type Service struct {
 	Issuer  string
 	Clients *Clients
-	Keys    *keys.Set
+	// Keys sign access tokens (ES256 by default: verified here, and fast to sign).
+	Keys *keys.Set
+	// IDKeys sign ID tokens, by algorithm (RS256 and ES256); nil: Keys signs them too.
+	IDKeys map[string]*keys.Set
 	// Store keeps codes and refresh tokens; nil turns the user grants off.
 	Store SignInStore
 	// RefreshTTL is the lifetime of refresh tokens (never beyond their session).
@@ -178,4 +182,31 @@ func newJTI() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// idKeys returns the keys that sign the ID tokens of c.
+func (s *Service) idKeys(c *Client) *keys.Set {
+	if k, ok := s.IDKeys[c.IDTokenAlg]; ok {
+		return k
+	}
+	return s.Keys
+}
+
+// IDTokenAlgs are the algorithms ID tokens are signed with.
+func (s *Service) IDTokenAlgs() []string {
+	if len(s.IDKeys) == 0 {
+		return []string{s.Keys.Alg()}
+	}
+	return slices.Sorted(maps.Keys(s.IDKeys))
+}
+
+// KeySets are every distinct key set, for the JWKS and for rotation.
+func (s *Service) KeySets() []*keys.Set {
+	out := []*keys.Set{s.Keys}
+	for _, alg := range s.IDTokenAlgs() {
+		if k := s.IDKeys[alg]; k != nil && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -189,6 +190,40 @@ func TestConformanceRequests(t *testing.T) {
 		tok, errc = e.exchange(t, "kiosk", e.signInCode(t, b, "kiosk", "scope", "openid"))
 		if errc != "" || tok["refresh_token"] != nil {
 			t.Fatalf("kiosk (refresh_tokens: false): %q %v", errc, tok)
+		}
+	})
+	t.Run("ID tokens RS256 by default, ES256 when the client chose it; access tokens ES256", func(t *testing.T) {
+		ctx := context.Background()
+		p, err := oidc.NewProvider(ctx, e.issuer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Algs []string `json:"id_token_signing_alg_values_supported"`
+		}
+		_ = p.Claims(&d)
+		if !slices.Contains(d.Algs, "RS256") || !slices.Contains(d.Algs, "ES256") {
+			t.Fatalf("discovery: %v", d.Algs)
+		}
+		header := func(jwt string) string {
+			var h struct{ Alg string }
+			raw, _ := base64.RawURLEncoding.DecodeString(strings.Split(jwt, ".")[0])
+			_ = json.Unmarshal(raw, &h)
+			return h.Alg
+		}
+		for _, c := range []struct{ client, alg, scope string }{{"portal", "RS256", "openid notification.mp"}, {"kiosk", "ES256", "openid"}} {
+			tok, errc := e.exchange(t, c.client, e.signInCode(t, b, c.client, "scope", c.scope))
+			if errc != "" {
+				t.Fatal(errc)
+			}
+			id := tok["id_token"].(string)
+			if header(id) != c.alg || header(tok["access_token"].(string)) != "ES256" {
+				t.Fatalf("%s: ID token %s, access token %s", c.client, header(id), header(tok["access_token"].(string)))
+			}
+			v := p.Verifier(&oidc.Config{ClientID: c.client, Now: e.clock.Now, SupportedSigningAlgs: []string{c.alg}})
+			if _, err := v.Verify(ctx, id); err != nil {
+				t.Fatalf("%s: %v", c.client, err)
+			}
 		}
 	})
 	t.Run("error_description quotes no input and stays in RFC 6749's characters", func(t *testing.T) {

@@ -203,7 +203,8 @@ func TestClientCredentialsToken(t *testing.T) {
 	var set struct {
 		Keys []struct{ Kid, Kty, Alg, Crv, X, Y string }
 	}
-	if err := json.Unmarshal(jwks.body, &set); err != nil || len(set.Keys) != 1 {
+	// Two keys: ES256 signs access tokens, RS256 the ID tokens of clients that choose nothing.
+	if err := json.Unmarshal(jwks.body, &set); err != nil || len(set.Keys) != 2 || set.Keys[0].Kty != "EC" || set.Keys[1].Kty != "RSA" {
 		t.Fatalf("jwks %s %v", jwks.body, err)
 	}
 	tok, err := jwt.Parse(m["access_token"].(string), func(tk *jwt.Token) (any, error) {

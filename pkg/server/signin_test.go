@@ -97,7 +97,7 @@ func newSignInEnv(t *testing.T) *signInEnv {
 					Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, SkipConsent: true},
 				{ClientID: "library", ClientSecret: rpSecret, Grants: []string{"authorization_code", "refresh_token"},
 					Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}},
-				{ClientID: "kiosk", ClientSecret: rpSecret, Grants: []string{"authorization_code"}, RefreshTokens: new(false),
+				{ClientID: "kiosk", ClientSecret: rpSecret, Grants: []string{"authorization_code"}, RefreshTokens: new(false), IDTokenAlg: "ES256",
 					Scopes: []string{"openid"}, RedirectURIs: []string{rpRedirect}},
 				{ClientID: "gateway", ClientSecret: rpSecret, Grants: []string{"client_credentials"},
 					Scopes: []string{"notification.mp"}, Introspect: true}},

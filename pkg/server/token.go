@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/oauth"
 )
 
@@ -45,7 +46,11 @@ func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
 // jwks serves the public keys of the token signatures.
 func (s *Server) jwks(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "public, max-age=300")
-	return c.Blob(http.StatusOK, "application/json", s.cfg.OAuth.Keys.JWKS())
+	jwks, err := keys.JWKSOf(s.cfg.OAuth.KeySets()...)
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/json", jwks)
 }
 
 // discovery is the OpenID Provider configuration document.
@@ -67,7 +72,7 @@ func (s *Server) discovery(c echo.Context) error {
 		"subject_types_supported":                        []string{"public"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"client_secret_post", "client_secret_basic"},
-		"id_token_signing_alg_values_supported":          []string{s.cfg.OAuth.Keys.Alg()},
+		"id_token_signing_alg_values_supported":          s.cfg.OAuth.IDTokenAlgs(),
 		"scopes_supported":                               append([]string{"openid", "notification.mp", "fake_api"}, oauth.StandardScopes...),
 		"request_parameter_supported":                    false,
 		"request_uri_parameter_supported":                false,

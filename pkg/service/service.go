@@ -123,6 +123,7 @@ type API struct {
 	Server  *server.Server
 	Store   *store.Store
 	Keys    *keys.Set
+	idKeys  map[string]*keys.Set
 	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
@@ -165,6 +166,15 @@ func (a *API) build(ctx context.Context) error {
 		return fmt.Errorf("signing key: %w", err)
 	}
 	a.Keys = ks
+	// ID tokens: RS256 by default, as OpenID Connect prescribes; ES256 for clients that ask.
+	a.idKeys = map[string]*keys.Set{ks.Alg(): ks}
+	for _, alg := range []string{"RS256", "ES256"} {
+		if a.idKeys[alg] == nil {
+			if a.idKeys[alg], err = keys.Load(ctx, a.Store, alg, d.Now); err != nil {
+				return fmt.Errorf("signing key: %w", err)
+			}
+		}
+	}
 	clients, err := oauth.NewClients(cfg.OAuth.Clients, cfg.OAuth.AccessTokenTTL.D())
 	if err != nil {
 		return err
@@ -195,7 +205,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	svc := &oauth.Service{
-		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks,
+		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: a.idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits, BruteForce: cfg.OAuth.BruteForce, Failures: failures,
 			Buckets: buckets, Now: d.Now, Logger: d.Logger},
@@ -316,6 +326,17 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// keySets are the access token keys and the ID token keys, each once.
+func (a *API) keySets() []*keys.Set {
+	out := []*keys.Set{a.Keys}
+	for _, ks := range a.idKeys {
+		if ks != a.Keys {
+			out = append(out, ks)
+		}
+	}
+	return out
+}
+
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
 func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
@@ -325,8 +346,10 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.Keys.Refresh(ctx, a.Store, a.cfg.OAuth.KeyRotation.D(), a.deps.Now); err != nil {
-				a.deps.Logger.Warn("refreshing signing keys failed", "err", err)
+			for _, ks := range a.keySets() {
+				if err := ks.Refresh(ctx, a.Store, a.cfg.OAuth.KeyRotation.D(), a.deps.Now); err != nil {
+					a.deps.Logger.Warn("refreshing signing keys failed", "alg", ks.Alg(), "err", err)
+				}
 			}
 		}
 	}
