@@ -124,6 +124,7 @@ type API struct {
 	Store   *store.Store
 	Keys    *keys.Set
 	idKeys  map[string]*keys.Set
+	oauth   *oauth.Service
 	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
@@ -210,6 +211,7 @@ func (a *API) build(ctx context.Context) error {
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits, BruteForce: cfg.OAuth.BruteForce, Failures: failures,
 			Buckets: buckets, Now: d.Now, Logger: d.Logger},
 	}
+	a.oauth = svc
 	var proxies []*net.IPNet
 	for _, cidr := range cfg.OAuth.TrustedProxies {
 		_, n, err := net.ParseCIDR(cidr)
@@ -326,17 +328,6 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// keySets are the access token keys and the ID token keys, each once.
-func (a *API) keySets() []*keys.Set {
-	out := []*keys.Set{a.Keys}
-	for _, ks := range a.idKeys {
-		if ks != a.Keys {
-			out = append(out, ks)
-		}
-	}
-	return out
-}
-
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
 func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
@@ -346,7 +337,7 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, ks := range a.keySets() {
+			for _, ks := range a.oauth.KeySets() {
 				if err := ks.Refresh(ctx, a.Store, a.cfg.OAuth.KeyRotation.D(), a.deps.Now); err != nil {
 					a.deps.Logger.Warn("refreshing signing keys failed", "alg", ks.Alg(), "err", err)
 				}
