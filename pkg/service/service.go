@@ -123,7 +123,6 @@ type API struct {
 	Server  *server.Server
 	Store   *store.Store
 	Keys    *keys.Set
-	idKeys  map[string]*keys.Set
 	oauth   *oauth.Service
 	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
@@ -168,10 +167,10 @@ func (a *API) build(ctx context.Context) error {
 	}
 	a.Keys = ks
 	// ID tokens: RS256 by default, as OpenID Connect prescribes; ES256 for clients that ask.
-	a.idKeys = map[string]*keys.Set{ks.Alg(): ks}
+	idKeys := map[string]*keys.Set{ks.Alg(): ks}
 	for _, alg := range []string{"RS256", "ES256"} {
-		if a.idKeys[alg] == nil {
-			if a.idKeys[alg], err = keys.Load(ctx, a.Store, alg, d.Now); err != nil {
+		if idKeys[alg] == nil {
+			if idKeys[alg], err = keys.Load(ctx, a.Store, alg, d.Now); err != nil {
 				return fmt.Errorf("signing key: %w", err)
 			}
 		}
@@ -206,7 +205,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	svc := &oauth.Service{
-		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: a.idKeys,
+		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits, BruteForce: cfg.OAuth.BruteForce, Failures: failures,
 			Buckets: buckets, Now: d.Now, Logger: d.Logger},
