@@ -159,22 +159,8 @@ func TestConformanceRequests(t *testing.T) {
 		if errc != "" {
 			t.Fatal(errc)
 		}
-		post := func(auth string) (int, map[string]any) {
-			req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect/userinfo",
-				strings.NewReader(url.Values{"access_token": {tok["access_token"].(string)}}.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			if auth != "" {
-				req.Header.Set("Authorization", auth)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var m map[string]any
-			_ = json.NewDecoder(resp.Body).Decode(&m)
-			return resp.StatusCode, m
-		}
+		body := url.Values{"access_token": {tok["access_token"].(string)}}
+		post := func(auth string) (int, map[string]any) { return e.post(t, "/userinfo", auth, body) }
 		if st, m := post(""); st != 200 || m["userid"] != userID {
 			t.Fatalf("%d %v", st, m)
 		}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -22,10 +23,21 @@ import (
 // client is empty) and returns the status and the JSON answer.
 func (e *signInEnv) postForm(t *testing.T, path, client string, form url.Values) (int, map[string]any) {
 	t.Helper()
+	auth := ""
+	if client != "" {
+		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(client+":"+rpSecret))
+	}
+	return e.post(t, path, auth, form)
+}
+
+// post posts form to the OpenID Connect endpoint path with the Authorization header auth (none
+// when empty) and returns the status and the JSON answer.
+func (e *signInEnv) post(t *testing.T, path, auth string, form url.Values) (int, map[string]any) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if client != "" {
-		req.SetBasicAuth(client, rpSecret)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -263,19 +275,7 @@ func TestForeignClientChangesNothing(t *testing.T) {
 	// Consuming is atomic: of simultaneous exchanges of one code, exactly one wins, and the
 	// others, being replays, revoke what it issued.
 	code = e.signInCode(t, b, "portal")
-	var mu sync.Mutex
-	var won []map[string]any
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			if tok, errc := e.exchange(t, "portal", code); errc == "" {
-				mu.Lock()
-				won = append(won, tok)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	won := successes(8, func() (map[string]any, string) { return e.exchange(t, "portal", code) })
 	if len(won) != 1 {
 		t.Fatalf("%d exchanges of one code succeeded", len(won))
 	}
@@ -288,20 +288,28 @@ func TestForeignClientChangesNothing(t *testing.T) {
 	if errc != "" {
 		t.Fatal(errc)
 	}
-	won = nil
-	for range 8 {
+	won = successes(8, func() (map[string]any, string) { return e.refresh(t, "portal", tok["refresh_token"].(string)) })
+	if len(won) != 1 {
+		t.Fatalf("%d refreshes with one refresh token succeeded", len(won))
+	}
+}
+
+// successes runs grant n times at once and returns the answers that succeeded.
+func successes(n int, grant func() (map[string]any, string)) []map[string]any {
+	var mu sync.Mutex
+	var won []map[string]any
+	var wg sync.WaitGroup
+	for range n {
 		wg.Go(func() {
-			if next, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc == "" {
+			if tok, errc := grant(); errc == "" {
 				mu.Lock()
-				won = append(won, next)
+				won = append(won, tok)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if len(won) != 1 {
-		t.Fatalf("%d refreshes with one refresh token succeeded", len(won))
-	}
+	return won
 }
 
 // TestCodeReplayEndsOnlyThatClientsSession: as in Keycloak, a replayed code revokes the tokens
