@@ -34,6 +34,7 @@ func (c *Client) Allows(grant string) bool { return slices.Contains(c.Grants, gr
 // Clients is the registry of clients.
 type Clients struct {
 	byID map[string]*Client
+	ids  []string // in the order of the configuration
 	// dummy is compared against when the client is unknown, so that an unknown id and a wrong
 	// secret take the same time.
 	dummy [32]byte
@@ -57,6 +58,7 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 			(c.RefreshTokens == nil || *c.RefreshTokens) {
 			grants = append(grants, config.GrantRefreshToken)
 		}
+		r.ids = append(r.ids, c.ClientID)
 		r.byID[c.ClientID] = &Client{
 			ID: c.ClientID, secretHash: h, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
@@ -68,6 +70,9 @@ func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error)
 	}
 	return r, nil
 }
+
+// IDs returns the ids of every client, in the order of the configuration.
+func (r *Clients) IDs() []string { return r.ids }
 
 // Lookup returns a client by id, without authenticating it.
 func (r *Clients) Lookup(id string) (*Client, bool) {

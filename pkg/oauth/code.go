@@ -29,7 +29,13 @@ type SignInStore interface {
 	ConsumeAuthCode(ctx context.Context, c store.AuthCode) error
 	Session(ctx context.Context, key string) (store.Session, error)
 	SessionBySID(ctx context.Context, sid string) (store.Session, error)
-	EndSession(ctx context.Context, key string) error
+	PutSession(ctx context.Context, se store.Session) ([]store.SessionRef, error)
+	EndSession(ctx context.Context, se store.Session) error
+	UserSessions(ctx context.Context, userID string) ([]store.Session, error)
+	UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error
+	Grant(ctx context.Context, userID, clientID string) (store.Grant, error)
+	RevokeGrant(ctx context.Context, userID, clientID string, at, keepUntil time.Time) error
+	GrantRevokedAt(ctx context.Context, userID, clientID string) (time.Time, error)
 	PutRefreshToken(ctx context.Context, t store.RefreshToken) error
 	RotateRefreshToken(ctx context.Context, t store.RefreshToken) error
 	RefreshToken(ctx context.Context, hash string) (store.RefreshToken, error)
@@ -161,6 +167,10 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 			return nil, errorf(ErrServerError, "the token could not be issued")
 		}
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
+	}
+	// For the account page: which applications the user has granted, and when each last used it.
+	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
+		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
 	if slices.Contains(strings.Fields(scope), config.ScopeOpenID) {
 		id, err := s.idKeys(c).Sign(&IDClaims{

@@ -58,7 +58,11 @@ func (s *Service) EndSession(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Store.EndSession(ctx, key); err != nil {
+	return s.endSession(ctx, se)
+}
+
+func (s *Service) endSession(ctx context.Context, se store.Session) error {
+	if err := s.Store.EndSession(ctx, se); err != nil {
 		return err
 	}
 	if s.Revoked != nil {
@@ -86,6 +90,9 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		if _, ok := s.Revoked.Get(revokedFamilyKey(c.Family)); ok && c.Family != "" {
 			return errorf(ErrInvalidToken, "the token was revoked")
 		}
+		if s.accessRevoked(c) {
+			return errorf(ErrInvalidToken, "the user revoked this application's access")
+		}
 	}
 	if !inStore || s.Store == nil {
 		return nil
@@ -104,6 +111,12 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		revoked, err := s.Store.FamilyRevoked(ctx, c.Family)
 		if err == nil && revoked {
 			return errorf(ErrInvalidToken, "the token was revoked")
+		}
+	}
+	if c.UserID != "" && c.IssuedAt != nil {
+		at, err := s.Store.GrantRevokedAt(ctx, c.UserID, c.Azp)
+		if err == nil && !at.IsZero() && c.IssuedAt.Unix() <= at.Unix() {
+			return errorf(ErrInvalidToken, "the user revoked this application's access")
 		}
 	}
 	return nil
@@ -181,7 +194,7 @@ func (s *Service) Introspect(ctx context.Context, r ClientRequest) (map[string]a
 	if err != nil || t.Rotated || !s.Now().Before(t.Expires) || !mayKnow(t.ClientID) {
 		return inactive, nil
 	}
-	if _, ok := s.Clients.Lookup(t.ClientID); !ok || s.familyRevoked(ctx, t.Family) {
+	if _, ok := s.Clients.Lookup(t.ClientID); !ok || s.familyRevoked(ctx, t.Family) || s.grantRevoked(ctx, t.UserID, t.ClientID, t.At) {
 		return inactive, nil
 	}
 	if _, err := s.Store.Session(ctx, t.SessionKey); err != nil {

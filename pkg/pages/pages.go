@@ -16,6 +16,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -32,15 +33,23 @@ var (
 	formPostTmpl  = parse("formpost.html")
 	loggedOutTmpl = parse("loggedout.html")
 	confirmTmpl   = parse("logoutconfirm.html")
+	accountTmpl   = parse("account.html")
 )
 
 // parse builds one page as its own template set over the shared layout, so each page's
 // "title" and "content" definitions cannot collide with another page's.
 func parse(page string) *template.Template {
 	return template.Must(template.New(page).
-		Funcs(template.FuncMap{"split": splitLanguages}).
+		Funcs(template.FuncMap{"split": splitLanguages, "when": when}).
 		ParseFS(templateFS, "templates/layout.html", "templates/"+page))
 }
+
+// campusTime is the campus's time zone (China Standard Time, no daylight saving), in which
+// pages show times.
+var campusTime = time.FixedZone("CST", 8*60*60)
+
+// when shows a time to the minute in campus time.
+func when(t time.Time) string { return t.In(campusTime).Format("2006-01-02 15:04") }
 
 // bilingual is a caller's text cut into its Chinese part and the English that follows it, so
 // the page can set the English smaller like its own labels.
@@ -194,3 +203,37 @@ type LogoutConfirmData struct {
 // from the application (no id_token_hint) is confirmed by the user with a form, so a link or an
 // image on another site cannot sign anyone out.
 func LogoutConfirm(w io.Writer, d LogoutConfirmData) error { return render(w, confirmTmpl, d) }
+
+// AccountData is what the account page shows a signed-in user.
+type AccountData struct {
+	UserID   string           // campus user number of the signed-in user
+	Notice   string           // the outcome of the last change, "中文 English"; empty for none
+	Grants   []AccountGrant   // applications with access
+	Sessions []AccountSession // live sign-in sessions, newest first
+	// RevokeAction and EndAction are where the forms post: "client_id" and "csrf" to revoke
+	// an application's access; "sid" ("others" for every session but this one) and "csrf" to
+	// end sessions.
+	RevokeAction, EndAction string
+	CSRF                    string // value of the hidden field named "csrf"
+	Nonce                   string // CSP nonce of the page's <style>; the one given to Headers
+}
+
+// AccountGrant is one application with access.
+type AccountGrant struct {
+	Client            string      // client_id
+	Scopes            []ScopeText // what it may do, in words
+	Granted, LastUsed time.Time   // LastUsed zero: never used
+}
+
+// AccountSession is one sign-in session.
+type AccountSession struct {
+	SID              string // the session's public id, posted back to end it
+	Current          bool   // the session of the browser showing the page
+	Started, Expires time.Time
+	Address, Agent   string // where the sign-in came from
+	Method           string // how the user signed in, e.g. "CAS"
+}
+
+// Account writes the account page: the applications the user has granted, each with a form to
+// remove its access, and the user's sign-in sessions, each with a form to end it.
+func Account(w io.Writer, d AccountData) error { return render(w, accountTmpl, d) }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/campus-it/ucs/pkg/pages"
 )
@@ -90,6 +91,16 @@ func TestPagesRender(t *testing.T) {
 		{"logged out with link", func(w io.Writer) error {
 			return pages.LoggedOut(w, pages.LoggedOutData{Redirect: "https://app.campus.edu/", Nonce: nonce})
 		}, "返回应用", "Return to the application", false},
+		{"account", func(w io.Writer) error {
+			at := time.Date(2026, 11, 23, 1, 30, 0, 0, time.UTC)
+			return pages.Account(w, pages.AccountData{UserID: "2021001", CSRF: "c", RevokeAction: "/r", EndAction: "/e", Nonce: nonce,
+				Notice:   "会话已结束。 The session has ended.",
+				Grants:   []pages.AccountGrant{{Client: "portal", Scopes: scopes("notification.mp"), Granted: at, LastUsed: at}},
+				Sessions: []pages.AccountSession{{SID: "s1", Current: true, Started: at, Expires: at}, {SID: "s2", Started: at, Expires: at, Agent: hostile}}})
+		}, "2026-11-23 09:30", "Remove access", false},
+		{"account with nothing granted", func(w io.Writer) error {
+			return pages.Account(w, pages.AccountData{UserID: "2021001", CSRF: "c", RevokeAction: "/r", EndAction: "/e", Nonce: nonce})
+		}, "我的账户", "No application has access yet", false},
 		{"sign-out confirmation", func(w io.Writer) error {
 			return pages.LogoutConfirm(w, pages.LogoutConfirmData{Action: "/auth/realms/campus/protocol/openid-connect/logout", Confirm: "sealed", Nonce: nonce})
 		}, "确定要退出", "Do you want to sign out", false},

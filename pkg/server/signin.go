@@ -23,7 +23,6 @@ import (
 // SignInStore keeps the browser side of sign-in; *store.Store implements it.
 type SignInStore interface {
 	FinishAuthRequest(ctx context.Context, id string, expires time.Time) error
-	PutSession(ctx context.Context, se store.Session) error
 	Session(ctx context.Context, key string) (store.Session, error)
 	Consent(ctx context.Context, userID, clientID string) ([]string, error)
 	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
@@ -73,6 +72,7 @@ func (s *Server) signInRoutes() {
 	s.e.POST(oidc+"/logout", s.logout)
 	s.e.POST(oidc+"/revoke", s.revoke)
 	s.e.POST(oidc+"/token/introspect", s.introspect)
+	s.accountRoutes()
 }
 
 // page renders an HTML page with the security headers; formActions are origins its form may
@@ -215,15 +215,8 @@ func (s *Server) authorize(c echo.Context) error {
 		return s.redirectError(c, ar, e.Code, e.Description)
 	}
 	ar.Prompt = prompt
-	browser := cookieValue(c, cookieBrowser)
-	if browser == "" {
-		browser = oauth.NewSecret()
-	}
-	s.setCookie(c, cookieBrowser, browser, 0)
-	now := s.now()
-	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
-	ar.At, ar.Expires = now, now.Add(authRequestTTL)
-	ctx := c.Request().Context()
+	s.newFlow(c, &ar)
+	now, ctx := s.now(), c.Request().Context()
 	se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
 	signedIn := err == nil &&
 		// max_age: a sign-in older than that is made again (auth_time changes only then).
@@ -244,6 +237,19 @@ func (s *Server) authorize(c echo.Context) error {
 		return s.redirectError(c, ar, "login_required", "the user is not signed in and prompt=none forbids asking")
 	}
 	return s.startLogin(c, ar, "")
+}
+
+// newFlow gives a sign-in its id, its CSRF value and its lifetime, and binds it to this
+// browser (a cookie set now, whose hash it keeps).
+func (s *Server) newFlow(c echo.Context, ar *store.AuthRequest) {
+	browser := cookieValue(c, cookieBrowser)
+	if browser == "" {
+		browser = oauth.NewSecret()
+	}
+	s.setCookie(c, cookieBrowser, browser, 0)
+	now := s.now()
+	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
+	ar.At, ar.Expires = now, now.Add(authRequestTTL)
 }
 
 func validChallenge(s string) bool {
@@ -286,6 +292,10 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 	if failure != "" {
 		status = http.StatusUnauthorized
 	}
+	var formActions []string
+	if ar.RedirectURI != "" {
+		formActions = append(formActions, ar.RedirectURI) // the form's answer redirects to the client, which form-action must allow
+	}
 	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
 		return func(b *bytes.Buffer) error {
 			return pages.Login(b, pages.LoginData{
@@ -293,7 +303,7 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 				CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
 			})
 		}
-	}, ar.RedirectURI) // the form's answer redirects to the client, which form-action must allow
+	}, formActions...)
 }
 
 // flowRequest loads the authorization request a step of the flow belongs to, and checks that
@@ -380,8 +390,9 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 	se := store.Session{
 		Key: oauth.Hash(secret), SID: oauth.NewSecret()[:22], UserID: userID, IDP: idp,
 		AuthTime: now, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
+		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
-	if err := s.cfg.SignIn.Store.PutSession(c.Request().Context(), se); err != nil {
+	if err := s.cfg.OAuth.StartSession(c.Request().Context(), se); err != nil {
 		return se, err
 	}
 	s.setCookie(c, cookieSession, secret, s.cfg.SignIn.SessionTTL)
@@ -402,6 +413,12 @@ func interfaceScopes(scope string) []string {
 
 // afterLogin asks for consent where it is needed, else answers the client.
 func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	if ar.Account {
+		if ok, err := s.finishOnce(c, ar); !ok {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, s.accountPath())
+	}
 	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
 	want := interfaceScopes(ar.Scope)
 	if len(want) == 0 || client.SkipConsent {
@@ -499,6 +516,11 @@ func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err 
 }
 
 func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
+	if ar.Account {
+		// A sign-in to the account page has no client to send an error to.
+		return s.errorPage(c, http.StatusServiceUnavailable, "出错了 Something went wrong",
+			"The sign-in could not be completed. Open the account page again.", code)
+	}
 	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: oauth.Description(desc)},
 		{Name: "state", Value: ar.State}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
 }
@@ -730,4 +752,19 @@ func (s *Server) introspect(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, out)
+}
+
+// userAgent keeps what the account page needs of a User-Agent to tell sessions apart: at most
+// 160 characters, printable ASCII.
+func userAgent(ua string) string {
+	ua = strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return -1
+		}
+		return r
+	}, ua)
+	if len(ua) > 160 {
+		ua = ua[:160]
+	}
+	return ua
 }

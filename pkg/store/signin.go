@@ -22,6 +22,12 @@ const (
 	colRefresh      = "refresh_tokens"
 	colFamilies     = "token_families"
 	colSessionIDs   = "sso_session_ids"
+	// colUserSessions lists each user's sessions, keyed by the user number, for the account
+	// page: the reader holds the user number, never a session key.
+	colUserSessions = "user_sessions"
+	// colRevokedGrants records when a user revoked an application's access, keyed
+	// "userid|client": what was issued to it before then is dead.
+	colRevokedGrants = "revoked_grants"
 )
 
 // sessionID maps a session's public id (the sid of its tokens) to its key, so a token's
@@ -48,6 +54,8 @@ type AuthRequest struct {
 	IDP                 string `json:"idp,omitempty"`
 	// Prompt is the request's prompt: none, login, consent, or empty.
 	Prompt string `json:"prompt,omitempty"`
+	// Account marks the sign-in to the account page: it ends there, with no client and no code.
+	Account bool `json:"account,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`
@@ -87,6 +95,10 @@ type Session struct {
 	Expires  time.Time `bson:"expires"`
 	Ended    bool      `bson:"ended"`
 	At       time.Time `bson:"at"`
+	// Address and Agent are where the sign-in came from (source address and User-Agent, cut
+	// short), shown to the user on the account page.
+	Address string `bson:"addr,omitempty"`
+	Agent   string `bson:"agent,omitempty"`
 }
 
 // RefreshToken is an issued refresh token (stored by its hash).
@@ -109,12 +121,6 @@ type family struct {
 	ID      string    `bson:"_id"`
 	Revoked bool      `bson:"revoked"`
 	At      time.Time `bson:"at"`
-}
-
-type consent struct {
-	ID     string    `bson:"_id"`
-	Scopes []string  `bson:"scopes"`
-	At     time.Time `bson:"at"`
 }
 
 func (s *Store) col(name string) *mongo.Collection { return s.db.Collection(name) }
@@ -203,17 +209,6 @@ func (s *Store) ConsumeAuthCode(ctx context.Context, c AuthCode) error {
 	return s.useOnce(ctx, colAuthCodes, c.Hash, c.Expires, "used")
 }
 
-// PutSession stores a sign-in session.
-func (s *Store) PutSession(ctx context.Context, se Session) error {
-	if _, err := s.col(colSessions).InsertOne(ctx, se); err != nil {
-		return fmt.Errorf("insert session: %w", err)
-	}
-	if _, err := s.col(colSessionIDs).InsertOne(ctx, sessionID{SID: se.SID, Key: se.Key, Expires: se.Expires}); err != nil {
-		return fmt.Errorf("insert session id: %w", err)
-	}
-	return nil
-}
-
 // SessionBySID returns a live session by the sid of its tokens, or ErrNotFound.
 func (s *Store) SessionBySID(ctx context.Context, sid string) (Session, error) {
 	var m sessionID
@@ -233,35 +228,6 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 		return se, ErrNotFound
 	}
 	return se, nil
-}
-
-// EndSession ends a session; its refresh tokens stop working with it.
-func (s *Store) EndSession(ctx context.Context, key string) error {
-	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"ended": true}})
-	if err != nil {
-		return fmt.Errorf("end session: %w", err)
-	}
-	return nil
-}
-
-// Consent returns the scopes userID has granted clientID.
-func (s *Store) Consent(ctx context.Context, userID, clientID string) ([]string, error) {
-	var c consent
-	err := s.getByID(ctx, colConsents, userID+"|"+clientID, &c)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	return c.Scopes, err
-}
-
-// PutConsent records the scopes userID has granted clientID.
-func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
-	_, err := s.col(colConsents).ReplaceOne(ctx, bson.M{"_id": userID + "|" + clientID},
-		consent{ID: userID + "|" + clientID, Scopes: scopes, At: s.now()}, options.Replace().SetUpsert(true))
-	if err != nil {
-		return fmt.Errorf("put consent: %w", err)
-	}
-	return nil
 }
 
 // PutRefreshToken stores an issued refresh token, creating its family on first use.

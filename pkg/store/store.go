@@ -71,6 +71,7 @@ type Store struct {
 	// ttl is true when the server expires records itself (a TTL index); otherwise Sweep must run.
 	ttl       bool
 	retention time.Duration
+	users     userLocks
 }
 
 // Open connects, waits until the server answers and makes sure the indexes exist.
@@ -139,7 +140,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		return fmt.Errorf("list collections: %w", err)
 	}
 	for _, c := range []string{colResults, colMsgIDs, colBindings, colFollowers, colKeys,
-		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs} {
+		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs, colUserSessions, colRevokedGrants} {
 		if slices.Contains(names, c) {
 			continue
 		}
@@ -219,7 +220,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	}
 	// Sign-in records are dropped once expired (a day later, so a replay is still recognised
 	// as one for a while).
-	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs} {
+	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs, colUserSessions, colRevokedGrants} {
 		r, err := s.col(c).DeleteMany(ctx, bson.M{"expires": bson.M{"$lt": s.now().Add(-24 * time.Hour)}})
 		if err != nil {
 			return n, fmt.Errorf("sweep %s: %w", c, err)

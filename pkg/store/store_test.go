@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -388,14 +389,14 @@ func TestSweepSignInRecords(t *testing.T) {
 	now := at(0)
 	st := embeddedtest.Store(t, func() time.Time { return now })
 	ctx := context.Background()
-	if err := st.PutSession(ctx, store.Session{Key: "old", SID: "sid-old", Expires: now.Add(-48 * time.Hour)}); err != nil {
+	if _, err := st.PutSession(ctx, store.Session{Key: "old", SID: "sid-old", UserID: "u-old", Expires: now.Add(-48 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", Expires: now.Add(time.Hour)}); err != nil {
+	if _, err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", UserID: "u-live", Expires: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	// The old session and the record of its sid.
-	if n, err := st.Sweep(ctx); err != nil || n != 2 {
+	// The old session, the record of its sid and its user's list of sessions.
+	if n, err := st.Sweep(ctx); err != nil || n != 3 {
 		t.Fatalf("swept %d, %v", n, err)
 	}
 	if se, err := st.SessionBySID(ctx, "sid-live"); err != nil || se.Key != "live" {
@@ -403,5 +404,92 @@ func TestSweepSignInRecords(t *testing.T) {
 	}
 	if _, err := st.SessionBySID(ctx, "sid-old"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("old session found: %v", err)
+	}
+}
+
+func TestAccountRecords(t *testing.T) {
+	now := at(0)
+	st := embeddedtest.Store(t, func() time.Time { return now })
+	ctx := context.Background()
+	put := func(key string, ttl time.Duration) []store.SessionRef {
+		t.Helper()
+		refs, err := st.PutSession(ctx, store.Session{Key: key, SID: "sid-" + key, UserID: "u1", AuthTime: now, Expires: now.Add(ttl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refs
+	}
+	put("a", time.Minute)
+	now = now.Add(time.Second)
+	put("b", time.Hour)
+	now = now.Add(2 * time.Minute) // a has expired
+	refs := put("c", time.Hour)
+	if len(refs) != 2 || refs[0].Key != "b" || refs[1].Key != "c" {
+		t.Fatalf("live sessions after a third sign-in: %+v", refs)
+	}
+	list, err := st.UserSessions(ctx, "u1")
+	if err != nil || len(list) != 2 || list[0].Key != "c" || list[1].Key != "b" {
+		t.Fatalf("sessions newest first: %+v %v", list, err)
+	}
+	if err := st.EndSession(ctx, list[0]); err != nil {
+		t.Fatal(err)
+	}
+	if list, err = st.UserSessions(ctx, "u1"); err != nil || len(list) != 1 || list[0].Key != "b" {
+		t.Fatalf("after ending c: %+v %v", list, err)
+	}
+	if list, err = st.UserSessions(ctx, "nobody"); err != nil || len(list) != 0 {
+		t.Fatalf("a user with no sessions: %+v %v", list, err)
+	}
+
+	// Many simultaneous sign-ins of one user each keep their entry.
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := st.PutSession(ctx, store.Session{Key: fmt.Sprint("p", i), SID: fmt.Sprint("sid-p", i), UserID: "u2", Expires: now.Add(time.Hour)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if list, err = st.UserSessions(ctx, "u2"); err != nil || len(list) != 16 {
+		t.Fatalf("16 simultaneous sign-ins listed %d: %v", len(list), err)
+	}
+
+	// Grants: consent, use, revocation.
+	if err := st.PutConsent(ctx, "u1", "portal", []string{"notification.mp"}); err != nil {
+		t.Fatal(err)
+	}
+	granted := now
+	now = now.Add(time.Minute)
+	if err := st.UseGrant(ctx, "u1", "portal", "openid notification.mp", now); err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.Grant(ctx, "u1", "portal")
+	if err != nil || !g.At.Equal(granted) || !g.LastUsed.Equal(now) || g.Scope != "openid notification.mp" ||
+		!slices.Equal(g.Scopes, []string{"notification.mp"}) {
+		t.Fatalf("grant: %+v %v", g, err)
+	}
+	if err := st.UseGrant(ctx, "u1", "trusted", "openid", now); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := st.Consent(ctx, "u1", "trusted"); err != nil || len(sc) != 0 {
+		t.Fatalf("a used grant without consent: %v %v", sc, err)
+	}
+	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.IsZero() {
+		t.Fatalf("never revoked: %v %v", at, err)
+	}
+	if err := st.RevokeGrant(ctx, "u1", "portal", now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.Equal(now) {
+		t.Fatalf("revoked at: %v %v", at, err)
+	}
+	if _, err := st.Grant(ctx, "u1", "portal"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("revoked grant still there: %v", err)
+	}
+	if sc, err := st.Consent(ctx, "u1", "portal"); err != nil || len(sc) != 0 {
+		t.Fatalf("consent after revocation: %v %v", sc, err)
 	}
 }

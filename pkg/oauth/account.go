@@ -1,0 +1,125 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// MaxSessionsPerUser bounds a user's live sign-in sessions: a sign-in beyond it ends the
+// oldest, so that one account cannot grow its records without end.
+const MaxSessionsPerUser = 100
+
+// ErrNotYours answers a request of the account page about a session or application that is
+// not the signed-in user's (or no longer exists): nothing is changed.
+var ErrNotYours = errors.New("no such session or application of this user")
+
+// revokedGrantKey is the key in Shared of a user's revocation of a client's access; its value
+// is the Unix second of the revocation.
+func revokedGrantKey(userID, clientID string) string {
+	return "grant." + keyPart(userID) + "." + keyPart(clientID)
+}
+
+// StartSession stores a new sign-in session. When the user then has more than
+// MaxSessionsPerUser live sessions, the oldest are ended.
+func (s *Service) StartSession(ctx context.Context, se store.Session) error {
+	refs, err := s.Store.PutSession(ctx, se)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs[:max(0, len(refs)-MaxSessionsPerUser)] {
+		if err := s.EndSession(ctx, r.Key); err != nil {
+			s.Logger.Warn("ending a user's oldest session failed", "err", err)
+		}
+	}
+	return nil
+}
+
+// Grants returns the applications userID has granted access to, in the order of the
+// configuration.
+func (s *Service) Grants(ctx context.Context, userID string) ([]store.Grant, error) {
+	var out []store.Grant
+	for _, id := range s.Clients.IDs() {
+		g, err := s.Store.Grant(ctx, userID, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Sessions returns userID's live sign-in sessions, newest first.
+func (s *Service) Sessions(ctx context.Context, userID string) ([]store.Session, error) {
+	return s.Store.UserSessions(ctx, userID)
+}
+
+// EndUserSession ends the session sid of userID (ErrNotYours when userID has no such session),
+// as a logout of that session does.
+func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error {
+	se, err := s.Store.SessionBySID(ctx, sid)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && se.UserID != userID) {
+		return ErrNotYours
+	}
+	if err != nil {
+		return err
+	}
+	return s.endSession(ctx, se)
+}
+
+// RevokeGrant withdraws what userID granted clientID, as Keycloak's account console does: the
+// consent is forgotten, so the next sign-in asks again; the application's refresh tokens and
+// codes for the user stop working; and its access tokens are refused by every replica at once.
+func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) error {
+	if _, ok := s.Clients.Lookup(clientID); !ok {
+		return ErrNotYours
+	}
+	if _, err := s.Store.Grant(ctx, userID, clientID); errors.Is(err, store.ErrNotFound) {
+		return ErrNotYours
+	} else if err != nil {
+		return err
+	}
+	now := s.Now()
+	// Nothing issued before now outlives a refresh token, a code or an access token from then.
+	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)
+	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, keep); err != nil {
+		return err
+	}
+	if s.Revoked != nil {
+		return s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.Unix(), 10))
+	}
+	return nil
+}
+
+// grantRevoked reports whether userID revoked clientID's access at or after issued (a code or
+// refresh token issued then is dead). A store that cannot answer counts as revoked: a grant
+// can be retried, a revoked one must not live on.
+func (s *Service) grantRevoked(ctx context.Context, userID, clientID string, issued time.Time) bool {
+	at, err := s.Store.GrantRevokedAt(ctx, userID, clientID)
+	if err != nil {
+		s.Logger.Warn("checking a grant's revocation failed", "err", err)
+		return true
+	}
+	return !at.IsZero() && !issued.After(at)
+}
+
+// accessRevoked reports whether the grant of an access token was revoked after it was issued,
+// from the shared revocations. An access token carries its issue time in whole seconds, so one
+// issued in the second of the revocation counts as revoked.
+func (s *Service) accessRevoked(c *Claims) bool {
+	if s.Revoked == nil || c.UserID == "" || c.IssuedAt == nil {
+		return false
+	}
+	v, ok := s.Revoked.Get(revokedGrantKey(c.UserID, c.Azp))
+	if !ok {
+		return false
+	}
+	at, err := strconv.ParseInt(string(v), 10, 64)
+	return err != nil || c.IssuedAt.Unix() <= at
+}

@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	csrfField  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	sessionRow = regexp.MustCompile(`<li id="session-([^"]+)">\s*<strong>([^<]*)`)
+	grantRow   = regexp.MustCompile(`<li id="grant-([^"]+)">`)
+)
+
+// accountPage is the account page as a browser reads it.
+type accountPage struct {
+	page
+	csrf     string
+	sessions map[string]bool // sid → the browser's own session
+	grants   []string
+}
+
+func (e *signInEnv) account(t *testing.T, b *http.Client) accountPage {
+	t.Helper()
+	p := get(t, b, e.issuer+"/account")
+	if p.status != http.StatusOK || !strings.Contains(p.body, "My account") {
+		t.Fatalf("account page: %d %s", p.status, p.body)
+	}
+	return parseAccount(t, p)
+}
+
+func parseAccount(t *testing.T, p page) accountPage {
+	t.Helper()
+	a := accountPage{page: p, sessions: map[string]bool{}}
+	if m := csrfField.FindStringSubmatch(p.body); m != nil {
+		a.csrf = html.UnescapeString(m[1])
+	}
+	for _, m := range sessionRow.FindAllStringSubmatch(p.body, -1) {
+		a.sessions[html.UnescapeString(m[1])] = strings.HasPrefix(m[2], "当前浏览器")
+	}
+	for _, m := range grantRow.FindAllStringSubmatch(p.body, -1) {
+		a.grants = append(a.grants, html.UnescapeString(m[1]))
+	}
+	return a
+}
+
+func (a accountPage) own() string {
+	for sid, own := range a.sessions {
+		if own {
+			return sid
+		}
+	}
+	return ""
+}
+
+func (a accountPage) other() string {
+	for sid, own := range a.sessions {
+		if !own {
+			return sid
+		}
+	}
+	return ""
+}
+
+// accountPost posts a form of the account page from browser b.
+func (e *signInEnv) accountPost(t *testing.T, b *http.Client, action string, form url.Values) page {
+	t.Helper()
+	resp, err := b.PostForm(e.issuer+"/account"+action, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read(t, resp)
+}
+
+// signedIn signs browser b in through the account page itself.
+func (e *signInEnv) signedIn(t *testing.T, b *http.Client) accountPage {
+	t.Helper()
+	p := get(t, b, e.issuer+"/account")
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("the account page of a browser not signed in: %d %s", p.status, p.body)
+	}
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if p.status != http.StatusOK || p.url.Path != "/auth/realms/campus/account" {
+		t.Fatalf("after the sign-in: %d %s %s", p.status, p.url, p.body)
+	}
+	return parseAccount(t, p)
+}
+
+// TestAccountGrants: the account page lists the applications the user granted, with their
+// scopes and use; removing one ends its refresh and access tokens at once (every browser of the
+// user), leaves other applications alone, and makes the next sign-in ask for consent again.
+func TestAccountGrants(t *testing.T) {
+	e := newSignInEnv(t)
+	a := browser(t)
+	first := e.signedIn(t, a)
+	if len(first.grants) != 0 || len(first.sessions) != 1 || first.own() == "" || !strings.Contains(first.body, userID) {
+		t.Fatalf("a first visit: grants %v, sessions %v", first.grants, first.sessions)
+	}
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, a, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, a, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// The same user in a second browser, to the same application.
+	portal2, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	e.clock.Add(time.Minute)
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+		t.Fatal(errc)
+	}
+	page := e.account(t, a)
+	if strings.Join(page.grants, ",") != "portal,library" {
+		t.Fatalf("grants listed: %v", page.grants)
+	}
+	for _, want := range []string{"通过信息化公众号向您发送消息", "Send you messages", "last used"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+
+	// Refused: a wrong CSRF value, and a browser with no session; nothing changes.
+	e.writes.take()
+	if p := e.accountPost(t, a, "/grants/revoke", url.Values{"client_id": {"portal"}, "csrf": {"forged"}}); p.status != http.StatusForbidden {
+		t.Fatalf("a forged form: %d", p.status)
+	}
+	if p := e.accountPost(t, browser(t), "/grants/revoke", url.Values{"client_id": {"portal"}, "csrf": {page.csrf}}); p.status != http.StatusForbidden {
+		t.Fatalf("another browser: %d", p.status)
+	}
+	if p := e.accountPost(t, a, "/grants/revoke", url.Values{"client_id": {"kiosk"}, "csrf": {page.csrf}}); p.status != http.StatusNotFound {
+		t.Fatalf("an application never granted: %d", p.status)
+	}
+	e.noWrites(t, "refused account forms")
+	if st := userinfo(t, e.issuer, portal["access_token"].(string)); st != 200 {
+		t.Fatalf("userinfo before the revocation: %d", st)
+	}
+
+	p := e.accountPost(t, a, "/grants/revoke", url.Values{"client_id": {"portal"}, "csrf": {page.csrf}})
+	if p.status != http.StatusOK || !strings.Contains(p.body, "access is removed") {
+		t.Fatalf("revocation: %d %s", p.status, p.body)
+	}
+	if got := parseAccount(t, p).grants; strings.Join(got, ",") != "library" {
+		t.Fatalf("grants after removing portal: %v", got)
+	}
+	for i, tok := range []map[string]any{portal, portal2} {
+		if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
+			t.Errorf("refresh token %d after the revocation: %q", i, errc)
+		}
+		if st := userinfo(t, e.issuer, tok["access_token"].(string)); st != http.StatusUnauthorized {
+			t.Errorf("access token %d at userinfo after the revocation: %d", i, st)
+		}
+		if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {tok["access_token"].(string)}}); m["active"] != false {
+			t.Errorf("access token %d introspects %v", i, m)
+		}
+	}
+	if st := userinfo(t, e.issuer, library["access_token"].(string)); st != 200 {
+		t.Fatalf("another application's token: %d", st)
+	}
+
+	// The next sign-in to portal asks for consent again, and its tokens work.
+	e.clock.Add(2 * time.Second)
+	ask := get(t, a, e.authURL("portal", "again"))
+	if !strings.Contains(ask.body, `name="accept"`) {
+		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
+	}
+	fresh, errc := e.exchange(t, "portal", callback(t, submit(t, a, ask, url.Values{"accept": {"yes"}})).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	if st := userinfo(t, e.issuer, fresh["access_token"].(string)); st != 200 {
+		t.Fatalf("a token granted after the revocation: %d", st)
+	}
+	if _, errc := e.refresh(t, "portal", fresh["refresh_token"].(string)); errc != "" {
+		t.Fatalf("refreshing a token granted after the revocation: %q", errc)
+	}
+}
+
+// TestAccountSessions: the account page lists the user's sessions in every browser; ending one
+// signs that browser out and ends its tokens; "everywhere else" keeps only this browser; ending
+// the page's own session signs it out.
+func TestAccountSessions(t *testing.T) {
+	e := newSignInEnv(t)
+	a, b, c := browser(t), browser(t), browser(t)
+	e.signedIn(t, a)
+	tokB, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	page := e.account(t, a)
+	if len(page.sessions) != 2 || page.own() == "" || page.other() == "" {
+		t.Fatalf("sessions listed: %v", page.sessions)
+	}
+	sidB := page.other()
+
+	e.writes.take()
+	if p := e.accountPost(t, a, "/sessions/end", url.Values{"sid": {sidB}, "csrf": {"forged"}}); p.status != http.StatusForbidden {
+		t.Fatalf("a forged form: %d", p.status)
+	}
+	if p := e.accountPost(t, a, "/sessions/end", url.Values{"sid": {"no-such-session"}, "csrf": {page.csrf}}); p.status != http.StatusNotFound {
+		t.Fatalf("an unknown session: %d", p.status)
+	}
+	e.noWrites(t, "refused account forms")
+
+	p := e.accountPost(t, a, "/sessions/end", url.Values{"sid": {sidB}, "csrf": {page.csrf}})
+	if p.status != http.StatusOK || !strings.Contains(p.body, "The session has ended") {
+		t.Fatalf("ending a session: %d %s", p.status, p.body)
+	}
+	if got := parseAccount(t, p).sessions; len(got) != 1 || got[page.own()] != true {
+		t.Fatalf("sessions after ending b's: %v", got)
+	}
+	if st := userinfo(t, e.issuer, tokB["access_token"].(string)); st != http.StatusUnauthorized {
+		t.Fatalf("b's token after its session ended: %d", st)
+	}
+	if _, errc := e.refresh(t, "portal", tokB["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("b's refresh token: %q", errc)
+	}
+	if again := get(t, b, e.authURL("portal", "again")); !strings.Contains(again.body, `name="password"`) {
+		t.Fatalf("b is still signed in: %d %s", again.status, again.location)
+	}
+
+	// Everywhere else: b and c signed in again, then ended together; a stays.
+	e.signedIn(t, b)
+	e.signedIn(t, c)
+	page = e.account(t, a)
+	if len(page.sessions) != 3 {
+		t.Fatalf("sessions: %v", page.sessions)
+	}
+	p = e.accountPost(t, a, "/sessions/end", url.Values{"sid": {"others"}, "csrf": {page.csrf}})
+	if got := parseAccount(t, p).sessions; p.status != http.StatusOK || len(got) != 1 || got[page.own()] != true {
+		t.Fatalf("after ending every other session: %d %v", p.status, got)
+	}
+	for _, other := range []*http.Client{b, c} {
+		if q := get(t, other, e.issuer+"/account"); !strings.Contains(q.body, `name="password"`) {
+			t.Fatalf("another browser is still signed in: %d", q.status)
+		}
+	}
+
+	// The page's own session: signed out.
+	p = e.accountPost(t, a, "/sessions/end", url.Values{"sid": {page.own()}, "csrf": {page.csrf}})
+	if p.status != http.StatusOK || !strings.Contains(p.body, "You have signed out") {
+		t.Fatalf("ending the own session: %d %s", p.status, p.body)
+	}
+	if q := get(t, a, e.issuer+"/account"); !strings.Contains(q.body, `name="password"`) {
+		t.Fatalf("still signed in after ending the own session: %d", q.status)
+	}
+}

@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+)
+
+// What a user's account holds besides the sessions themselves: the list of the user's sessions
+// (user_sessions, one document per user) and the applications the user has granted (consents,
+// one document per user and client). Both are read by a key the reader already holds.
+
+// SessionRef is one entry of a user's list of sessions.
+type SessionRef struct {
+	Key     string    `bson:"key"`
+	SID     string    `bson:"sid"`
+	Expires time.Time `bson:"expires"`
+}
+
+type userSessions struct {
+	ID       string       `bson:"_id"`
+	Sessions []SessionRef `bson:"sessions"`
+	// Expires is the latest expiry of the sessions, after which the sweep drops the list.
+	Expires time.Time `bson:"expires"`
+}
+
+// Grant is what a user has granted one application: the scopes consented to (empty for an
+// application that needs no consent) and when it was granted and last used.
+type Grant struct {
+	ID       string    `bson:"_id"` // "userid|client"
+	UserID   string    `bson:"userid"`
+	ClientID string    `bson:"client"`
+	Scopes   []string  `bson:"scopes"`
+	Scope    string    `bson:"scope,omitempty"` // the scope of the latest tokens
+	At       time.Time `bson:"at"`
+	LastUsed time.Time `bson:"last_used,omitempty"`
+}
+
+type revokedGrant struct {
+	ID      string    `bson:"_id"`
+	At      time.Time `bson:"at"`
+	Expires time.Time `bson:"expires"`
+}
+
+func grantID(userID, clientID string) string { return userID + "|" + clientID }
+
+// userLocks serialise the changes of one user's list of sessions within this process. MongoDB
+// applies each update to a document atomically; FerretDB reads and then writes, so two
+// simultaneous sign-ins of one user could lose an entry. FerretDB serves a single process (the
+// standalone stack), where this lock closes that gap; on MongoDB it costs nothing that matters.
+type userLocks struct {
+	seed  maphash.Seed
+	once  sync.Once
+	locks [64]sync.Mutex
+}
+
+func (l *userLocks) lock(userID string) func() {
+	l.once.Do(func() { l.seed = maphash.MakeSeed() })
+	m := &l.locks[maphash.String(l.seed, userID)%uint64(len(l.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// PutSession stores a sign-in session and adds it to its user's list. It returns the user's
+// sessions that have not expired, the new one included, oldest first; entries that expired are
+// dropped from the list.
+func (s *Store) PutSession(ctx context.Context, se Session) ([]SessionRef, error) {
+	if _, err := s.col(colSessions).InsertOne(ctx, se); err != nil {
+		return nil, fmt.Errorf("insert session: %w", err)
+	}
+	if _, err := s.col(colSessionIDs).InsertOne(ctx, sessionID{SID: se.SID, Key: se.Key, Expires: se.Expires}); err != nil {
+		return nil, fmt.Errorf("insert session id: %w", err)
+	}
+	defer s.users.lock(se.UserID)()
+	ref := SessionRef{Key: se.Key, SID: se.SID, Expires: se.Expires}
+	push := func() error {
+		_, err := s.col(colUserSessions).UpdateOne(ctx, bson.M{"_id": se.UserID},
+			bson.M{"$push": bson.M{"sessions": ref}, "$max": bson.M{"expires": se.Expires}}, options.Update().SetUpsert(true))
+		return err
+	}
+	// Two first sign-ins of a user on two replicas may both try to insert the list; the loser
+	// finds it there when it tries again (MongoDB's advice for upserts).
+	err := push()
+	if mongo.IsDuplicateKeyError(err) {
+		err = push()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list session: %w", err)
+	}
+	var list userSessions
+	if err := s.getByID(ctx, colUserSessions, se.UserID, &list); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var live, gone []SessionRef
+	for _, r := range list.Sessions {
+		if now.Before(r.Expires) {
+			live = append(live, r)
+		} else {
+			gone = append(gone, r)
+		}
+	}
+	if err := s.unlist(ctx, se.UserID, gone); err != nil {
+		s.log.Warn("dropping expired sessions from a user's list failed", "err", err)
+	}
+	return live, nil
+}
+
+// unlist removes entries, exactly as read, from a user's list (under the user's lock).
+func (s *Store) unlist(ctx context.Context, userID string, refs []SessionRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	_, err := s.col(colUserSessions).UpdateOne(ctx, bson.M{"_id": userID}, bson.M{"$pullAll": bson.M{"sessions": refs}})
+	if err != nil {
+		return fmt.Errorf("unlist sessions: %w", err)
+	}
+	return nil
+}
+
+// EndSession ends a session and takes it off its user's list; its tokens stop working with it.
+func (s *Store) EndSession(ctx context.Context, se Session) error {
+	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": se.Key}, bson.M{"$set": bson.M{"ended": true}})
+	if err != nil {
+		return fmt.Errorf("end session: %w", err)
+	}
+	defer s.users.lock(se.UserID)()
+	var list userSessions
+	switch err := s.getByID(ctx, colUserSessions, se.UserID, &list); {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return s.unlist(ctx, se.UserID, slices.DeleteFunc(list.Sessions, func(r SessionRef) bool { return r.Key != se.Key }))
+}
+
+// UserSessions returns a user's live sessions, newest sign-in first.
+func (s *Store) UserSessions(ctx context.Context, userID string) ([]Session, error) {
+	var list userSessions
+	switch err := s.getByID(ctx, colUserSessions, userID, &list); {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var out []Session
+	for _, r := range list.Sessions {
+		se, err := s.Session(ctx, r.Key)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, se)
+	}
+	slices.SortFunc(out, func(a, b Session) int { return b.AuthTime.Compare(a.AuthTime) })
+	return out, nil
+}
+
+// Consent returns the scopes userID has consented to grant clientID.
+func (s *Store) Consent(ctx context.Context, userID, clientID string) ([]string, error) {
+	g, err := s.Grant(ctx, userID, clientID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return g.Scopes, err
+}
+
+// PutConsent records the scopes userID has consented to grant clientID.
+func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
+	id := grantID(userID, clientID)
+	_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
+		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID}, "$setOnInsert": bson.M{"at": s.now()}},
+		options.Update().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("put consent: %w", err)
+	}
+	return nil
+}
+
+// UseGrant records that clientID received tokens of scope for userID at at.
+func (s *Store) UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error {
+	id := grantID(userID, clientID)
+	_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id}, bson.M{
+		"$set":         bson.M{"userid": userID, "client": clientID, "scope": scope},
+		"$max":         bson.M{"last_used": at},
+		"$setOnInsert": bson.M{"at": at, "scopes": []string{}},
+	}, options.Update().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("use grant: %w", err)
+	}
+	return nil
+}
+
+// Grant returns what userID has granted clientID, or ErrNotFound.
+func (s *Store) Grant(ctx context.Context, userID, clientID string) (Grant, error) {
+	var g Grant
+	err := s.getByID(ctx, colConsents, grantID(userID, clientID), &g)
+	return g, err
+}
+
+// RevokeGrant withdraws what userID granted clientID: the consent is forgotten (the next
+// sign-in asks again), and the revocation time is kept until keepUntil, the longest anything
+// issued before it could live.
+func (s *Store) RevokeGrant(ctx context.Context, userID, clientID string, at, keepUntil time.Time) error {
+	id := grantID(userID, clientID)
+	_, err := s.col(colRevokedGrants).UpdateOne(ctx, bson.M{"_id": id},
+		bson.M{"$max": bson.M{"at": at, "expires": keepUntil}}, options.Update().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("revoke grant: %w", err)
+	}
+	if _, err := s.col(colConsents).DeleteOne(ctx, bson.M{"_id": id}); err != nil {
+		return fmt.Errorf("revoke grant: %w", err)
+	}
+	return nil
+}
+
+// GrantRevokedAt returns when userID last revoked clientID's access; zero if never (or so long
+// ago that nothing from before can still live).
+func (s *Store) GrantRevokedAt(ctx context.Context, userID, clientID string) (time.Time, error) {
+	var r revokedGrant
+	err := s.getByID(ctx, colRevokedGrants, grantID(userID, clientID), &r)
+	if errors.Is(err, ErrNotFound) {
+		return time.Time{}, nil
+	}
+	return r.At, err
+}
