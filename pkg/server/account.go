@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -88,6 +90,14 @@ func (s *Server) account(c echo.Context) error {
 		}
 		d.Grants = append(d.Grants, ag)
 	}
+	// This browser's session first, then the others, newest first.
+	own := func(x store.Session) int {
+		if x.Key == se.Key {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(sessions, func(a, b store.Session) int { return cmp.Compare(own(a), own(b)) })
 	for _, x := range sessions {
 		d.Sessions = append(d.Sessions, pages.AccountSession{
 			SID: x.SID, Current: x.Key == se.Key, Started: x.AuthTime, Expires: x.Expires,
