@@ -20,20 +20,12 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/campus-it/ucs/pkg/oauth"
 )
 
-// Grant types a client may be allowed to use.
+// Defaults of the configuration.
 const (
-	GrantClientCredentials = "client_credentials"
-	GrantAuthorizationCode = "authorization_code"
-	GrantRefreshToken      = "refresh_token"
-)
-
-// Scopes the service knows.
-const (
-	ScopeOpenID           = "openid"
-	ScopeNotificationMP   = "notification.mp"
-	ScopeFakeAPI          = "fake_api"
 	DefaultRealm          = "campus"
 	DefaultListen         = "127.0.0.1:8080"
 	DefaultDatabase       = "ucs"
@@ -42,9 +34,6 @@ const (
 	DefaultConsumer       = "delivery"
 	DefaultAccessTokenTTL = 7200 * time.Second
 )
-
-// KnownScopes lists every scope a client may be granted.
-var KnownScopes = []string{ScopeOpenID, ScopeNotificationMP, ScopeFakeAPI}
 
 // Config is the whole configuration of the service. Every field documents its meaning, default
 // and limits; Defaults fills the defaults and Validate checks them.
@@ -237,6 +226,46 @@ func (c Client) SecretHash() ([32]byte, error) {
 	}
 	copy(h[:], b)
 	return h, nil
+}
+
+// Registrations returns the clients as the token service registers them (configuration
+// already validated).
+func (o OAuth) Registrations() ([]oauth.Registration, error) {
+	out := make([]oauth.Registration, 0, len(o.Clients))
+	for _, c := range o.Clients {
+		h, err := c.SecretHash()
+		if err != nil {
+			return nil, fmt.Errorf("client %s: %w", c.ClientID, err)
+		}
+		out = append(out, oauth.Registration{
+			ID: c.ClientID, SecretHash: h, Grants: c.Grants, Scopes: c.Scopes, RedirectURIs: c.RedirectURIs,
+			PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent, AccessTokenTTL: c.AccessTokenTTL.D(),
+			Introspect: c.Introspect, RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens,
+		})
+	}
+	return out, nil
+}
+
+// Policy returns the limits as the token service applies them.
+func (r RateLimits) Policy() oauth.RateLimits {
+	return oauth.RateLimits{Disabled: r.Disabled, PerClient: r.PerClient, PerClientBurst: r.PerClientBurst,
+		PerAddress: r.PerAddress, PerAddressBurst: r.PerAddressBurst}
+}
+
+// Policy returns the detection as the token service applies it.
+func (b BruteForce) Policy() oauth.BruteForce {
+	return oauth.BruteForce{Disabled: b.Disabled, Failures: b.Failures, WaitIncrement: b.WaitIncrement.D(),
+		MaxWait: b.MaxWait.D(), FailureReset: b.FailureReset.D(), QuickLoginCheck: b.QuickLoginCheck.D(),
+		MinQuickLoginWait: b.MinQuickLoginWait.D()}
+}
+
+// Accounts returns the directory's users as the login form checks them.
+func (d Directory) Accounts() []oauth.DirectoryUser {
+	out := make([]oauth.DirectoryUser, 0, len(d.Users))
+	for _, u := range d.Users {
+		out = append(out, oauth.DirectoryUser{UserID: u.UserID, Password: u.Password, PasswordHash: u.PasswordHash})
+	}
+	return out
 }
 
 // Directory is the built-in identity provider.
@@ -647,7 +676,7 @@ func (c *Config) validateOAuth(p *problems) {
 			p.add("%s.grants: at least one grant is required", at)
 		}
 		for _, g := range cl.Grants {
-			if g != GrantClientCredentials && g != GrantAuthorizationCode && g != GrantRefreshToken {
+			if !slices.Contains(oauth.KnownGrants, g) {
 				p.add("%s.grants: unknown grant %q", at, g)
 			}
 		}
@@ -655,11 +684,11 @@ func (c *Config) validateOAuth(p *problems) {
 			p.add("%s.scopes: at least one scope is required", at)
 		}
 		for _, s := range cl.Scopes {
-			if !slices.Contains(KnownScopes, s) {
+			if !slices.Contains(oauth.KnownScopes, s) {
 				p.add("%s.scopes: unknown scope %q", at, s)
 			}
 		}
-		if slices.Contains(cl.Grants, GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
+		if slices.Contains(cl.Grants, oauth.GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
 			p.add("%s.redirect_uris: required for the authorization_code grant", at)
 		}
 		for _, r := range cl.RedirectURIs {
@@ -675,7 +704,7 @@ func (c *Config) validateOAuth(p *problems) {
 		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
 			p.add("%s.access_token_ttl: %s, must be 60s to 24h", at, cl.AccessTokenTTL.D())
 		}
-		if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, GrantRefreshToken) {
+		if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, oauth.GrantRefreshToken) {
 			p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
 		}
 		if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {

@@ -5,8 +5,6 @@ import (
 	"crypto/subtle"
 	"slices"
 	"time"
-
-	"github.com/campus-it/ucs/pkg/config"
 )
 
 // Client is a registered client as the token service keeps it: its secret only as a hash.
@@ -40,35 +38,49 @@ type Clients struct {
 	dummy [32]byte
 }
 
-// NewClients builds the registry from configuration (already validated).
-func NewClients(cfg []config.Client, defaultTTL time.Duration) (*Clients, error) {
-	r := &Clients{byID: make(map[string]*Client, len(cfg))}
-	for _, c := range cfg {
-		h, err := c.SecretHash()
-		if err != nil {
-			return nil, err
-		}
-		ttl := c.AccessTokenTTL.D()
+// Registration is a client as registered (configuration: oauth.clients).
+type Registration struct {
+	ID                     string
+	SecretHash             [32]byte // SHA-256 of the secret
+	Grants, Scopes         []string
+	RedirectURIs           []string
+	PostLogoutRedirectURIs []string
+	SkipConsent            bool
+	AccessTokenTTL         time.Duration // zero: the service's default
+	Introspect             bool
+	RateLimit              float64
+	IDTokenAlg             string // empty: RS256
+	// RefreshTokens nil or true: a client allowed the authorization code grant also gets the
+	// refresh token grant, as in Keycloak.
+	RefreshTokens *bool
+}
+
+// NewClients builds the registry (registrations already validated).
+func NewClients(regs []Registration, defaultTTL time.Duration) *Clients {
+	r := &Clients{byID: make(map[string]*Client, len(regs))}
+	for _, c := range regs {
+		ttl := c.AccessTokenTTL
 		if ttl == 0 {
 			ttl = defaultTTL
 		}
 		grants := slices.Clone(c.Grants)
-		// Refresh tokens by default with the authorization code grant, as in Keycloak.
-		if slices.Contains(grants, config.GrantAuthorizationCode) && !slices.Contains(grants, config.GrantRefreshToken) &&
+		if slices.Contains(grants, GrantAuthorizationCode) && !slices.Contains(grants, GrantRefreshToken) &&
 			(c.RefreshTokens == nil || *c.RefreshTokens) {
-			grants = append(grants, config.GrantRefreshToken)
+			grants = append(grants, GrantRefreshToken)
 		}
-		r.ids = append(r.ids, c.ClientID)
-		r.byID[c.ClientID] = &Client{
-			ID: c.ClientID, secretHash: h, Grants: grants, Scopes: slices.Clone(c.Scopes),
+		alg := c.IDTokenAlg
+		if alg == "" {
+			alg = "RS256"
+		}
+		r.ids = append(r.ids, c.ID)
+		r.byID[c.ID] = &Client{
+			ID: c.ID, secretHash: c.SecretHash, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
-			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect, RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg,
-		}
-		if c.IDTokenAlg == "" {
-			r.byID[c.ClientID].IDTokenAlg = "RS256"
+			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
+			RateLimit: c.RateLimit, IDTokenAlg: alg,
 		}
 	}
-	return r, nil
+	return r
 }
 
 // IDs returns the ids of every client, in the order of the configuration.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -147,13 +146,13 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // ID token, for the user of session se.
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, nonce, fam string) (*TokenResponse, *Error) {
 	now := s.Now()
-	access, ttl, err := s.issueAccessFor(c, config.GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam)
+	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam)
 	if err != nil {
 		s.Logger.Error("signing access token failed", "client", c.ID, "err", err)
 		return nil, errorf(ErrServerError, "the token could not be issued")
 	}
 	resp := &TokenResponse{AccessToken: access, ExpiresIn: int64(ttl / time.Second), TokenType: "Bearer", Scope: scope, SessionState: se.SID}
-	if c.Allows(config.GrantRefreshToken) {
+	if c.Allows(GrantRefreshToken) {
 		exp := now.Add(s.RefreshTTL)
 		if se.Expires.Before(exp) {
 			exp = se.Expires
@@ -172,7 +171,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
 		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
-	if slices.Contains(strings.Fields(scope), config.ScopeOpenID) {
+	if slices.Contains(strings.Fields(scope), ScopeOpenID) {
 		id, err := s.idKeys(c).Sign(&IDClaims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.Issuer, Subject: se.UserID, Audience: jwt.ClaimStrings{c.ID},

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/campus-it/ucs/pkg/config"
 )
 
 // Directory is the built-in identity provider: the users of the configuration, each with a
@@ -17,8 +15,14 @@ type Directory struct {
 	dummy []byte
 }
 
-// NewDirectory builds the directory from configuration.
-func NewDirectory(users []config.User) (*Directory, error) {
+// DirectoryUser is an account of the directory: a password in clear text (hashed at start) or
+// its bcrypt hash.
+type DirectoryUser struct {
+	UserID, Password, PasswordHash string
+}
+
+// NewDirectory builds the directory.
+func NewDirectory(users []DirectoryUser) (*Directory, error) {
 	d := &Directory{hashes: make(map[string][]byte, len(users))}
 	var err error
 	if d.dummy, err = bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost); err != nil {

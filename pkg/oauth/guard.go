@@ -13,8 +13,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-
-	"github.com/campus-it/ucs/pkg/config"
 )
 
 // Counter is state changed atomically by every replica: rate-limit buckets. *queue.Counters
@@ -23,12 +21,29 @@ type Counter interface {
 	Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error)
 }
 
+// RateLimits are the token endpoint's token-bucket limits (configuration: oauth.rate_limits).
+type RateLimits struct {
+	Disabled                        bool
+	PerClient, PerAddress           float64 // tokens per second
+	PerClientBurst, PerAddressBurst int
+}
+
+// BruteForce is Keycloak's brute-force detection (configuration: oauth.brute_force): after
+// Failures failures a wait of WaitIncrement per Failures failures, at most MaxWait; failures
+// forgotten after FailureReset without one; two failures within QuickLoginCheck impose at least
+// MinQuickLoginWait.
+type BruteForce struct {
+	Disabled                                                                 bool
+	Failures                                                                 int
+	WaitIncrement, MaxWait, FailureReset, QuickLoginCheck, MinQuickLoginWait time.Duration
+}
+
 // Guard is the token endpoint's and the login form's defence: token-bucket rate limits and
 // Keycloak's brute-force detection, both shared by every front-end replica. A nil *Guard
 // guards nothing.
 type Guard struct {
-	Limits     config.RateLimits
-	BruteForce config.BruteForce
+	Limits     RateLimits
+	BruteForce BruteForce
 	// Failures holds failure counts and blocks, read from memory on every request.
 	Failures Shared
 	// Buckets holds the rate-limit buckets.
@@ -196,17 +211,17 @@ func (g *Guard) Failed(ctx context.Context, keys ...string) {
 			var delta time.Duration
 			if f.Last > 0 {
 				delta = now.Sub(time.UnixMilli(f.Last))
-				if delta > bf.FailureReset.D() {
+				if delta > bf.FailureReset {
 					f = failures{}
 				}
 			}
 			f.N++
 			f.Last = now.UnixMilli()
-			wait := bf.WaitIncrement.D() * time.Duration(f.N/bf.Failures)
-			if delta > 0 && delta < bf.QuickLoginCheck.D() {
-				wait = max(wait, bf.MinQuickLoginWait.D())
+			wait := bf.WaitIncrement * time.Duration(f.N/bf.Failures)
+			if delta > 0 && delta < bf.QuickLoginCheck {
+				wait = max(wait, bf.MinQuickLoginWait)
 			}
-			wait = min(wait, bf.MaxWait.D())
+			wait = min(wait, bf.MaxWait)
 			if wait > 0 {
 				f.NotBefore = now.Add(wait).UnixMilli()
 			}

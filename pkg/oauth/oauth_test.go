@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/oauth"
 )
@@ -34,14 +34,10 @@ func service(t *testing.T, clk *clock) *oauth.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := oauth.NewClients([]config.Client{
-		{ClientID: "a", ClientSecret: "secret-of-client-a", Grants: []string{"client_credentials"}, Scopes: []string{"openid", "notification.mp", "fake_api"}},
-		{ClientID: "long", ClientSecretSHA256: "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", // sha256("secret")
-			Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, AccessTokenTTL: config.Duration(24 * time.Hour)},
+	clients := oauth.NewClients([]oauth.Registration{
+		{ID: "a", SecretHash: sha256.Sum256([]byte("secret-of-client-a")), Grants: []string{"client_credentials"}, Scopes: []string{"openid", "notification.mp", "fake_api"}},
+		{ID: "long", SecretHash: sha256.Sum256([]byte("secret")), Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, AccessTokenTTL: 24 * time.Hour},
 	}, 2*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &oauth.Service{Issuer: "https://ucs.example.edu/auth/realms/campus", Clients: clients, Keys: ks, Now: clk.now}
 }
 

@@ -7,19 +7,6 @@ import (
 	"strings"
 )
 
-// StandardScopes are OpenID Connect's scopes for standard claims (Core §5.4). They are accepted
-// from any client and cost nothing: the service holds none of these claims, so they add none.
-var StandardScopes = []string{"profile", "email", "address", "phone"}
-
-// IsStandardScope reports whether sc is one of StandardScopes.
-func IsStandardScope(sc string) bool { return slices.Contains(StandardScopes, sc) }
-
-// MayAsk reports whether the client may be granted scope: one it is registered with, or a
-// standard claim scope.
-func (c *Client) MayAsk(scope string) bool {
-	return slices.Contains(c.Scopes, scope) || IsStandardScope(scope)
-}
-
 // Repeated reports whether a parameter is given more than once (RFC 6749 §3.1, §3.2: request
 // and response parameters must not be included more than once).
 func Repeated(v url.Values) bool {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/keys"
 )
 
@@ -92,7 +91,7 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 	switch grant {
 	case "":
 		return nil, errorf(ErrInvalidRequest, "grant_type is required")
-	case config.GrantClientCredentials, config.GrantAuthorizationCode, config.GrantRefreshToken:
+	case GrantClientCredentials, GrantAuthorizationCode, GrantRefreshToken:
 	case "password":
 		return nil, errorf(ErrUnsupportedGrantType, "the password grant is under construction; use client_credentials or authorization_code")
 	default:
@@ -111,13 +110,13 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 	if !client.Allows(grant) {
 		return nil, errorf(ErrUnauthorizedClient, "client %s may not use the %s grant", client.ID, grant)
 	}
-	if (grant == config.GrantAuthorizationCode || grant == config.GrantRefreshToken) && s.Store == nil {
+	if (grant == GrantAuthorizationCode || grant == GrantRefreshToken) && s.Store == nil {
 		return nil, errorf(ErrUnsupportedGrantType, "grant_type %s is not enabled on this server", grant)
 	}
 	switch grant {
-	case config.GrantAuthorizationCode:
+	case GrantAuthorizationCode:
 		return s.exchangeCode(ctx, client, form)
-	case config.GrantRefreshToken:
+	case GrantRefreshToken:
 		return s.refresh(ctx, client, form)
 	}
 	scope, oerr := grantScope(client, form.Get("scope"), grant)
@@ -142,7 +141,7 @@ func grantScope(c *Client, requested, grant string) (string, *Error) {
 	if requested == "" {
 		var out []string
 		for _, s := range c.Scopes {
-			if s == config.ScopeOpenID && grant == config.GrantClientCredentials {
+			if s == ScopeOpenID && grant == GrantClientCredentials {
 				continue
 			}
 			out = append(out, s)

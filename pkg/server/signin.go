@@ -14,7 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/cas"
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/pages"
 	"github.com/campus-it/ucs/pkg/store"
@@ -66,8 +65,8 @@ func (s *Server) signInRoutes() {
 	s.e.POST(r+"/login-actions/authenticate", s.loginLocal)
 	s.e.POST(r+"/login-actions/consent", s.consent)
 	s.e.GET(r+"/broker/cas/endpoint", s.casCallback)
-	s.e.GET(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
-	s.e.POST(oidc+"/userinfo", s.userinfo, formBearer, s.bearer(oauth.Requirement{Scope: config.ScopeOpenID}))
+	s.e.GET(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: oauth.ScopeOpenID}))
+	s.e.POST(oidc+"/userinfo", s.userinfo, formBearer, s.bearer(oauth.Requirement{Scope: oauth.ScopeOpenID}))
 	s.e.GET(oidc+"/logout", s.logout)
 	s.e.POST(oidc+"/logout", s.logout)
 	s.e.POST(oidc+"/revoke", s.revoke)
@@ -177,7 +176,7 @@ func (s *Server) authorize(c echo.Context) error {
 	if q.Get("response_type") != "code" {
 		return s.redirectError(c, ar, "unsupported_response_type", "response_type must be code")
 	}
-	if !client.Allows(config.GrantAuthorizationCode) {
+	if !client.Allows(oauth.GrantAuthorizationCode) {
 		return s.redirectError(c, ar, oauth.ErrUnauthorizedClient, "this client may not use the authorization code grant")
 	}
 	scopes := strings.Fields(q.Get("scope"))
@@ -399,18 +398,6 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 	return se, nil
 }
 
-// interfaceScopes are the requested scopes that need the user's consent: the interfaces'
-// (not openid, nor the standard claim scopes, for which the service holds no claims).
-func interfaceScopes(scope string) []string {
-	var out []string
-	for sc := range strings.FieldsSeq(scope) {
-		if sc != config.ScopeOpenID && !oauth.IsStandardScope(sc) {
-			out = append(out, sc)
-		}
-	}
-	return out
-}
-
 // afterLogin asks for consent where it is needed, else answers the client.
 func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
 	if ar.Account {
@@ -420,7 +407,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
 	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	want := interfaceScopes(ar.Scope)
+	want := oauth.ConsentScopes(ar.Scope)
 	if len(want) == 0 || client.SkipConsent {
 		return s.finish(c, ar, se)
 	}
@@ -474,7 +461,7 @@ func (s *Server) consent(c echo.Context) error {
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
-	for _, sc := range interfaceScopes(ar.Scope) {
+	for _, sc := range oauth.ConsentScopes(ar.Scope) {
 		if !slices.Contains(granted, sc) {
 			granted = append(granted, sc)
 		}

@@ -175,10 +175,11 @@ func (a *API) build(ctx context.Context) error {
 			}
 		}
 	}
-	clients, err := oauth.NewClients(cfg.OAuth.Clients, cfg.OAuth.AccessTokenTTL.D())
+	regs, err := cfg.OAuth.Registrations()
 	if err != nil {
 		return err
 	}
+	clients := oauth.NewClients(regs, cfg.OAuth.AccessTokenTTL.D())
 	a.Clients = clients
 	if err := LoadBindings(ctx, a.Store, cfg.Bindings); err != nil {
 		return err
@@ -207,7 +208,7 @@ func (a *API) build(ctx context.Context) error {
 	svc := &oauth.Service{
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
-		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits, BruteForce: cfg.OAuth.BruteForce, Failures: failures,
+		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
 			Buckets: buckets, Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
@@ -270,7 +271,7 @@ func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Dep
 	}
 	si := &server.SignIn{Store: st, Requests: sealer, Logouts: logouts, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
 	if idp.Local.Enabled {
-		dir, err := oauth.NewDirectory(cfg.Directory.Users)
+		dir, err := oauth.NewDirectory(cfg.Directory.Accounts())
 		if err != nil {
 			return nil, err
 		}

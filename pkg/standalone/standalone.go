@@ -26,6 +26,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/service"
@@ -372,12 +373,12 @@ func loadOrSeed(path string) (*seedState, error) {
 		cc := config.Client{ClientID: c.ClientID, ClientSecret: c.ClientSecret}
 		switch c.ClientID {
 		case DemoClient:
-			cc.Grants = []string{config.GrantClientCredentials, config.GrantAuthorizationCode, config.GrantRefreshToken}
-			cc.Scopes = []string{config.ScopeOpenID, config.ScopeNotificationMP}
+			cc.Grants = []string{oauth.GrantClientCredentials, oauth.GrantAuthorizationCode, oauth.GrantRefreshToken}
+			cc.Scopes = []string{oauth.ScopeOpenID, oauth.ScopeNotificationMP}
 			cc.RedirectURIs = []string{"http://127.0.0.1:8081/callback"}
 		case TestClient:
-			cc.Grants = []string{config.GrantClientCredentials}
-			cc.Scopes = []string{config.ScopeFakeAPI}
+			cc.Grants = []string{oauth.GrantClientCredentials}
+			cc.Scopes = []string{oauth.ScopeFakeAPI}
 		default:
 			continue
 		}
