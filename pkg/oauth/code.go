@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -148,8 +149,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 	now := s.Now()
 	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam)
 	if err != nil {
-		s.Logger.Error("signing access token failed", "client", c.ID, "err", err)
-		return nil, errorf(ErrServerError, "the token could not be issued")
+		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}
 	resp := &TokenResponse{AccessToken: access, ExpiresIn: int64(ttl / time.Second), TokenType: "Bearer", Scope: scope, SessionState: se.SID}
 	if c.Allows(GrantRefreshToken) {
@@ -162,8 +162,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
 			Scope: scope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
 		}); err != nil {
-			s.Logger.Error("storing refresh token failed", "client", c.ID, "err", err)
-			return nil, errorf(ErrServerError, "the token could not be issued")
+			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
 		}
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
 	}
@@ -181,8 +180,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 			AuthTime: se.AuthTime.Unix(), SID: se.SID,
 		})
 		if err != nil {
-			s.Logger.Error("signing ID token failed", "client", c.ID, "err", err)
-			return nil, errorf(ErrServerError, "the token could not be issued")
+			return nil, internal("the token could not be issued", fmt.Errorf("sign ID token of %s: %w", c.ID, err))
 		}
 		resp.IDToken = id
 	}

@@ -26,17 +26,37 @@ const (
 )
 
 // Error is an OAuth 2.0 error answer: a standard code, a description a developer can act on,
-// and the HTTP status it is sent with.
+// and the HTTP status it is sent with. It is the one error type of the protocol: every refusal
+// and failure of this package is one, and the front end only writes it out.
 type Error struct {
 	Code        string `json:"error"`
 	Description string `json:"error_description,omitempty"`
 	Status      int    `json:"-"`
 	// RetryAfter, when set, is sent as Retry-After.
 	RetryAfter time.Duration `json:"-"`
+	// Redirect is set on an authorization endpoint's error that goes back to the client's
+	// (verified) redirect_uri; unset, the error is shown to the user instead.
+	Redirect bool `json:"-"`
+	// Cause is the internal failure behind a server_error, for the log; it never reaches the
+	// client.
+	Cause error `json:"-"`
 }
 
-// Error returns "code: description".
-func (e *Error) Error() string { return e.Code + ": " + e.Description }
+// Error returns "code: description", and the cause when there is one.
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Code + ": " + e.Description + ": " + e.Cause.Error()
+	}
+	return e.Code + ": " + e.Description
+}
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// internal is a server_error with its cause: the client reads only desc.
+func internal(desc string, cause error) *Error {
+	return &Error{Code: ErrServerError, Description: desc, Status: http.StatusInternalServerError, Cause: cause}
+}
 
 // errorf builds an Error with the status RFC 6749 gives its code.
 func errorf(code, format string, args ...any) *Error {

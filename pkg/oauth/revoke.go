@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -147,10 +148,10 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 		return nil
 	}
 	if err != nil {
-		return errorf(ErrServerError, "the token could not be revoked")
+		return internal("the token could not be revoked", fmt.Errorf("read refresh token: %w", err))
 	}
 	if err := s.revokeFamily(ctx, t.Family); err != nil {
-		return errorf(ErrServerError, "the token could not be revoked")
+		return internal("the token could not be revoked", fmt.Errorf("revoke family: %w", err))
 	}
 	return nil
 }

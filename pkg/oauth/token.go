@@ -119,45 +119,7 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 	case GrantRefreshToken:
 		return s.refresh(ctx, client, form)
 	}
-	scope, oerr := grantScope(client, form.Get("scope"), grant)
-	if oerr != nil {
-		return nil, oerr
-	}
-	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "", "")
-	if err != nil {
-		s.Logger.Error("signing access token failed", "client", client.ID, "err", err)
-		return nil, errorf(ErrServerError, "the token could not be issued")
-	}
-	return &TokenResponse{
-		AccessToken: tok, ExpiresIn: int64(exp / time.Second), TokenType: "Bearer",
-		NotBeforePolicy: 0, RefreshExpiresIn: 0, Scope: scope,
-	}, nil
-}
-
-// grantScope settles the scope of a token: what was asked for, all of which the client must
-// be allowed, or when nothing was asked, everything the client is allowed. openid is meaningful
-// only with a user, so a client credentials token leaves it out unless asked for it.
-func grantScope(c *Client, requested, grant string) (string, *Error) {
-	if requested == "" {
-		var out []string
-		for _, s := range c.Scopes {
-			if s == ScopeOpenID && grant == GrantClientCredentials {
-				continue
-			}
-			out = append(out, s)
-		}
-		return strings.Join(out, " "), nil
-	}
-	var out []string
-	for s := range strings.FieldsSeq(requested) {
-		if !c.MayAsk(s) {
-			return "", errorf(ErrInvalidScope, "a requested scope is not granted to client %s", c.ID)
-		}
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return strings.Join(out, " "), nil
+	return s.clientCredentials(client, form)
 }
 
 func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, family string) (string, time.Duration, error) {

@@ -56,8 +56,7 @@ func (s *Server) accountSession(c echo.Context) (se store.Session, cookie string
 
 // account shows the account page, after a sign-in when the browser has no session.
 func (s *Server) account(c echo.Context) error {
-	si := s.cfg.SignIn
-	if si == nil || (si.Directory == nil && si.CAS == nil) {
+	if idps, _ := s.identityProviders(); len(idps) == 0 {
 		return s.errorPage(c, http.StatusNotFound, "未开放 Not available", "Sign-in is not configured on this server.", "temporarily_unavailable")
 	}
 	se, cookie, ok := s.accountSession(c)
@@ -112,12 +111,11 @@ func (s *Server) account(c echo.Context) error {
 
 // accountSignIn starts a sign-in whose end is the account page rather than a client.
 func (s *Server) accountSignIn(c echo.Context) error {
-	si := s.cfg.SignIn
-	idp := c.QueryParam("kc_idp_hint")
-	if idp == "" {
-		idp = si.DefaultIDP
+	idps, idp := s.identityProviders()
+	if hint := c.QueryParam("kc_idp_hint"); hint != "" {
+		idp = hint
 	}
-	if !(idp == "local" && si.Directory != nil || idp == "cas" && si.CAS != nil) {
+	if !slices.Contains(idps, idp) {
 		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
 			"kc_idp_hint names no identity provider of this server (cas, local).", "invalid_request")
 	}

@@ -132,96 +132,32 @@ func requestParams(c echo.Context) url.Values {
 	return c.QueryParams()
 }
 
-// authorize is the authorization endpoint.
+// authorize is the authorization endpoint: oauth parses and validates the request; this
+// adapts the answer to the browser (an error page, or back to the client) and runs the flow.
 func (s *Server) authorize(c echo.Context) error {
 	si := s.cfg.SignIn
-	q := requestParams(c)
-	if len(q["client_id"]) > 1 || len(q["redirect_uri"]) > 1 {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", "client_id and redirect_uri must each be given once.", "invalid_request")
+	req := oauth.ParseAuthRequest(requestParams(c))
+	idps, defaultIDP := s.identityProviders()
+	_, e := oauth.ValidateAuthRequest(&req, s.cfg.OAuth.Clients, idps, defaultIDP)
+	ar := store.AuthRequest{
+		ClientID: req.ClientID, RedirectURI: req.RedirectURI, ResponseMode: req.ResponseMode, State: req.State,
+		Nonce: req.Nonce, Scope: req.Scope, CodeChallenge: req.CodeChallenge, IDP: req.IDP, Prompt: req.Prompt,
 	}
-	client, ok := s.cfg.OAuth.Clients.Lookup(q.Get("client_id"))
-	if !ok {
-		return s.errorPage(c, http.StatusBadRequest, "无效的客户端 Unknown client", "The application is not registered: check client_id.", "invalid_client")
-	}
-	redirect := q.Get("redirect_uri")
-	if redirect == "" || !slices.Contains(client.RedirectURIs, redirect) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect_uri",
-			"redirect_uri is missing or not registered for this application (exact match).", "invalid_redirect_uri")
-	}
-	mode := q.Get("response_mode")
-	ar := store.AuthRequest{ClientID: client.ID, RedirectURI: redirect, ResponseMode: mode, State: q.Get("state")}
-	switch mode {
-	case "", "query", "fragment", "form_post":
-	default:
-		ar.ResponseMode = "query"
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "response_mode must be query, fragment or form_post")
-	}
-	if len(ar.State) > 2048 || len(q["state"]) > 1 {
-		ar.State = ""
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "state must be given once, at most 2048 characters")
-	}
-	if oauth.Repeated(q) {
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "a parameter is given more than once")
-	}
-	// Request objects (OpenID Connect Core §6) are not supported: refused, never ignored.
-	if q.Has("request") {
-		return s.redirectError(c, ar, "request_not_supported", "request objects are not supported; send the parameters themselves")
-	}
-	if q.Has("request_uri") {
-		return s.redirectError(c, ar, "request_uri_not_supported", "request_uri is not supported; send the parameters themselves")
-	}
-	if si == nil || (si.Directory == nil && si.CAS == nil) {
-		return s.redirectError(c, ar, "temporarily_unavailable", "sign-in is not configured on this server")
-	}
-	if q.Get("response_type") != "code" {
-		return s.redirectError(c, ar, "unsupported_response_type", "response_type must be code")
-	}
-	if !client.Allows(oauth.GrantAuthorizationCode) {
-		return s.redirectError(c, ar, oauth.ErrUnauthorizedClient, "this client may not use the authorization code grant")
-	}
-	scopes := strings.Fields(q.Get("scope"))
-	for _, sc := range scopes {
-		if !client.MayAsk(sc) {
-			return s.redirectError(c, ar, oauth.ErrInvalidScope, "a requested scope is not allowed for this client")
-		}
-	}
-	slices.Sort(scopes)
-	ar.Scope = strings.Join(slices.Compact(scopes), " ")
-	ar.Nonce = q.Get("nonce")
-	if len(ar.Nonce) > 512 {
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "nonce is longer than 512 characters")
-	}
-	if ch := q.Get("code_challenge"); ch != "" || q.Get("code_challenge_method") != "" {
-		if q.Get("code_challenge_method") != "S256" {
-			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "code_challenge_method must be S256")
-		}
-		if !validChallenge(ch) {
-			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~]")
-		}
-		ar.CodeChallenge, ar.CodeChallengeMethod = ch, "S256"
-	}
-	ar.IDP = q.Get("kc_idp_hint")
-	if ar.IDP == "" {
-		ar.IDP = si.DefaultIDP
+	if req.CodeChallenge != "" {
+		ar.CodeChallengeMethod = "S256"
 	}
 	switch {
-	case ar.IDP == "local" && si.Directory != nil, ar.IDP == "cas" && si.CAS != nil:
-	default:
-		return s.redirectError(c, ar, oauth.ErrInvalidRequest, "kc_idp_hint names no identity provider of this server (cas, local)")
-	}
-	prompt, maxAge, e := oauth.ParsePrompt(q)
-	if e != nil {
+	case e != nil && e.Redirect:
 		return s.redirectError(c, ar, e.Code, e.Description)
+	case e != nil:
+		return s.errorPage(c, http.StatusBadRequest, pageTitles[e.Code], sentence(e.Description), e.Code)
 	}
-	ar.Prompt = prompt
 	s.newFlow(c, &ar)
 	now, ctx := s.now(), c.Request().Context()
 	se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
-	signedIn := err == nil &&
-		// max_age: a sign-in older than that is made again (auth_time changes only then).
-		(maxAge < 0 || !now.After(se.AuthTime.Add(time.Duration(maxAge)*time.Second)))
-	if signedIn && q.Get("id_token_hint") != "" {
-		hint, err := s.cfg.OAuth.ParseIDToken(q.Get("id_token_hint"))
+	signedIn := err == nil && req.SignInFresh(se.AuthTime, now)
+	if signedIn && req.IDTokenHint != "" {
+		hint, err := s.cfg.OAuth.ParseIDToken(req.IDTokenHint)
 		if err != nil {
 			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "id_token_hint is not an ID token of this server")
 		}
@@ -229,13 +165,46 @@ func (s *Server) authorize(c echo.Context) error {
 		signedIn = hint.Subject == se.UserID
 	}
 	switch {
-	case signedIn && prompt != "login":
+	case signedIn && ar.Prompt != "login":
 		// Signed in already: a second authorization in the same session skips the login.
 		return s.afterLogin(c, ar, se)
-	case prompt == "none":
-		return s.redirectError(c, ar, "login_required", "the user is not signed in and prompt=none forbids asking")
+	case ar.Prompt == "none":
+		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user is not signed in and prompt=none forbids asking")
 	}
 	return s.startLogin(c, ar, "")
+}
+
+// identityProviders are the providers users sign in with here, and the default one.
+func (s *Server) identityProviders() (idps []string, defaultIDP string) {
+	si := s.cfg.SignIn
+	if si == nil {
+		return nil, ""
+	}
+	if si.Directory != nil {
+		idps = append(idps, "local")
+	}
+	if si.CAS != nil {
+		idps = append(idps, "cas")
+	}
+	return idps, si.DefaultIDP
+}
+
+// pageTitles are the error pages' titles of the authorization endpoint's errors that are shown
+// rather than sent back to the client.
+var pageTitles = map[string]string{
+	oauth.ErrInvalidRequest:     "无效的请求 Invalid request",
+	oauth.ErrInvalidClient:      "无效的客户端 Unknown client",
+	oauth.ErrInvalidRedirectURI: "无效的回调地址 Invalid redirect_uri",
+}
+
+// sentence writes a protocol error's description as a sentence for a page; one that starts
+// with a parameter's name keeps it as it is spelt.
+func sentence(desc string) string {
+	first, _, _ := strings.Cut(desc, " ")
+	if desc == "" || strings.Contains(first, "_") {
+		return desc + "."
+	}
+	return strings.ToUpper(desc[:1]) + desc[1:] + "."
 }
 
 // newFlow gives a sign-in its id, its CSRF value and its lifetime, and binds it to this
@@ -249,18 +218,6 @@ func (s *Server) newFlow(c echo.Context, ar *store.AuthRequest) {
 	now := s.now()
 	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
 	ar.At, ar.Expires = now, now.Add(authRequestTTL)
-}
-
-func validChallenge(s string) bool {
-	if len(s) < 43 || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) casService(ar store.AuthRequest) (string, error) {
@@ -419,7 +376,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return s.finish(c, ar, se)
 	}
 	if ar.Prompt == "none" {
-		return s.redirectError(c, ar, "consent_required", "the user has not consented and prompt=none forbids asking")
+		return s.redirectError(c, ar, oauth.ErrConsentRequired, "the user has not consented and prompt=none forbids asking")
 	}
 	action, err := s.flowURL("consent", ar)
 	if err != nil {

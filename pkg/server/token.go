@@ -37,6 +37,9 @@ func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
 	if status == 0 {
 		status = http.StatusBadRequest
 	}
+	if e.Cause != nil {
+		s.log.Error("token service failed", "code", e.Code, "err", e.Cause)
+	}
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter/time.Second)))
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/url"
 
 	"github.com/campus-it/ucs/pkg/store"
@@ -28,8 +29,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	case errors.Is(err, store.ErrNotFound):
 		return nil, errorf(ErrInvalidGrant, "the code is unknown or expired")
 	case err != nil:
-		s.Logger.Error("reading a code failed", "err", err)
-		return nil, errorf(ErrServerError, "the code could not be checked")
+		return nil, internal("the code could not be checked", fmt.Errorf("read code: %w", err))
 	}
 	if ac.ClientID != c.ID {
 		return nil, errorf(ErrInvalidGrant, "the code was issued to another client")
@@ -58,8 +58,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		// Another exchange of the same code won the race.
 		return nil, s.codeReplayed(ctx, c, ac)
 	case err != nil:
-		s.Logger.Error("consuming a code failed", "err", err)
-		return nil, errorf(ErrServerError, "the code could not be checked")
+		return nil, internal("the code could not be checked", fmt.Errorf("consume code: %w", err))
 	}
 	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Nonce, ac.Family)
 }

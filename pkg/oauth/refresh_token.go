@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -25,8 +26,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	case errors.Is(err, store.ErrNotFound):
 		return nil, errorf(ErrInvalidGrant, "the refresh token is unknown")
 	case err != nil:
-		s.Logger.Error("reading a refresh token failed", "err", err)
-		return nil, errorf(ErrServerError, "the refresh token could not be checked")
+		return nil, internal("the refresh token could not be checked", fmt.Errorf("read refresh token: %w", err))
 	}
 	if t.ClientID != c.ID {
 		return nil, errorf(ErrInvalidGrant, "the refresh token was issued to another client")
@@ -65,8 +65,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	case errors.Is(err, store.ErrReplayed):
 		return nil, s.refreshReplayed(ctx, c, t)
 	case err != nil:
-		s.Logger.Error("rotating a refresh token failed", "err", err)
-		return nil, errorf(ErrServerError, "the refresh token could not be checked")
+		return nil, internal("the refresh token could not be checked", fmt.Errorf("rotate refresh token: %w", err))
 	}
 	return s.issueUserTokens(ctx, c, se, scope, t.Nonce, t.Family)
 }
