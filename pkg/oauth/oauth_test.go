@@ -3,7 +3,10 @@ package oauth_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -199,4 +202,100 @@ func BenchmarkVerifyCached(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestValidateAuthRequest(t *testing.T) {
+	clients := oauth.NewClients([]oauth.Registration{
+		{ID: "portal", Grants: []string{"authorization_code"}, Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{"https://app/cb"}},
+		{ID: "service", Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, RedirectURIs: []string{"https://app/cb"}},
+	}, time.Hour)
+	good := "client_id=portal&redirect_uri=https%3A%2F%2Fapp%2Fcb&response_type=code&state=s&scope=openid+notification.mp+openid"
+	challenge := strings.Repeat("a", 43)
+	tests := []struct {
+		name, query string
+		idps        []string
+		code        string // "" for valid
+		redirect    bool
+		mode, state string // as settled for the answer
+	}{
+		{"valid", good, nil, "", false, "", "s"},
+		{"client_id twice", good + "&client_id=portal", nil, "invalid_request", false, "", "s"},
+		{"unknown client", strings.Replace(good, "portal", "nobody", 1), nil, "invalid_client", false, "", "s"},
+		{"redirect_uri not registered", strings.Replace(good, "app%2Fcb", "evil%2Fcb", 1), nil, "invalid_redirect_uri", false, "", "s"},
+		{"redirect_uri missing", "client_id=portal&response_type=code", nil, "invalid_redirect_uri", false, "", ""},
+		{"response_mode unknown", good + "&response_mode=web_message", nil, "invalid_request", true, "query", "s"},
+		{"state too long", strings.Replace(good, "state=s", "state="+strings.Repeat("s", 2049), 1), nil, "invalid_request", true, "", ""},
+		{"state twice", good + "&state=t", nil, "invalid_request", true, "", ""},
+		{"a parameter twice", good + "&nonce=a&nonce=b", nil, "invalid_request", true, "", "s"},
+		{"request object", good + "&request=x.y.z", nil, "request_not_supported", true, "", "s"},
+		{"request_uri", good + "&request_uri=https%3A%2F%2Fx", nil, "request_uri_not_supported", true, "", "s"},
+		{"no identity provider", good, []string{}, "temporarily_unavailable", true, "", "s"},
+		{"response_type token", strings.Replace(good, "response_type=code", "response_type=token", 1), nil, "unsupported_response_type", true, "", "s"},
+		{"client without the grant", strings.Replace(good, "portal", "service", 1), nil, "unauthorized_client", true, "", "s"},
+		{"scope not the client's", good + "+fake_api", nil, "invalid_scope", true, "", "s"},
+		{"standard scopes", good + "+profile+email", nil, "", false, "", "s"},
+		{"nonce too long", good + "&nonce=" + strings.Repeat("n", 513), nil, "invalid_request", true, "", "s"},
+		{"PKCE plain", good + "&code_challenge=" + challenge + "&code_challenge_method=plain", nil, "invalid_request", true, "", "s"},
+		{"PKCE short", good + "&code_challenge=abc&code_challenge_method=S256", nil, "invalid_request", true, "", "s"},
+		{"PKCE bad character", good + "&code_challenge=" + challenge + "%2B&code_challenge_method=S256", nil, "invalid_request", true, "", "s"},
+		{"PKCE", good + "&code_challenge=" + challenge + "&code_challenge_method=S256", nil, "", false, "", "s"},
+		{"identity provider not offered", good + "&kc_idp_hint=cas", nil, "invalid_request", true, "", "s"},
+		{"prompt none with login", good + "&prompt=none+login", nil, "invalid_request", true, "", "s"},
+		{"max_age negative", good + "&max_age=-1", nil, "invalid_request", true, "", "s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idps := tt.idps
+			if idps == nil {
+				idps = []string{"local"}
+			}
+			ar := oauth.ParseAuthRequest(q)
+			c, e := oauth.ValidateAuthRequest(&ar, clients, idps, "local")
+			if tt.code == "" {
+				if e != nil || c == nil || c.ID != ar.ClientID {
+					t.Fatalf("refused: %v", e)
+				}
+				return
+			}
+			if e == nil || e.Code != tt.code || e.Redirect != tt.redirect || ar.ResponseMode != tt.mode || ar.State != tt.state {
+				t.Fatalf("got %+v (mode %q, state %q), want %s redirect=%v mode %q state %q", e, ar.ResponseMode, ar.State, tt.code, tt.redirect, tt.mode, tt.state)
+			}
+			if e.Redirect && e.Status != http.StatusBadRequest {
+				t.Fatalf("status %d", e.Status)
+			}
+		})
+	}
+
+	// A valid request is settled: scope sorted without repeats, the default provider, prompt.
+	q, _ := url.ParseQuery(good + "&prompt=select_account&max_age=60")
+	ar := oauth.ParseAuthRequest(q)
+	if _, e := oauth.ValidateAuthRequest(&ar, clients, []string{"local", "cas"}, "cas"); e != nil {
+		t.Fatal(e)
+	}
+	if ar.Scope != "notification.mp openid" || ar.IDP != "cas" || ar.Prompt != "login" || ar.MaxAge != 60 {
+		t.Fatalf("settled: %+v", ar)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	if !ar.SignInFresh(at, at.Add(60*time.Second)) || ar.SignInFresh(at, at.Add(61*time.Second)) {
+		t.Fatal("max_age 60 s")
+	}
+}
+
+func TestErrorKeepsItsCauseFromTheClient(t *testing.T) {
+	cause := errors.New("store: connection refused to 10.0.0.5")
+	e := &oauth.Error{Code: oauth.ErrServerError, Description: "the token could not be issued", Status: 500, Cause: cause}
+	if !errors.Is(e, cause) || !strings.Contains(e.Error(), "connection refused") {
+		t.Fatalf("the cause is lost: %v", e)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"error":"server_error","error_description":"the token could not be issued"}` {
+		t.Fatalf("the client reads %s", b)
+	}
 }
