@@ -299,3 +299,34 @@ func TestErrorKeepsItsCauseFromTheClient(t *testing.T) {
 		t.Fatalf("the client reads %s", b)
 	}
 }
+
+func TestConsentNeeded(t *testing.T) {
+	clients := oauth.NewClients([]oauth.Registration{
+		{ID: "portal", Scopes: []string{"openid", "notification.mp"}},
+		{ID: "trusted", Scopes: []string{"openid", "notification.mp"}, SkipConsent: true},
+	}, time.Hour)
+	portal, _ := clients.Lookup("portal")
+	trusted, _ := clients.Lookup("trusted")
+	tests := []struct {
+		name    string
+		c       *oauth.Client
+		scope   string
+		prompt  string
+		granted []string
+		want    bool
+	}{
+		{"not granted yet", portal, "openid notification.mp", "", nil, true},
+		{"granted before", portal, "openid notification.mp", "", []string{"notification.mp"}, false},
+		{"prompt=consent asks again", portal, "openid notification.mp", "consent", []string{"notification.mp"}, true},
+		{"only openid and standard scopes", portal, "openid profile email", "consent", nil, false},
+		{"client skips consent", trusted, "openid notification.mp", "consent", nil, false},
+	}
+	for _, tt := range tests {
+		if got := oauth.ConsentNeeded(tt.c, tt.scope, tt.prompt, tt.granted); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got := oauth.WithConsent([]string{"fake_api"}, "openid notification.mp fake_api"); strings.Join(got, " ") != "fake_api notification.mp" {
+		t.Errorf("WithConsent: %v", got)
+	}
+}

@@ -38,6 +38,28 @@ func (c *Client) MayAsk(scope string) bool {
 	return slices.Contains(c.Scopes, scope) || IsStandardScope(scope)
 }
 
+// ConsentNeeded reports whether the user must be asked before c receives scope: some of its
+// consent scopes are not among granted, or prompt is consent; never for a client registered to
+// skip consent, nor for a scope with nothing to consent to.
+func ConsentNeeded(c *Client, scope, prompt string, granted []string) bool {
+	want := ConsentScopes(scope)
+	if len(want) == 0 || c.SkipConsent {
+		return false
+	}
+	return prompt == "consent" || slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) })
+}
+
+// WithConsent returns granted with the consent scopes of scope added.
+func WithConsent(granted []string, scope string) []string {
+	out := slices.Clone(granted)
+	for _, sc := range ConsentScopes(scope) {
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
 // ConsentScopes are the scopes of scope that need the user's consent: the interfaces' (not
 // openid, nor the standard claim scopes, for which the service holds no claims).
 func ConsentScopes(scope string) []string {

@@ -364,17 +364,17 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
 	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	want := oauth.ConsentScopes(ar.Scope)
-	if len(want) == 0 || client.SkipConsent {
-		return s.finish(c, ar, se)
+	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, nil) {
+		return s.finish(c, ar, se) // nothing to consent to, or the client skips consent
 	}
 	granted, err := s.cfg.SignIn.Store.Consent(c.Request().Context(), se.UserID, ar.ClientID)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
-	if ar.Prompt != "consent" && !slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) }) {
+	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, granted) {
 		return s.finish(c, ar, se)
 	}
+	want := oauth.ConsentScopes(ar.Scope)
 	if ar.Prompt == "none" {
 		return s.redirectError(c, ar, oauth.ErrConsentRequired, "the user has not consented and prompt=none forbids asking")
 	}
@@ -418,12 +418,7 @@ func (s *Server) consent(c echo.Context) error {
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
-	for _, sc := range oauth.ConsentScopes(ar.Scope) {
-		if !slices.Contains(granted, sc) {
-			granted = append(granted, sc)
-		}
-	}
-	if err := s.cfg.SignIn.Store.PutConsent(ctx, se.UserID, ar.ClientID, granted); err != nil {
+	if err := s.cfg.SignIn.Store.PutConsent(ctx, se.UserID, ar.ClientID, oauth.WithConsent(granted, ar.Scope)); err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
 	return s.finish(c, ar, se)
