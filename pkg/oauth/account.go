@@ -109,6 +109,19 @@ func (s *Service) grantRevoked(ctx context.Context, userID, clientID string, iss
 	return !at.IsZero() && !issued.After(at)
 }
 
+// stillGranted checks what a code or refresh token issued at issued needs to be used: the
+// user has not revoked c's access since, and the sign-in session lives. It returns the session.
+func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKey string, issued time.Time) (store.Session, *Error) {
+	if s.grantRevoked(ctx, userID, c.ID, issued) {
+		return store.Session{}, errorf(ErrInvalidGrant, "the user revoked this application's access")
+	}
+	se, err := s.Store.Session(ctx, sessionKey)
+	if err != nil {
+		return se, errorf(ErrInvalidGrant, "the sign-in session ended")
+	}
+	return se, nil
+}
+
 // accessRevoked reports whether the grant of an access token was revoked after it was issued,
 // from the shared revocations. An access token carries its issue time in whole seconds, so one
 // issued in the second of the revocation counts as revoked.

@@ -46,12 +46,9 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if e := checkVerifier(ac.CodeChallenge, form.Get("code_verifier")); e != nil {
 		return nil, e
 	}
-	if s.grantRevoked(ctx, ac.UserID, c.ID, ac.At) {
-		return nil, errorf(ErrInvalidGrant, "the user revoked this application's access")
-	}
-	se, err := s.Store.Session(ctx, ac.SessionKey)
-	if err != nil {
-		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	se, e := s.stillGranted(ctx, c, ac.UserID, ac.SessionKey, ac.At)
+	if e != nil {
+		return nil, e
 	}
 	switch err := s.Store.ConsumeAuthCode(ctx, ac); {
 	case errors.Is(err, store.ErrReplayed):

@@ -54,12 +54,9 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if s.familyRevoked(ctx, t.Family) {
 		return nil, errorf(ErrInvalidGrant, "the refresh token was revoked")
 	}
-	if s.grantRevoked(ctx, t.UserID, c.ID, t.At) {
-		return nil, errorf(ErrInvalidGrant, "the user revoked this application's access")
-	}
-	se, err := s.Store.Session(ctx, t.SessionKey)
-	if err != nil {
-		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	se, e := s.stillGranted(ctx, c, t.UserID, t.SessionKey, t.At)
+	if e != nil {
+		return nil, e
 	}
 	switch err := s.Store.RotateRefreshToken(ctx, t); {
 	case errors.Is(err, store.ErrReplayed):
