@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,9 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// chromium starts a headless Chromium for a test and returns its context. Without Chromium
-// on the machine the test is skipped, unless UCS_REQUIRE_CHROMIUM is set (CI sets it, and
-// installs Debian's chromium): there it fails.
+// chromium starts a headless Chromium for a test and returns its context. The page tests need
+// Debian's chromium package (.ci/run installs it); without it they fail and say so.
 func chromium(t *testing.T) (context.Context, *console) {
 	t.Helper()
 	path := ""
@@ -26,10 +24,7 @@ func chromium(t *testing.T) (context.Context, *console) {
 		}
 	}
 	if path == "" {
-		if os.Getenv("UCS_REQUIRE_CHROMIUM") != "" {
-			t.Fatal("Chromium is required (UCS_REQUIRE_CHROMIUM is set) but not installed: apt-get install chromium")
-		}
-		t.Skip("Chromium is not installed (apt-get install chromium); the page tests need it")
+		t.Fatal("the page tests need Chromium: apt-get install chromium")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-quic", true),
