@@ -130,7 +130,9 @@ func TestAccountPageInChromium(t *testing.T) {
 
 	// This browser's session, signed out from its own row.
 	run(chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("[id^=session-]")].find(li => li.textContent.includes("当前浏览器")).querySelector("button").click()`))
-	waitFor(t, func() bool { return strings.Contains(eval(`document.body.innerText`), "You have signed out") })
+	waitFor(t, func() bool {
+		return strings.Contains(eval(`document.body ? document.body.innerText : ""`), "You have signed out")
+	})
 	if errs := problems.all(); len(errs) > 0 {
 		t.Fatalf("the browser reported errors: %v", errs)
 	}
