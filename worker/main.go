@@ -4,11 +4,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 	_ "time/tzdata"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -17,42 +21,78 @@ import (
 
 func main() {
 	configPath := flag.String("config", "", "YAML configuration file (required)")
+	listen := flag.String("listen", "", "address of /healthz, /readyz and /metrics, overriding worker.listen (default 127.0.0.1:9091)")
 	verbose := flag.Bool("v", false, "log debug messages")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061; off by default")
 	flag.Parse()
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	service.ServeProfiles(*pprofAddr, log)
-	if err := run(ctx, log, *configPath); err != nil {
-		log.Error("worker stopped", "err", err)
+	opts := options{path: *configPath, listen: *listen, verbose: *verbose}
+	if err := run(ctx, nil, opts, func(log *slog.Logger) { service.ServeProfiles(*pprofAddr, log) }); err != nil {
+		fmt.Fprintln(os.Stderr, "worker stopped:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, path string) error {
+type options struct {
+	path    string
+	listen  string
+	verbose bool
+}
+
+// run loads the configuration and delivers until ctx ends; log, when nil, is made as the
+// configuration's log section says.
+func run(ctx context.Context, log *slog.Logger, o options, started ...func(*slog.Logger)) error {
 	cfg := &config.Config{}
-	if path != "" {
-		c, err := config.Load(path)
+	if o.path != "" {
+		c, err := config.Load(o.path)
 		if err != nil {
 			return err
 		}
 		cfg = c
 	}
 	cfg.ApplyEnv(os.Getenv)
+	if o.listen != "" {
+		cfg.Worker.Listen = o.listen
+	}
 	cfg.Defaults()
+	if o.verbose {
+		cfg.Log.Level = "debug"
+	}
 	if err := cfg.Validate(config.RoleWorker); err != nil {
 		return err
 	}
+	if log == nil {
+		log = service.NewLogger(os.Stderr, cfg.Log)
+	}
+	for _, f := range started {
+		f(log)
+	}
+	ln, err := net.Listen("tcp", cfg.Worker.Listen)
+	if err != nil {
+		return fmt.Errorf("worker.listen: %w", err)
+	}
 	w, err := service.NewWorker(ctx, cfg, service.Deps{Logger: log})
 	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	defer w.Close()
-	log.Info("delivering", "stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer, "concurrency", cfg.Worker.Concurrency)
-	return w.Run(ctx)
+	// The probes outlive the deliveries: while the worker finishes what it holds, /readyz
+	// says it is stopping.
+	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProbes()
+	go func() {
+		if err := w.ServeProbes(probeCtx, ln); err != nil {
+			log.Error("probes server stopped", "err", err)
+		}
+	}()
+	log.Info("delivering", "stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer,
+		"concurrency", cfg.Worker.Concurrency, "probes", "http://"+ln.Addr().String())
+	err = w.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("stopped", "within", cfg.ShutdownGrace.D().Round(time.Second))
+	return err
 }

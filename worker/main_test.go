@@ -31,7 +31,7 @@ const childEnv = "UCS_TEST_WORKER_CONFIG"
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if err := run(context.Background(), log, path); err != nil {
+		if err := run(context.Background(), log, options{path: path, listen: "127.0.0.1:0"}); err != nil {
 			log.Error("worker", "err", err)
 			os.Exit(1)
 		}

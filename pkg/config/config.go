@@ -60,6 +60,21 @@ type Config struct {
 	Platform Platform `yaml:"platform"`
 	// Worker tunes delivery.
 	Worker Worker `yaml:"worker"`
+	// ShutdownGrace bounds a graceful stop on SIGTERM: a front end answers what it has in
+	// flight, a worker finishes or returns what it holds, within it. Default 25s, under
+	// Kubernetes' 30 s; 1s to 10m.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// Log is how both programs log.
+	Log Log `yaml:"log"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Format is text (default, for a person at a terminal) or json (one object a line, for a
+	// log collector).
+	Format string `yaml:"format"`
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
 }
 
 // NATS configures the JetStream stream that carries accepted pushes.
@@ -303,6 +318,13 @@ type Platform struct {
 	// Templates maps each push type to its template and keyword mapping. Every type that is to
 	// be delivered needs one; a message of a type without one fails with that reason.
 	Templates map[string]Template `yaml:"templates"`
+	// MaxRate caps the messages all workers together send per second, through a budget they
+	// share in NATS. Default 0: no cap. At most 100000.
+	MaxRate float64 `yaml:"max_rate"`
+	// QuotaReset is the time of day (HH:MM, in time_zone) at which the platform renews the
+	// account's daily quota: after its 45009 answer every worker pauses sending until then (or
+	// until an operator resumes it). Default 00:00.
+	QuotaReset string `yaml:"quota_reset"`
 }
 
 // Template maps the data fields of one push type onto a platform template.
@@ -328,6 +350,9 @@ type Worker struct {
 	BackoffMax Duration `yaml:"backoff_max"`
 	// AckWait is how long the queue waits for a worker's answer before redelivering. Default 60s.
 	AckWait Duration `yaml:"ack_wait"`
+	// Listen is the address a worker serves /healthz, /readyz and /metrics on. Default
+	// 127.0.0.1:9091; set 0.0.0.0:9091 in a container so probes and Prometheus reach it.
+	Listen string `yaml:"listen"`
 }
 
 // Duration is a time.Duration written in YAML as "7200s", "10m" or a number of seconds.
@@ -504,6 +529,39 @@ func (c *Config) Defaults() {
 	if c.Worker.AckWait == 0 {
 		c.Worker.AckWait = Duration(60 * time.Second)
 	}
+	if c.Worker.Listen == "" {
+		c.Worker.Listen = DefaultWorkerListen
+	}
+	if c.Platform.QuotaReset == "" {
+		c.Platform.QuotaReset = "00:00"
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = Duration(25 * time.Second)
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+}
+
+// DefaultWorkerListen is where a worker serves its probes and metrics unless configured.
+const DefaultWorkerListen = "127.0.0.1:9091"
+
+// QuotaResetAfter is the first time after now at which the platform's daily quota renews:
+// QuotaReset in loc.
+func (p Platform) QuotaResetAfter(now time.Time, loc *time.Location) time.Time {
+	t, err := time.Parse("15:04", p.QuotaReset)
+	if err != nil {
+		t = time.Time{}
+	}
+	n := now.In(loc)
+	at := time.Date(n.Year(), n.Month(), n.Day(), t.Hour(), t.Minute(), 0, 0, loc)
+	if !at.After(n) {
+		at = at.AddDate(0, 0, 1)
+	}
+	return at
 }
 
 // Role says which program a configuration is checked for: each needs different parts.
@@ -594,6 +652,18 @@ func (c *Config) Validate(role Role) error {
 	}
 	if w.AckWait.D() < 5*time.Second {
 		p.add("worker.ack_wait: %s, at least 5s", w.AckWait.D())
+	}
+	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
+		p.add("worker.listen: %q is not host:port", w.Listen)
+	}
+	if c.ShutdownGrace.D() < time.Second || c.ShutdownGrace.D() > 10*time.Minute {
+		p.add("shutdown_grace: %s, must be 1s to 10m", c.ShutdownGrace.D())
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		p.add("log.format: %q, must be text or json", c.Log.Format)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.add("log.level: %q, must be debug, info, warn or error", c.Log.Level)
 	}
 	return p.err()
 }
@@ -736,6 +806,12 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			// The front end checks the platform's signed event pushes; a worker takes none.
 			p.add("platform.callback_token: required with api_base, at least 3 characters")
 		}
+	}
+	if pl.MaxRate < 0 || pl.MaxRate > 100_000 {
+		p.add("platform.max_rate: %g, must be 0 (no cap) to 100000", pl.MaxRate)
+	}
+	if _, err := time.Parse("15:04", pl.QuotaReset); err != nil {
+		p.add("platform.quota_reset: %q is not a time of day HH:MM", pl.QuotaReset)
 	}
 	types := make([]string, 0, len(pl.Templates))
 	for t := range pl.Templates {

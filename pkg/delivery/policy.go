@@ -26,6 +26,11 @@ type Outcome struct {
 	msgID  int64
 	delay  time.Duration
 	reason string
+	// class names a failure's kind in a word, for metrics: no_binding, a platform errcode,
+	// max_attempts.
+	class string
+	// exhausted marks a failure because the attempts ran out: the message is dead-lettered.
+	exhausted bool
 }
 
 // Sent is an attempt the platform accepted.
@@ -37,7 +42,12 @@ func Retry(reason string, delay time.Duration) Outcome {
 }
 
 // Failed is an attempt that must never be repeated.
-func Failed(reason string) Outcome { return Outcome{kind: outcomeFailed, reason: reason} }
+func Failed(reason string) Outcome { return Outcome{kind: outcomeFailed, reason: reason, class: "other"} }
+
+// failedAs is Failed with the failure's class.
+func failedAs(class, reason string) Outcome {
+	return Outcome{kind: outcomeFailed, reason: reason, class: class}
+}
 
 // String describes the outcome for logs and tests.
 func (o Outcome) String() string {
@@ -100,7 +110,9 @@ func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
 	}
 	d, giveUp := p.Next(attempt)
 	if giveUp {
-		return Failed(fmt.Sprintf("gave up after %d attempts: %s", attempt, o.reason))
+		f := failedAs("max_attempts", fmt.Sprintf("gave up after %d attempts: %s", attempt, o.reason))
+		f.exhausted = true
+		return f
 	}
 	o.delay = d
 	return o

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
@@ -56,8 +58,13 @@ type Config struct {
 	// StoreRetry is the delay before a message whose outcome could not be recorded is tried
 	// again. Default 5s.
 	StoreRetry time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// DeadLetter, when set, keeps a copy of a message that exhausted its attempts (the
+	// dead-letter stream); the message is failed only once the copy is kept.
+	DeadLetter func(ctx context.Context, msg jetstream.Msg, reason string) error
+	// Metrics counts attempts, failures and platform calls; nil counts nothing.
+	Metrics *metrics.Metrics
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Worker delivers messages from the queue.
@@ -196,6 +203,13 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	out := w.cfg.Policy.Apply(res.out, attempt)
+	if out.exhausted && w.cfg.DeadLetter != nil {
+		if err := w.cfg.DeadLetter(ctx, msg, out.reason); err != nil {
+			log.Warn("dead-lettering failed; message will be retried", "ucsId", m.UcsID, "err", err)
+			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+			return
+		}
+	}
 	now := w.cfg.Now()
 	r.Updated = now
 	var recs []store.Write
@@ -215,17 +229,27 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(w.cfg.StoreRetry)
 		return
 	}
+	if out.kind == outcomeSent || res.platformCode != "" && out.kind == outcomeFailed {
+		w.cfg.Metrics.Delivered(now.Sub(r.Accepted).Seconds())
+	}
 	switch out.kind {
 	case outcomeRetry:
+		w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
 		log.Info("delivery will be retried", "ucsId", m.UcsID, "attempt", attempt, "in", out.delay, "reason", out.reason)
 		_ = msg.NakWithDelay(out.delay)
 	case outcomeFailed:
+		w.cfg.Metrics.Delivery(metrics.OutcomeFailed, out.class)
+		if out.exhausted && w.cfg.DeadLetter != nil {
+			w.cfg.Metrics.DeadLetter()
+		}
 		log.Info("delivery failed", "ucsId", m.UcsID, "attempt", attempt, "reason", out.reason)
 		_ = msg.Ack()
 		if w.cfg.Announce != nil {
 			w.cfg.Announce(r)
 		}
 	default:
+		w.cfg.Metrics.Delivery(metrics.OutcomeSent, "")
+		log.Debug("delivery sent", "ucsId", m.UcsID, "attempt", attempt, "msgId", out.msgID)
 		_ = msg.Ack()
 	}
 }
@@ -246,9 +270,10 @@ func (w *Worker) earlier(ctx context.Context, ucsID string) (done bool, lastErr 
 // attemptResult is what one attempt came to: the outcome, the follower it went to, and whether
 // the store failed before the platform was tried.
 type attemptResult struct {
-	out       Outcome
-	openID    string
-	storeDown bool
+	out          Outcome
+	openID       string
+	storeDown    bool
+	platformCode string // the errcode label of the platform's refusal, "" if none
 }
 
 // deliver makes one attempt.
@@ -256,15 +281,15 @@ func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return attemptResult{out: Failed("no binding: user " + m.UserID + " has no follower id of the official account")}
+		return attemptResult{out: failedAs("no_binding", "no binding: user "+m.UserID+" has no follower id of the official account")}
 	case err != nil:
 		return attemptResult{out: Retry("binding lookup: "+err.Error(), 0), storeDown: true}
 	case !b.Following:
-		return attemptResult{out: Failed("not following: user " + m.UserID + " does not follow the official account")}
+		return attemptResult{out: failedAs("not_following", "not following: user "+m.UserID+" does not follow the official account")}
 	}
 	tpl, ok := w.cfg.Templates[string(m.Type)]
 	if !ok {
-		return attemptResult{out: Failed("no template configured for type " + string(m.Type))}
+		return attemptResult{out: failedAs("no_template", "no template configured for type "+string(m.Type))}
 	}
 	data := make(map[string]string, len(tpl.Fields))
 	for field, keyword := range tpl.Fields {
@@ -274,19 +299,39 @@ func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
 	}
 	sctx, cancel := context.WithTimeout(ctx, w.cfg.SendTimeout)
 	defer cancel()
+	started := time.Now()
 	id, err := w.cfg.Platform.SendTemplate(sctx, platform.TemplateMessage{
 		ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data,
 	})
-	res := attemptResult{openID: b.OpenID}
+	code := errCode(err)
+	w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), code)
+	res := attemptResult{openID: b.OpenID, platformCode: code}
 	switch reason, permanent := platform.Permanent(err); {
 	case err == nil:
 		res.out = Sent(id)
 	case permanent:
-		res.out = Failed(reason)
+		res.out = failedAs(code, reason)
 	default:
 		res.out = Retry(err.Error(), 0)
 	}
 	return res
+}
+
+// errCode is the metrics label of a failed send: the platform's errcode, or timeout, http or
+// network when it gave none; "" for a success.
+func errCode(err error) string {
+	var pe *platform.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &pe):
+		return metrics.ErrCode(pe.Code)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case strings.Contains(err.Error(), "HTTP status"):
+		return "http"
+	}
+	return "network"
 }
 
 type cachedBinding struct {

@@ -218,3 +218,12 @@ func (c *Client) post(ctx context.Context, target, shownURL string, body []byte)
 	}
 	return raw, nil
 }
+
+// Ready reports whether the account's access token can be had: the one held, or a new one
+// from the platform. Workers' readiness rests on it.
+func (c *Client) Ready(ctx context.Context) error {
+	if _, err := c.tokens.get(ctx, ""); err != nil {
+		return fmt.Errorf("platform access token: %w", err)
+	}
+	return nil
+}

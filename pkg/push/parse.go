@@ -832,3 +832,44 @@ func isHex(c byte) bool {
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
+
+// Kind names the rule a problem broke in a word, for counting refusals by rule: one of
+// required, string, duplicate, blank, line_break, control, emoji, length, user_id, type, url,
+// time, unknown_field, object or body.
+func (p Problem) Kind() string {
+	switch p.Rule {
+	case ruleRequired:
+		return "required"
+	case ruleString:
+		return "string"
+	case ruleDuplicate:
+		return "duplicate"
+	case ruleBlank:
+		return "blank"
+	case ruleLineBreak:
+		return "line_break"
+	case ruleControl:
+		return "control"
+	case ruleEmoji:
+		return "emoji"
+	case ruleUserID:
+		return "user_id"
+	case ruleURL:
+		return "url"
+	case ruleTime:
+		return "time"
+	case ruleUnknown:
+		return "unknown_field"
+	}
+	switch {
+	case p.Field == "body":
+		return "body"
+	case strings.Contains(p.Rule, " characters, at most "):
+		return "length"
+	case p.Field == "type":
+		return "type"
+	case p.Field == "data":
+		return "object"
+	}
+	return "other"
+}

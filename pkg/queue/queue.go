@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		// A subject is one push: a second message under the same ucsId is refused, never stored.
 		MaxMsgsPerSubject:    1,
 		DiscardNewPerSubject: true,
+		// A push sent again under an Idempotency-Key carries its ucsId as message id: within
+		// this window the stream answers the first PubAck again instead of storing it twice.
+		// Pushes without a key carry no id and cost the window nothing.
+		Duplicates: DedupeWindow,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
@@ -118,13 +123,101 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
 		return fmt.Errorf("encode message: %w", err)
 	}
 	if _, err := p.js.Publish(ctx, Subject(m.UcsID), b); err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
-			return fmt.Errorf("%w: %v", ErrFull, err)
-		}
-		return fmt.Errorf("publish %s: %w", m.UcsID, err)
+		return publishError(m.UcsID, err)
 	}
 	return nil
+}
+
+// DedupeWindow is how long the stream remembers the message ids of pushes published with
+// one (PublishBatch with dedupe).
+const DedupeWindow = 10 * time.Minute
+
+// batchWindow bounds the messages of one batch awaiting their PubAck at once: enough to keep
+// the stream busy, few enough that many concurrent batches do not stall the connection.
+const batchWindow = 256
+
+// batchAckWait bounds the wait for one message's PubAck in a batch.
+const batchAckWait = 10 * time.Second
+
+// PublishBatch stores every message of ms in the stream with asynchronous publishes, at most
+// batchWindow awaiting their PubAck at once, and returns once each has its answer: errs[i] is
+// nil for a message the stream acknowledged (its ucsId may be given out), else why not. After
+// the first failure the messages not yet sent are not tried (the queue is unavailable); they
+// get that error too. With dedupe, each message carries its ucsId as message id, so that
+// publishing it again (a retried request) stores nothing new: for a message the stream
+// already holds, the answer is success.
+func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, dedupe bool) []error {
+	errs := make([]error, len(ms))
+	futs := make([]jetstream.PubAckFuture, len(ms))
+	ctx, cancel := context.WithTimeout(ctx, batchAckWait)
+	defer cancel()
+	var failed error
+	waited := 0
+	wait := func(i int) {
+		f := futs[i]
+		if f == nil {
+			return
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if !(dedupe && alreadyStored(err)) {
+				errs[i] = publishError(ms[i].UcsID, err)
+			}
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("publish %s: %w", ms[i].UcsID, ctx.Err())
+		}
+		if errs[i] != nil && failed == nil {
+			failed = errs[i]
+		}
+	}
+	for i := range ms {
+		for i-waited >= batchWindow {
+			wait(waited)
+			waited++
+		}
+		if failed != nil {
+			errs[i] = failed
+			continue
+		}
+		b, err := ms[i].Encode()
+		if err != nil {
+			errs[i] = fmt.Errorf("encode message: %w", err)
+			continue
+		}
+		var opts []jetstream.PublishOpt
+		if dedupe {
+			opts = append(opts, jetstream.WithMsgID(ms[i].UcsID))
+		}
+		f, err := p.js.PublishAsync(Subject(ms[i].UcsID), b, opts...)
+		if err != nil {
+			errs[i] = publishError(ms[i].UcsID, err)
+			failed = errs[i]
+			continue
+		}
+		futs[i] = f
+	}
+	for ; waited < len(ms); waited++ {
+		wait(waited)
+	}
+	return errs
+}
+
+// alreadyStored reports whether a publish was refused because the stream holds a message on
+// its subject: a push published again after the dedupe window, still waiting.
+func alreadyStored(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
+		strings.Contains(apiErr.Description, "per subject")
+}
+
+// publishError wraps a refused publish, as ErrFull when the stream is full.
+func publishError(ucsID string, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
+		return fmt.Errorf("%w: %v", ErrFull, err)
+	}
+	return fmt.Errorf("publish %s: %w", ucsID, err)
 }
 
 // Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.

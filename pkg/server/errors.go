@@ -17,6 +17,7 @@ const (
 	CodeUnauthorized Code = "A00401"
 	CodeNotFound     Code = "A00404"
 	CodeMethod       Code = "A00405"
+	CodeConflict     Code = "A00409"
 	CodeTooLarge     Code = "A00413"
 	CodeMediaType    Code = "A00415"
 	CodeInternal     Code = "A00500"
@@ -29,6 +30,7 @@ var statusOf = map[Code]int{
 	CodeUnauthorized: http.StatusUnauthorized,
 	CodeNotFound:     http.StatusNotFound,
 	CodeMethod:       http.StatusMethodNotAllowed,
+	CodeConflict:     http.StatusConflict,
 	CodeTooLarge:     http.StatusRequestEntityTooLarge,
 	CodeMediaType:    http.StatusUnsupportedMediaType,
 	CodeInternal:     http.StatusInternalServerError,

@@ -39,25 +39,96 @@ func (s *Server) push(c echo.Context) error {
 	if err != nil {
 		var ve *push.ValidationError
 		if errors.As(err, &ve) {
+			s.countRejected(ve)
 			return errf(CodeBadRequest, ve.Error())
 		}
 		return &Error{Code: CodeBadRequest, Message: "body: invalid", Internal: err}
 	}
+	idem, ierr := s.idempotency(c, body)
+	if ierr != nil {
+		return ierr
+	}
 	claims := claimsOf(c)
 	now := s.now()
-	id := push.NewID(now)
-	msg := req.Message(id, claims.Azp, now)
-	if err := s.cfg.Publisher.Publish(r.Context(), msg); err != nil {
-		if errors.Is(err, queue.ErrFull) {
-			return &Error{Code: CodeUnavailable, Message: "the push queue is full; try again later", Internal: err,
-				Header: http.Header{"Retry-After": {"30"}}}
-		}
-		return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
-			Header: http.Header{"Retry-After": {"5"}}}
+	if idem != nil {
+		return s.pushOnce(c, idem, req.Message(push.NewID(now), claims.Azp, now))
 	}
+	msg := req.Message(push.NewID(now), claims.Azp, now)
+	if err := s.cfg.Publisher.Publish(r.Context(), msg); err != nil {
+		return queueError(err)
+	}
+	id := msg.UcsID
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
+	s.cfg.Metrics.Accepted(1)
 	return s.ok(c, pushAnswer{UcsID: id})
+}
+
+// countRejected counts a refused push once for each kind of rule it broke.
+func (s *Server) countRejected(ve *push.ValidationError) {
+	if s.cfg.Metrics == nil {
+		return
+	}
+	var seen [8]string
+	n := 0
+outer:
+	for _, p := range ve.Problems {
+		k := p.Kind()
+		for _, o := range seen[:n] {
+			if o == k {
+				continue outer
+			}
+		}
+		s.cfg.Metrics.Rejected(k)
+		if n < len(seen) {
+			seen[n] = k
+			n++
+		}
+	}
+}
+
+// queueError is the answer to a push the queue did not take.
+func queueError(err error) error {
+	if errors.Is(err, queue.ErrFull) {
+		return &Error{Code: CodeUnavailable, Message: "the push queue is full; try again later", Internal: err,
+			Header: http.Header{"Retry-After": {"30"}}}
+	}
+	return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
+		Header: http.Header{"Retry-After": {"5"}}}
+}
+
+// pushOnce publishes a push that carries an Idempotency-Key: the key's first request takes it
+// with the message's ucsId and publishes; a later one answers that ucsId, publishing it again
+// only if the queue never took it.
+func (s *Server) pushOnce(c echo.Context, idem *idemRequest, msg push.Message) error {
+	ctx := c.Request().Context()
+	if idem.replay == nil {
+		err := idem.claim(ctx, []string{msg.UcsID})
+		if errors.Is(err, errIdempotencyRace) {
+			// another request took the key first: answer as it does
+			err = idem.load(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if idem.owner {
+		if errs := s.cfg.Publisher.PublishBatch(ctx, []push.Message{msg}, true); errs[0] != nil {
+			idem.finish(ctx, []int{0})
+			return queueError(errs[0])
+		}
+		idem.finish(ctx, nil)
+		s.cfg.Metrics.Accepted(1)
+		return s.ok(c, pushAnswer{UcsID: msg.UcsID})
+	}
+	rec := idem.replay
+	if len(rec.IDs) != 1 || rec.IDs[0] == "" {
+		return &Error{Code: CodeInternal, Message: "internal error", Internal: errors.New("idempotency record of a push has no ucsId")}
+	}
+	if still := idem.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
+		return queueError(errors.New("publishing a retried push failed"))
+	}
+	return s.ok(c, pushAnswer{UcsID: rec.IDs[0]})
 }
 
 type pushAnswer struct {

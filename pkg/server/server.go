@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
@@ -23,6 +24,9 @@ import (
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
 type Publisher interface {
 	Publish(ctx context.Context, m push.Message) error
+	// PublishBatch publishes ms together and answers each one's error; with dedupe, a
+	// message the stream already holds is not stored twice.
+	PublishBatch(ctx context.Context, ms []push.Message, dedupe bool) []error
 }
 
 // Store is what the front end reads and writes; *store.Store implements it.
@@ -81,7 +85,12 @@ type Config struct {
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For gives the
 	// client's address; without them the connection's source address is the client's.
 	TrustedProxies []*net.IPNet
-	Now            func() time.Time
+	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
+	Records Records
+	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and
+	// serves no /metrics.
+	Metrics *metrics.Metrics
+	Now     func() time.Time
 	Logger         *slog.Logger
 }
 
@@ -175,6 +184,8 @@ func (s *Server) routes() {
 	e.GET("/v1/fake_api/user", s.fakeUser, s.bearer(oauth.Requirement{Scope: "fake_api"}))
 
 	e.POST("/v1/infra/notification/mp", s.push, s.bearer(s.pushReq))
+	e.POST("/v1/infra/notification/mp/batch", s.batch, s.bearer(s.pushReq))
+	e.POST("/v1/infra/notification/mp/results", s.batchResults, s.bearer(s.pushReq))
 	e.GET("/v1/infra/notification/mp/callback", s.callbackVerify)
 	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent)
 	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.bearer(s.pushReq))
@@ -186,6 +197,9 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)
+	if s.cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics.Handler()))
+	}
 }
 
 func (s *Server) ready(c echo.Context) error {

@@ -29,6 +29,7 @@ func (s *Server) token(c echo.Context) error {
 		}
 		return s.oauthError(c, oerr)
 	}
+	s.cfg.Metrics.Grant(req.Form.Get("grant_type"))
 	return c.JSON(http.StatusOK, resp)
 }
 

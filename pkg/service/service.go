@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/event"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/keys"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -39,9 +43,15 @@ type Deps struct {
 	// NATSInProcess, when set, is a NATS server in this process to connect to directly,
 	// without a socket (the standalone stack's embedded server).
 	NATSInProcess nats.InProcessConnProvider
+	// Registry holds the program's metrics, served at /metrics; nil makes a new one. Each
+	// program needs its own.
+	Registry *prometheus.Registry
 }
 
 func (d *Deps) fill() {
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,6 +117,24 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	return &connections{nc: nc, js: js, stream: stream, st: st}, nil
 }
 
+// pending reads the messages of the stream the consumer has not finished: those it has not
+// handed out yet, and those handed out and not yet answered.
+func (c *connections) pending(consumer string) func() (float64, error) {
+	return func() (float64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		cons, err := c.stream.Consumer(ctx, consumer)
+		if err != nil {
+			return 0, err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return float64(info.NumPending + uint64(info.NumAckPending)), nil
+	}
+}
+
 func (c *connections) close() {
 	if err := c.nc.Drain(); err != nil {
 		c.nc.Close()
@@ -127,6 +155,7 @@ type API struct {
 	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
+	Metrics *metrics.Metrics
 }
 
 // RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
@@ -138,6 +167,8 @@ const RevocationsBucket = "ucs_revocations"
 const (
 	FailuresBucket = "ucs_failures"
 	RateBucket     = "ucs_rates"
+	// IdempotencyBucket holds the records of Idempotency-Keys for 24 hours.
+	IdempotencyBucket = "ucs_idempotency"
 )
 
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
@@ -224,8 +255,15 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	records, err := queue.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
+	if err != nil {
+		return err
+	}
+	a.Metrics = metrics.New(d.Registry)
+	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
+		Records: records, Metrics: a.Metrics,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
@@ -357,9 +395,16 @@ func (a *API) Close() {
 
 // Worker is a delivery worker with its connections.
 type Worker struct {
-	conn   *connections
-	writer *store.Writer
-	w      *delivery.Worker
+	cfg     *config.Config
+	deps    Deps
+	conn    *connections
+	writer  *store.Writer
+	w       *delivery.Worker
+	pc      *platform.Client
+	Metrics *metrics.Metrics
+	// stopping is closed when the worker begins to stop: readiness fails from then on.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // NewWorker connects and builds a worker delivering through the platform of cfg.
@@ -377,11 +422,18 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	cons, err := queue.EnsureConsumer(ctx, conn.js, QueueConfig(cfg))
+	qc := QueueConfig(cfg)
+	cons, err := queue.EnsureConsumer(ctx, conn.js, qc)
 	if err != nil {
 		conn.close()
 		return nil, err
 	}
+	if err := queue.EnsureDeadLetters(ctx, conn.js, qc); err != nil {
+		conn.close()
+		return nil, err
+	}
+	m := metrics.New(d.Registry)
+	metrics.PendingFunc(d.Registry, conn.pending(cfg.NATS.Consumer))
 	writer := conn.st.NewWriter(store.WriterOptions{})
 	w, err := delivery.New(delivery.Config{
 		Consumer: cons, Store: conn.st, Events: writer, Platform: pc, Templates: cfg.Platform.Templates,
@@ -389,18 +441,82 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
 			MaxAttempts: cfg.Worker.MaxAttempts,
 		},
-		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce, Now: d.Now, Logger: d.Logger,
+		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce,
+		DeadLetter: queue.NewDeadLetters(conn.js).Copy, Metrics: m,
+		Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {
 		writer.Close()
 		conn.close()
 		return nil, err
 	}
-	return &Worker{conn: conn, writer: writer, w: w}, nil
+	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, Metrics: m, stopping: make(chan struct{})}, nil
 }
 
 // Run delivers until ctx ends.
-func (w *Worker) Run(ctx context.Context) error { return w.w.Run(ctx) }
+func (w *Worker) Run(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		w.stopOnce.Do(func() { close(w.stopping) })
+	}()
+	return w.w.Run(ctx)
+}
+
+// Handler serves the worker's probes and metrics: /healthz (the process answers), /readyz
+// (NATS, MongoDB and the platform's access token reachable, and not stopping; 503 naming the
+// failing part otherwise) and /metrics.
+func (w *Worker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(rw, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if err := w.ready(r.Context()); err != nil {
+			rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(rw, err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(rw, "ready\n")
+	})
+	mux.Handle("GET /metrics", w.Metrics.Handler())
+	return mux
+}
+
+func (w *Worker) ready(ctx context.Context) error {
+	select {
+	case <-w.stopping:
+		return errors.New("stopping")
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if !w.conn.nc.IsConnected() {
+		return errors.New("nats: not connected")
+	}
+	if err := w.conn.st.Ping(ctx); err != nil {
+		return errors.New("mongodb: unreachable")
+	}
+	if err := w.pc.Ready(ctx); err != nil {
+		return errors.New("platform: no access token")
+	}
+	return nil
+}
+
+// ServeProbes answers the probes and metrics on ln until ctx ends.
+func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
 
 // Close releases the connections; call it after Run returned.
 func (w *Worker) Close() {

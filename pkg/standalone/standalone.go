@@ -446,7 +446,11 @@ type workerConfig struct {
 func writeWorkerConfig(path string, cfg *config.Config) error {
 	p := cfg.Platform
 	p.CallbackToken = "" // the front end's, not a worker's
-	b, err := yaml.Marshal(workerConfig{TimeZone: cfg.TimeZone, NATS: cfg.NATS, MongoDB: cfg.MongoDB, Platform: p, Worker: cfg.Worker})
+	w := cfg.Worker
+	// Several worker processes start from this file on one machine: each takes a free port
+	// for its probes and metrics, and logs it.
+	w.Listen = "127.0.0.1:0"
+	b, err := yaml.Marshal(workerConfig{TimeZone: cfg.TimeZone, NATS: cfg.NATS, MongoDB: cfg.MongoDB, Platform: p, Worker: w})
 	if err != nil {
 		return err
 	}

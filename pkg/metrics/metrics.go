@@ -1,0 +1,203 @@
+// Package metrics holds the Prometheus metrics of both programs. A Metrics is built on a
+// registry the program passes in (never the global one), so that every test and every process
+// has its own, and it is handed to the parts that count.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Outcomes of a delivery attempt, the values of ucs_deliveries_total's outcome label.
+const (
+	OutcomeSent   = "sent"
+	OutcomeRetry  = "retry"
+	OutcomeFailed = "failed"
+)
+
+// Metrics are the service's metrics. A nil *Metrics counts nothing, so that parts built
+// without one (in tests) need no checks.
+type Metrics struct {
+	reg prometheus.Gatherer
+
+	PushAccepted     prometheus.Counter
+	PushRejected     *prometheus.CounterVec
+	Deliveries       *prometheus.CounterVec
+	DeliveryFailures *prometheus.CounterVec
+	DeliverySeconds  prometheus.Histogram
+	PlatformSeconds  prometheus.Histogram
+	PlatformErrors   *prometheus.CounterVec
+	TokenGrants      *prometheus.CounterVec
+	DeadLetters      prometheus.Counter
+	SendingPaused    prometheus.Gauge
+	IdempotentReplay prometheus.Counter
+}
+
+// New registers the metrics, and Go's runtime and process collectors, on reg. The registry
+// must be empty of them: one Metrics per registry.
+func New(reg *prometheus.Registry) *Metrics {
+	m := &Metrics{
+		reg: reg,
+		PushAccepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ucs_push_accepted_total",
+			Help: "Pushes accepted: published to the queue and answered with a ucsId (single and batch items).",
+		}),
+		PushRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_push_rejected_total",
+			Help: "Pushes refused for a broken rule (single and batch items), by the first rule broken.",
+		}, []string{"rule"}),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_deliveries_total",
+			Help: "Delivery attempts by outcome: sent (the platform took it), retry (later), failed (final).",
+		}, []string{"outcome"}),
+		DeliveryFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_delivery_failures_total",
+			Help: "Deliveries that ended failed, by reason.",
+		}, []string{"reason"}),
+		DeliverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ucs_delivery_seconds",
+			Help:    "From the push's acceptance to the platform's answer that ended its delivery attempts (sent or failed).",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+		}),
+		PlatformSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ucs_platform_request_seconds",
+			Help:    "Duration of one template send to the platform, token refresh included.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15},
+		}),
+		PlatformErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_platform_errors_total",
+			Help: "Template sends the platform refused, by its errcode (http, timeout or network when it gave none).",
+		}, []string{"errcode"}),
+		TokenGrants: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_token_grants_total",
+			Help: "Tokens issued by the token endpoint, by grant type.",
+		}, []string{"grant"}),
+		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ucs_dead_letters_total",
+			Help: "Messages that exhausted worker.max_attempts and were copied to the dead-letter stream.",
+		}),
+		SendingPaused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ucs_sending_paused",
+			Help: "1 while sending is paused for every worker (the platform's daily quota, 45009), else 0.",
+		}),
+		IdempotentReplay: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ucs_push_idempotent_replays_total",
+			Help: "Push and batch requests answered from an earlier request with the same Idempotency-Key.",
+		}),
+	}
+	reg.MustRegister(m.PushAccepted, m.PushRejected, m.Deliveries, m.DeliveryFailures, m.DeliverySeconds,
+		m.PlatformSeconds, m.PlatformErrors, m.TokenGrants, m.DeadLetters, m.SendingPaused, m.IdempotentReplay,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Accepted counts n accepted pushes.
+func (m *Metrics) Accepted(n int) {
+	if m != nil && n > 0 {
+		m.PushAccepted.Add(float64(n))
+	}
+}
+
+// Rejected counts a push refused for rule.
+func (m *Metrics) Rejected(rule string) {
+	if m != nil {
+		m.PushRejected.WithLabelValues(rule).Inc()
+	}
+}
+
+// Grant counts a token issued with grant.
+func (m *Metrics) Grant(grant string) {
+	if m != nil {
+		m.TokenGrants.WithLabelValues(grant).Inc()
+	}
+}
+
+// Delivery counts an attempt's outcome; reason is the failure's class for failed ones.
+func (m *Metrics) Delivery(outcome, reason string) {
+	if m == nil {
+		return
+	}
+	m.Deliveries.WithLabelValues(outcome).Inc()
+	if outcome == OutcomeFailed {
+		m.DeliveryFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// Delivered observes the time from acceptance to the platform's final answer.
+func (m *Metrics) Delivered(seconds float64) {
+	if m != nil {
+		m.DeliverySeconds.Observe(seconds)
+	}
+}
+
+// PlatformCall observes one send to the platform; errcode is "" when it succeeded.
+func (m *Metrics) PlatformCall(seconds float64, errcode string) {
+	if m == nil {
+		return
+	}
+	m.PlatformSeconds.Observe(seconds)
+	if errcode != "" {
+		m.PlatformErrors.WithLabelValues(errcode).Inc()
+	}
+}
+
+// DeadLetter counts a message copied to the dead-letter stream.
+func (m *Metrics) DeadLetter() {
+	if m != nil {
+		m.DeadLetters.Inc()
+	}
+}
+
+// Paused sets whether sending is paused.
+func (m *Metrics) Paused(paused bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if paused {
+		v = 1
+	}
+	m.SendingPaused.Set(v)
+}
+
+// Replayed counts a request answered from its Idempotency-Key's record.
+func (m *Metrics) Replayed() {
+	if m != nil {
+		m.IdempotentReplay.Inc()
+	}
+}
+
+// ErrCode is the label of a platform errcode.
+func ErrCode(code int) string { return strconv.Itoa(code) }
+
+// PendingFunc registers ucs_consumer_pending, read at every scrape from pending: the messages
+// waiting in the queue that the workers' consumer has not yet handed out, plus those handed
+// out and not yet answered. A failed read reports nothing rather than a wrong number.
+func PendingFunc(reg prometheus.Registerer, pending func() (float64, error)) {
+	reg.MustRegister(&pendingCollector{read: pending, desc: prometheus.NewDesc("ucs_consumer_pending",
+		"Messages in the queue not yet finished by a worker: waiting to be handed out, or handed out and unanswered.", nil, nil)})
+}
+
+type pendingCollector struct {
+	read func() (float64, error)
+	desc *prometheus.Desc
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	v, err := c.read()
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v)
+}

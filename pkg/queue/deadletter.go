@@ -1,0 +1,72 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DeadLetterPrefix starts the subject of a dead letter; its ucsId follows it. It lies outside
+// the push stream's subjects, so a dead letter is never delivered again by itself.
+const DeadLetterPrefix = "ucs.dead.mp."
+
+// DeadLetterStream is the name of the dead-letter stream of the push stream named stream.
+func DeadLetterStream(stream string) string { return stream + "_DLQ" }
+
+// DeadLetterMaxAge is how long a dead letter is kept for an operator to look at or replay.
+const DeadLetterMaxAge = 30 * 24 * time.Hour
+
+// Headers of a dead letter: why it died and after how many attempts.
+const (
+	HeaderReason   = "Ucs-Reason"
+	HeaderAttempts = "Ucs-Attempts"
+)
+
+// EnsureDeadLetters creates or updates the dead-letter stream of c.Stream: a copy of every
+// message that exhausted its attempts, kept DeadLetterMaxAge (an ordinary limits stream, which
+// nothing consumes by itself), with the push stream's replicas.
+func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) error {
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DeadLetterStream(c.Stream),
+		Description: "pushes that exhausted their delivery attempts, with the last error",
+		Subjects:    []string{DeadLetterPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+		MaxAge:      DeadLetterMaxAge,
+		MaxBytes:    c.MaxBytes / 8,
+		Discard:     jetstream.DiscardOld,
+		// A redelivered dead message is copied once: the copy's id is its ucsId.
+		Duplicates: 10 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", DeadLetterStream(c.Stream), err)
+	}
+	return nil
+}
+
+// DeadLetters copies dead messages to the dead-letter stream.
+type DeadLetters struct{ js jetstream.JetStream }
+
+// NewDeadLetters returns a publisher of dead letters on js.
+func NewDeadLetters(js jetstream.JetStream) *DeadLetters { return &DeadLetters{js: js} }
+
+// Copy stores msg (a message of the push stream) in the dead-letter stream with reason, and
+// returns once the stream acknowledged it.
+func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string) error {
+	ucsID := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
+	out := nats.NewMsg(DeadLetterPrefix + ucsID)
+	out.Data = msg.Data()
+	out.Header.Set(HeaderReason, reason)
+	if meta, err := msg.Metadata(); err == nil {
+		out.Header.Set(HeaderAttempts, fmt.Sprint(meta.NumDelivered))
+	}
+	if _, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(ucsID)); err != nil {
+		return fmt.Errorf("dead-letter %s: %w", ucsID, err)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Records is a NATS key-value bucket of small records that every front end reads and writes
+// directly (no copy in memory): Idempotency-Key records. Create is atomic across replicas.
+type Records struct{ kv jetstream.KeyValue }
+
+// ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
+// Records.Create for a key that has one.
+var (
+	ErrNoRecord     = errors.New("no record")
+	ErrRecordExists = errors.New("record exists")
+)
+
+// OpenRecords creates or opens the bucket; records expire ttl after their last write.
+func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (*Records, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
+	}
+	return &Records{kv: kv}, nil
+}
+
+// Get returns key's record.
+func (r *Records) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := r.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrNoRecord
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return e.Value(), nil
+}
+
+// Create writes key's record unless one exists (ErrRecordExists).
+func (r *Records) Create(ctx context.Context, key string, value []byte) error {
+	_, err := r.kv.Create(ctx, key, value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return ErrRecordExists
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	return nil
+}
+
+// Put writes key's record.
+func (r *Records) Put(ctx context.Context, key string, value []byte) error {
+	if _, err := r.kv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// MaxBatch is the most items a batch push or a batch lookup may hold.
+const MaxBatch = 1000
+
+// maxBatchBytes bounds a batch body: a thousand pushes of the largest kind seen in practice
+// (about 1 KB each), with room to spare; every item is still held to a single push's limit.
+const maxBatchBytes = 8 << 20
+
+// queueUnavailableItem is the error of a batch item that got no PubAck: it was not accepted,
+// and sending it again is safe.
+const queueUnavailableItem = "queue unavailable; retry this item"
+
+type batchItem struct {
+	Index  int      `json:"index"`
+	UcsID  string   `json:"ucsId,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+type batchAnswer struct {
+	Accepted int         `json:"accepted"`
+	Rejected int         `json:"rejected"`
+	Results  []batchItem `json:"results"`
+}
+
+// readJSON reads a JSON body of at most limit bytes for a data interface.
+func readJSON(c echo.Context, limit int) ([]byte, error) {
+	r := c.Request()
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, errf(CodeMediaType, "Content-Type must be application/json")
+	}
+	body, err := readBody(r.Body, make([]byte, 0, 64<<10), limit)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, errf(CodeTooLarge, "body: larger than "+strconv.Itoa(limit)+" bytes")
+		}
+		return nil, errf(CodeBadRequest, "body: could not be read")
+	}
+	return body, nil
+}
+
+// decodeList reads a body that must be exactly {"<key>": [ … ]} with 1 to MaxBatch items.
+func decodeList[T any](body []byte, key string) ([]T, *Error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	var list []T
+	var v map[string]json.RawMessage
+	if err := d.Decode(&v); err != nil || d.More() {
+		return nil, errf(CodeBadRequest, "body: not a JSON object")
+	}
+	raw, ok := v[key]
+	if len(v) != 1 || !ok {
+		return nil, errf(CodeBadRequest, fmt.Sprintf("body: must be {%q: [ … ]} and nothing else", key))
+	}
+	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
+		return nil, errf(CodeBadRequest, key+": must be an array")
+	}
+	if len(list) == 0 || len(list) > MaxBatch {
+		return nil, errf(CodeBadRequest, fmt.Sprintf("%s: %d items, must be 1 to %d", key, len(list), MaxBatch))
+	}
+	return list, nil
+}
+
+// batch is POST /v1/infra/notification/mp/batch: every item is validated on its own, the good
+// ones are published together, and the answer lists each item's ucsId or its problems in
+// request order once every good item has its PubAck.
+func (s *Server) batch(c echo.Context) error {
+	body, err := readJSON(c, maxBatchBytes)
+	if err != nil {
+		return err
+	}
+	items, perr := decodeList[json.RawMessage](body, "messages")
+	if perr != nil {
+		return perr
+	}
+	idem, ierr := s.idempotency(c, body)
+	if ierr != nil {
+		return ierr
+	}
+	if idem != nil && idem.replay != nil {
+		return s.replayBatch(c, items, idem)
+	}
+	claims := claimsOf(c)
+	now := s.now()
+	ans := batchAnswer{Results: make([]batchItem, len(items))}
+	msgs := make([]push.Message, 0, len(items))
+	at := make([]int, 0, len(items)) // index of each message in items
+	for i, raw := range items {
+		ans.Results[i].Index = i
+		req, err := push.Parse(raw)
+		if err != nil {
+			ans.Results[i].Errors = itemErrors(err)
+			var ve *push.ValidationError
+			if errors.As(err, &ve) {
+				s.countRejected(ve)
+			}
+			ans.Rejected++
+			continue
+		}
+		msgs = append(msgs, req.Message(push.NewID(now), claims.Azp, now))
+		at = append(at, i)
+	}
+	if idem != nil {
+		ids := make([]string, len(items))
+		for j, m := range msgs {
+			ids[at[j]] = m.UcsID
+		}
+		err := idem.claim(c.Request().Context(), ids)
+		if errors.Is(err, errIdempotencyRace) {
+			// another request took the key first: answer as it does
+			if err = idem.load(c.Request().Context()); err == nil {
+				return s.replayBatch(c, items, idem)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	errs := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, idem != nil)
+	var failed []int
+	for j, m := range msgs {
+		r := &ans.Results[at[j]]
+		if errs[j] != nil {
+			failed = append(failed, at[j])
+			r.Errors = []string{queueUnavailableItem}
+			s.log.Warn("batch item not accepted", "ucsId", m.UcsID, "err", errs[j])
+			continue
+		}
+		r.UcsID = m.UcsID
+		ans.Accepted++
+	}
+	s.cfg.Metrics.Accepted(ans.Accepted)
+	if idem != nil {
+		idem.finish(c.Request().Context(), failed)
+	}
+	return s.batchAnswer(c, ans, len(failed) > 0)
+}
+
+// batchAnswer sends a batch's answer: 200, or 503 when some items got no PubAck.
+func (s *Server) batchAnswer(c echo.Context, ans batchAnswer, unavailable bool) error {
+	if unavailable {
+		ans.Rejected = len(ans.Results) - ans.Accepted
+		c.Response().Header().Set("Retry-After", "5")
+		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable,
+			Msg: "the push queue is unavailable; items with a ucsId were accepted, retry the others", Time: s.stamp()})
+	}
+	return s.ok(c, ans)
+}
+
+// replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
+// same problems for the items refused for their content, and the items the queue did not take
+// the first time published again under their recorded ucsIds.
+func (s *Server) replayBatch(c echo.Context, items []json.RawMessage, idem *idemRequest) error {
+	claims := claimsOf(c)
+	now := s.now()
+	rec := idem.replay
+	ans := batchAnswer{Results: make([]batchItem, len(items))}
+	msgs := map[int]push.Message{}
+	for i, raw := range items {
+		ans.Results[i].Index = i
+		req, err := push.Parse(raw)
+		if err != nil || i >= len(rec.IDs) || rec.IDs[i] == "" {
+			ans.Results[i].Errors = itemErrors(err)
+			ans.Rejected++
+			continue
+		}
+		if slices.Contains(rec.Failed, i) {
+			msgs[i] = req.Message(rec.IDs[i], claims.Azp, now)
+		}
+	}
+	still := idem.republish(c.Request().Context(), msgs)
+	for i := range ans.Results {
+		r := &ans.Results[i]
+		if r.Errors != nil {
+			continue
+		}
+		if slices.Contains(still, i) {
+			r.Errors = []string{queueUnavailableItem}
+			continue
+		}
+		r.UcsID = rec.IDs[i]
+		ans.Accepted++
+	}
+	return s.batchAnswer(c, ans, len(still) > 0)
+}
+
+// itemErrors lists the problems of a batch item, each as "field: rule".
+func itemErrors(err error) []string {
+	var ve *push.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{"body: invalid"}
+	}
+	out := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// lookupWorkers bounds the lookups one batch lookup makes at once, so that one request cannot
+// take every connection to the store.
+const lookupWorkers = 32
+
+// batchResults is POST /v1/infra/notification/mp/results: the results of up to MaxBatch ucsIds in
+// request order. Each id is looked up by its key, as a single lookup does (memory, the queue,
+// then the store), several at once: a query for many ids at once is a table scan on the
+// embedded store.
+func (s *Server) batchResults(c echo.Context) error {
+	body, err := readJSON(c, MaxBatch*64+64<<10)
+	if err != nil {
+		return err
+	}
+	ids, perr := decodeList[string](body, "ucsIds")
+	if perr != nil {
+		return perr
+	}
+	azp := claimsOf(c).Azp
+	out := make([]any, len(ids))
+	ctx := c.Request().Context()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lookErr error
+	)
+	jobs := make(chan int)
+	workers := min(lookupWorkers, len(ids))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				v, err := s.resultFor(ctx, ids[i], azp)
+				if err != nil {
+					mu.Lock()
+					if lookErr == nil {
+						lookErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				out[i] = v
+			}
+		}()
+	}
+	for i, id := range ids {
+		// Cached and malformed ids are answered here, without a hand-off.
+		if !push.ValidID(id) {
+			out[i] = notFoundItem{UcsID: id, State: "not_found"}
+			continue
+		}
+		if r, ok := s.results.Get(id); ok {
+			out[i] = s.ownView(r, id, azp)
+			continue
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if lookErr != nil {
+		return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: lookErr,
+			Header: http.Header{"Retry-After": {"5"}}}
+	}
+	return s.ok(c, struct {
+		Results []any `json:"results"`
+	}{out})
+}
+
+type notFoundItem struct {
+	UcsID string `json:"ucsId"`
+	State string `json:"state"`
+}
+
+// ownView is a result as the client azp may see it: its own, or not found.
+func (s *Server) ownView(r store.Result, id, azp string) any {
+	if r.ClientID != azp {
+		return notFoundItem{UcsID: id, State: "not_found"}
+	}
+	return resultView(r, s.loc)
+}
+
+// resultFor looks one id up as a single lookup does.
+func (s *Server) resultFor(ctx context.Context, id, azp string) (any, error) {
+	r, err := s.result(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundItem{UcsID: id, State: "not_found"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State.Final() {
+		s.results.Add(id, r)
+	}
+	return s.ownView(r, id, azp), nil
+}

@@ -1,0 +1,359 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+const goodItem = `{"userId":"2020000001","type":"JML","data":{"class":"高等数学","info":"第三章习题%d"}}`
+
+func goodItemN(i int) string { return fmt.Sprintf(goodItem, i) }
+
+const badItem = `{"userId":"2020000001","type":"JML","data":{"class":"高等数学","info":"这一条作业提醒的内容一共有二十三个字那么长啊呀"}}`
+
+func batchBody(items ...string) string { return `{"messages":[` + strings.Join(items, ",") + `]}` }
+
+type batchResult struct {
+	Index  int      `json:"index"`
+	UcsID  string   `json:"ucsId"`
+	Errors []string `json:"errors"`
+}
+
+type batchData struct {
+	Accepted int           `json:"accepted"`
+	Rejected int           `json:"rejected"`
+	Results  []batchResult `json:"results"`
+}
+
+func (e *env) doWith(method, path, auth, body string, header map[string]string) answer {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", auth)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: []byte(b.String())}
+}
+
+func (a answer) batch(t testing.TB) batchData {
+	t.Helper()
+	var env struct {
+		Data batchData `json:"data"`
+		Code string    `json:"code"`
+	}
+	if err := json.Unmarshal(a.body, &env); err != nil {
+		t.Fatalf("batch answer %q: %v", a.body, err)
+	}
+	return env.Data
+}
+
+// TestBatchPush sends good and bad items together: the good ones get ucsIds and are published,
+// the bad ones are named with their problems, in request order; a batch over the limit, or
+// not shaped as one, publishes nothing.
+func TestBatchPush(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(0), badItem, goodItemN(2)), nil)
+	if a.status != 200 {
+		t.Fatalf("batch: %d %s", a.status, a.body)
+	}
+	d := a.batch(t)
+	if d.Accepted != 2 || d.Rejected != 1 || len(d.Results) != 3 {
+		t.Fatalf("batch: %+v", d)
+	}
+	for i, r := range d.Results {
+		if r.Index != i {
+			t.Errorf("result %d has index %d", i, r.Index)
+		}
+	}
+	if !push.ValidID(d.Results[0].UcsID) || !push.ValidID(d.Results[2].UcsID) || d.Results[0].UcsID == d.Results[2].UcsID {
+		t.Errorf("good items' ucsIds: %+v", d.Results)
+	}
+	if d.Results[1].UcsID != "" || len(d.Results[1].Errors) != 1 || d.Results[1].Errors[0] != "data.info: 23 characters, at most 20" {
+		t.Errorf("bad item: %+v", d.Results[1])
+	}
+	if n := e.streamMsgs(); n != 2 {
+		t.Fatalf("stream holds %d messages, want the 2 good ones", n)
+	}
+	// Each accepted item is a push like any other: looked up by its ucsId.
+	for _, i := range []int{0, 2} {
+		l := e.do("GET", "/v1/infra/notification/mp/"+d.Results[i].UcsID, "", tok, "")
+		if l.status != 200 || l.json(t)["data"].(map[string]any)["state"] != "queued" {
+			t.Errorf("lookup of item %d: %d %s", i, l.status, l.body)
+		}
+	}
+
+	over := make([]string, 1001)
+	for i := range over {
+		over[i] = goodItemN(i)
+	}
+	for name, c := range map[string]struct {
+		body, want string
+	}{
+		"over the limit": {batchBody(over...), "messages: 1001 items, must be 1 to 1000"},
+		"empty":          {batchBody(), "messages: 0 items, must be 1 to 1000"},
+		"not a list":     {`{"messages":{"a":1}}`, "messages: must be an array"},
+		"other keys":     {`{"messages":[` + goodItemN(1) + `],"extra":1}`, `body: must be {"messages": [ … ]} and nothing else`},
+		"not JSON":       {`{"messages":[`, "body: not a JSON object"},
+	} {
+		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, c.body, nil)
+		if a.status != 400 || a.json(t)["msg"] != c.want {
+			t.Errorf("%s: %d %s, want 400 %q", name, a.status, a.body, c.want)
+		}
+	}
+	if n := e.streamMsgs(); n != 2 {
+		t.Fatalf("refused batches published: stream holds %d", n)
+	}
+	// The same token rules as a single push.
+	if a := e.doWith("POST", "/v1/infra/notification/mp/batch", e.token("fake-api-test", fakeSecret), batchBody(goodItemN(1)), nil); a.status != 401 {
+		t.Errorf("batch with a token without notification.mp: %d", a.status)
+	}
+}
+
+// TestBatchQueueFailsPartWay fills the stream so that it refuses a batch part-way: the items it
+// stored keep their ucsIds, the others say to retry them, and the status is 503.
+func TestBatchQueueFailsPartWay(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxMsgs = 3
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]string, 6)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(items...), nil)
+	if a.status != 503 || a.header.Get("Retry-After") == "" {
+		t.Fatalf("batch into a full stream: %d %s", a.status, a.body)
+	}
+	d := a.batch(t)
+	if d.Accepted != 3 || d.Rejected != 3 {
+		t.Fatalf("accepted %d rejected %d, want 3 and 3: %s", d.Accepted, d.Rejected, a.body)
+	}
+	for _, r := range d.Results {
+		if r.UcsID != "" {
+			if _, err := st.GetLastMsgForSubject(ctx, "ucs.push.mp."+r.UcsID); err != nil {
+				t.Errorf("item %d has ucsId %s but the stream lacks it: %v", r.Index, r.UcsID, err)
+			}
+			continue
+		}
+		if len(r.Errors) != 1 || r.Errors[0] != "queue unavailable; retry this item" {
+			t.Errorf("item %d: %+v", r.Index, r)
+		}
+	}
+}
+
+// TestBatchResults looks up the caller's own, another client's and unknown ucsIds at once.
+func TestBatchResults(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	other := e.token("other", pushSecret)
+	d := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(0), goodItemN(1)), nil).batch(t)
+	foreign := e.doWith("POST", "/v1/infra/notification/mp", other, goodItemN(9), nil).json(t)["data"].(map[string]any)["ucsId"].(string)
+	unknown := push.NewID(time.Now())
+	ids := []string{d.Results[1].UcsID, foreign, unknown, "not-an-id", d.Results[0].UcsID}
+	b, _ := json.Marshal(map[string]any{"ucsIds": ids})
+	a := e.doWith("POST", "/v1/infra/notification/mp/results", tok, string(b), nil)
+	if a.status != 200 {
+		t.Fatalf("results: %d %s", a.status, a.body)
+	}
+	var got struct {
+		Data struct {
+			Results []map[string]any `json:"results"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	rs := got.Data.Results
+	if len(rs) != len(ids) {
+		t.Fatalf("%d results for %d ids", len(rs), len(ids))
+	}
+	for i, id := range ids {
+		if rs[i]["ucsId"] != id {
+			t.Errorf("result %d is for %v, want %s", i, rs[i]["ucsId"], id)
+		}
+	}
+	for _, i := range []int{0, 4} {
+		if rs[i]["state"] != "queued" || rs[i]["userId"] != "2020000001" || rs[i]["type"] != "JML" {
+			t.Errorf("own push %d: %v", i, rs[i])
+		}
+		single := e.do("GET", "/v1/infra/notification/mp/"+ids[i], "", tok, "").json(t)["data"].(map[string]any)
+		if fmt.Sprint(single) != fmt.Sprint(rs[i]) {
+			t.Errorf("batch result %v differs from the single lookup's %v", rs[i], single)
+		}
+	}
+	for _, i := range []int{1, 2, 3} {
+		if len(rs[i]) != 2 || rs[i]["state"] != "not_found" {
+			t.Errorf("result %d (%s) = %v, want only ucsId and state not_found", i, ids[i], rs[i])
+		}
+	}
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = unknown
+	}
+	for name, body := range map[string]string{
+		"none":     `{"ucsIds":[]}`,
+		"too many": `{"ucsIds":["` + strings.Join(many, `","`) + `"]}`,
+		"numbers":  `{"ucsIds":[1,2]}`,
+	} {
+		if a := e.doWith("POST", "/v1/infra/notification/mp/results", tok, body, nil); a.status != 400 {
+			t.Errorf("%s: %d %s", name, a.status, a.body)
+		}
+	}
+}
+
+// TestIdempotencyKey retries a push and a batch with their Idempotency-Key, through this front
+// end and through another one started on the same queue and store (a replica, or this one
+// after a restart): the same ucsIds come back and nothing new is published; the key with
+// another body is a 409, and another client's same key is its own.
+func TestIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	key := map[string]string{"Idempotency-Key": "exam-notice-2026-11-23/42"}
+	first := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), key)
+	if first.status != 200 {
+		t.Fatalf("push: %d %s", first.status, first.body)
+	}
+	id := first.json(t)["data"].(map[string]any)["ucsId"].(string)
+	batchKey := map[string]string{"Idempotency-Key": "exam-notice-batch"}
+	b1 := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2), badItem, goodItemN(3)), batchKey)
+	if b1.status != 200 {
+		t.Fatalf("batch: %d %s", b1.status, b1.body)
+	}
+	if n := e.streamMsgs(); n != 3 {
+		t.Fatalf("stream holds %d, want 3", n)
+	}
+
+	// Another front end on the same NATS and MongoDB.
+	api2, err := service.NewAPI(context.Background(), e.cfg, service.Deps{Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api2.Close)
+	e2 := &env{t: t, url: serve(t, api2), api: api2, js: e.js, nats: e.nats, clock: e.clock, cfg: e.cfg}
+	for _, fe := range []*env{e, e2} {
+		again := fe.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), key)
+		if again.status != 200 || again.json(t)["data"].(map[string]any)["ucsId"] != id {
+			t.Errorf("retried push: %d %s, want ucsId %s", again.status, again.body, id)
+		}
+		b2 := fe.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2), badItem, goodItemN(3)), batchKey)
+		if b2.status != 200 || string(b2.json(t)["data"].(map[string]any)["results"].([]any)[0].(map[string]any)["ucsId"].(string)) == "" ||
+			fmt.Sprint(b2.batch(t)) != fmt.Sprint(b1.batch(t)) {
+			t.Errorf("retried batch: %d %s, want %s", b2.status, b2.body, b1.body)
+		}
+	}
+	if n := e.streamMsgs(); n != 3 {
+		t.Fatalf("retries published: stream holds %d, want 3", n)
+	}
+
+	conflict := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(7), key)
+	if conflict.status != 409 || conflict.json(t)["code"] != "A00409" {
+		t.Errorf("same key, other body: %d %s", conflict.status, conflict.body)
+	}
+	if c := e2.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2)), batchKey); c.status != 409 {
+		t.Errorf("same batch key, other body: %d %s", c.status, c.body)
+	}
+	other := e.doWith("POST", "/v1/infra/notification/mp", e.token("other", pushSecret), goodItemN(1), key)
+	if other.status != 200 || other.json(t)["data"].(map[string]any)["ucsId"] == id {
+		t.Errorf("another client's same key: %d %s", other.status, other.body)
+	}
+	for _, bad := range []string{strings.Repeat("k", 129), "schlüssel", "tab\there"} {
+		a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(8), map[string]string{"Idempotency-Key": bad})
+		if a.status != 400 {
+			t.Errorf("Idempotency-Key %q: %d %s", bad, a.status, a.body)
+		}
+	}
+	if n := e.streamMsgs(); n != 4 {
+		t.Fatalf("stream holds %d, want 4 (the other client's push)", n)
+	}
+}
+
+// TestIdempotentRetryAfterQueueFailure retries a batch whose items the queue partly refused:
+// the retry with the same key publishes only the refused items, under the ucsIds the first
+// answer would have given, and answers every item.
+func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxMsgs = 2
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]string{"Idempotency-Key": "retry-me"}
+	body := batchBody(goodItemN(0), goodItemN(1), goodItemN(2), goodItemN(3))
+	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	if first.status != 503 || first.batch(t).Accepted != 2 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	sc.MaxMsgs = -1
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	if again.status != 200 {
+		t.Fatalf("retry: %d %s", again.status, again.body)
+	}
+	d := again.batch(t)
+	if d.Accepted != 4 {
+		t.Fatalf("retry: %s", again.body)
+	}
+	for i, r := range first.batch(t).Results {
+		if r.UcsID != "" && d.Results[i].UcsID != r.UcsID {
+			t.Errorf("item %d: ucsId %s, first answer %s", i, d.Results[i].UcsID, r.UcsID)
+		}
+	}
+	if n := e.streamMsgs(); n != 4 {
+		t.Fatalf("stream holds %d, want 4", n)
+	}
+	third := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	if fmt.Sprint(third.batch(t)) != fmt.Sprint(d) || e.streamMsgs() != 4 {
+		t.Errorf("third: %s", third.body)
+	}
+}
+
+// serve answers HTTP with api's front end until the test ends.
+func serve(t *testing.T, api *service.API) string {
+	ts := httptest.NewServer(api.Server)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
