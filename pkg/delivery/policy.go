@@ -42,7 +42,9 @@ func Retry(reason string, delay time.Duration) Outcome {
 }
 
 // Failed is an attempt that must never be repeated.
-func Failed(reason string) Outcome { return Outcome{kind: outcomeFailed, reason: reason, class: "other"} }
+func Failed(reason string) Outcome {
+	return Outcome{kind: outcomeFailed, reason: reason, class: "other"}
+}
 
 // failedAs is Failed with the failure's class.
 func failedAs(class, reason string) Outcome {

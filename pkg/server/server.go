@@ -91,7 +91,7 @@ type Config struct {
 	// serves no /metrics.
 	Metrics *metrics.Metrics
 	Now     func() time.Time
-	Logger         *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Server is the front end.
