@@ -23,11 +23,12 @@ func main() {
 	configPath := flag.String("config", "", "YAML configuration file (required)")
 	listen := flag.String("listen", "", "address of /healthz, /readyz and /metrics, overriding worker.listen (default 127.0.0.1:9091)")
 	verbose := flag.Bool("v", false, "log debug messages")
+	resume := flag.Bool("resume", false, "end a pause of sending (the platform's daily quota, 45009) for every worker now, and exit")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061; off by default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := options{path: *configPath, listen: *listen, verbose: *verbose}
+	opts := options{path: *configPath, listen: *listen, verbose: *verbose, resume: *resume}
 	if err := run(ctx, nil, opts, func(log *slog.Logger) { service.ServeProfiles(*pprofAddr, log) }); err != nil {
 		fmt.Fprintln(os.Stderr, "worker stopped:", err)
 		os.Exit(1)
@@ -38,6 +39,7 @@ type options struct {
 	path    string
 	listen  string
 	verbose bool
+	resume  bool
 }
 
 // run loads the configuration and delivers until ctx ends; log, when nil, is made as the
@@ -64,6 +66,13 @@ func run(ctx context.Context, log *slog.Logger, o options, started ...func(*slog
 	}
 	if log == nil {
 		log = service.NewLogger(os.Stderr, cfg.Log)
+	}
+	if o.resume {
+		if err := service.Resume(ctx, cfg, service.Deps{Logger: log}); err != nil {
+			return err
+		}
+		fmt.Println("sending resumed for every worker")
+		return nil
 	}
 	for _, f := range started {
 		f(log)

@@ -16,6 +16,7 @@ import (
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -61,15 +62,37 @@ type Config struct {
 	// DeadLetter, when set, keeps a copy of a message that exhausted its attempts (the
 	// dead-letter stream); the message is failed only once the copy is kept.
 	DeadLetter func(ctx context.Context, msg jetstream.Msg, reason string) error
+	// Pause is the pause of sending every worker obeys (the platform's daily quota); nil: never
+	// paused.
+	Pause Pauser
+	// QuotaReset is when the platform's daily quota renews after now: sending pauses until
+	// then after a 45009 answer. Required with Pause.
+	QuotaReset func(now time.Time) time.Time
+	// Budget, when set, caps the sends of every worker together (platform.max_rate).
+	Budget Budget
 	// Metrics counts attempts, failures and platform calls; nil counts nothing.
 	Metrics *metrics.Metrics
 	Now     func() time.Time
 	Logger  *slog.Logger
 }
 
+// Pauser is the shared pause of sending; *queue.Pause implements it.
+type Pauser interface {
+	Paused() (queue.PauseState, bool)
+	Set(ctx context.Context, st queue.PauseState) error
+}
+
+// Budget is a send budget shared by every worker; *queue.Budget implements it.
+type Budget interface {
+	Wait(ctx context.Context) error
+}
+
 // Worker delivers messages from the queue.
 type Worker struct {
 	cfg Config
+	// stopping ends when Run's context does: messages held back by a pause are handed back
+	// to the queue then, for another worker.
+	stopping context.Context
 	// bindings keeps looked-up bindings briefly: a bulk send to thousands of users reads each
 	// binding once, not once per message, and an unsubscribe takes effect within BindingTTL
 	// (sooner still, as the platform itself refuses a non-follower).
@@ -109,46 +132,150 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, bindings: bindings}, nil
+	if cfg.Pause != nil && cfg.QuotaReset == nil {
+		return nil, errors.New("delivery: QuotaReset is required with Pause")
+	}
+	return &Worker{cfg: cfg, bindings: bindings, stopping: context.Background()}, nil
 }
 
 // Run delivers messages until ctx ends, then finishes the deliveries under way and the
-// messages already fetched, and returns.
+// messages already fetched, and returns. While sending is paused it fetches nothing: the
+// messages it holds wait (kept from redelivery), the rest stay in the queue.
 func (w *Worker) Run(ctx context.Context) error {
-	it, err := w.cfg.Consumer.Messages(jetstream.PullMaxMessages(2 * w.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		// Drain: stop pulling, but hand out what was already fetched so it is answered now
-		// rather than redelivered after the ack wait.
-		it.Drain()
-	}()
+	w.stopping = ctx
 	// Deliveries under way finish even when ctx ends: a half-recorded attempt would only be
 	// repeated later.
 	work := context.WithoutCancel(ctx)
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
-			}
-			w.cfg.Logger.Warn("fetching messages failed", "err", err)
-			continue
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		if !w.waitUnpaused(ctx) {
+			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
+		it, err := w.cfg.Consumer.Messages(jetstream.PullMaxMessages(2 * w.cfg.Concurrency))
+		if err != nil {
+			return fmt.Errorf("consume: %w", err)
+		}
+		watched := make(chan struct{})
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.Handle(work, msg)
+			t := time.NewTicker(pausePoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					// Drain: stop pulling, but hand out what was already fetched so it
+					// is answered now rather than redelivered after the ack wait.
+					it.Drain()
+					return
+				case <-watched:
+					return
+				case <-t.C:
+					if _, paused := w.paused(); paused {
+						// Stop: what was fetched and not handed out goes back to the
+						// queue (after the ack wait), not to the platform.
+						it.Stop()
+						return
+					}
+				}
+			}
 		}()
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					break
+				}
+				w.cfg.Logger.Warn("fetching messages failed", "err", err)
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				w.Handle(work, msg)
+			}()
+		}
+		close(watched)
 	}
-	wg.Wait()
 	return nil
 }
+
+// pausePoll is how often a paused worker looks whether sending may resume.
+const pausePoll = 250 * time.Millisecond
+
+// paused reports the pause in force, and shows it in the metrics.
+func (w *Worker) paused() (queue.PauseState, bool) {
+	if w.cfg.Pause == nil {
+		return queue.PauseState{}, false
+	}
+	st, ok := w.cfg.Pause.Paused()
+	w.cfg.Metrics.Paused(ok)
+	return st, ok
+}
+
+// waitUnpaused returns once sending is not paused (true), or when ctx ends (false).
+func (w *Worker) waitUnpaused(ctx context.Context) bool {
+	logged := false
+	for {
+		st, paused := w.paused()
+		if !paused {
+			if logged {
+				w.cfg.Logger.Info("sending resumed")
+			}
+			return true
+		}
+		if !logged {
+			w.cfg.Logger.Warn("sending paused", "until", st.Until, "reason", st.Reason)
+			logged = true
+		}
+		t := time.NewTimer(pausePoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// errStopping is returned by gate when the worker stops while a message waits to be sent.
+var errStopping = errors.New("the worker is stopping")
+
+// gate returns once msg may be sent: sending is not paused and the shared budget allows one
+// more. While it waits, the queue is told the message is still being worked on.
+func (w *Worker) gate(ctx context.Context, msg jetstream.Msg, r store.Result) error {
+	if st, paused := w.paused(); paused {
+		w.showHeld(ctx, r, st)
+		beat := time.NewTicker(heartbeat)
+		defer beat.Stop()
+		poll := time.NewTicker(pausePoll)
+		defer poll.Stop()
+		for paused {
+			select {
+			case <-w.stopping.Done():
+				return errStopping
+			case <-beat.C:
+				_ = msg.InProgress()
+			case <-poll.C:
+				_, paused = w.paused()
+			}
+		}
+	}
+	if w.cfg.Budget != nil {
+		if err := w.cfg.Budget.Wait(w.stopping); err != nil {
+			if w.stopping.Err() != nil {
+				return errStopping
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// heartbeat is how often a message held back by a pause is reported in progress: well inside
+// the shortest ack wait (5 s).
+const heartbeat = 2 * time.Second
 
 // Handle delivers one message from the queue and answers the queue: ack once the outcome is
 // recorded, or a delayed nak for a retry. An outcome that cannot be recorded is not acked, so
@@ -194,7 +321,13 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}
 
-	res := w.deliver(ctx, m)
+	res := w.deliver(ctx, m, msg, r)
+	if res.release {
+		// The worker stopped while the message waited for a pause or the budget: another
+		// worker takes it at once, and no attempt was made.
+		_ = msg.Nak()
+		return
+	}
 	if res.storeDown {
 		// The store could not say who the recipient is: not the message's fault, and not an
 		// attempt at the platform, so no outcome is recorded and the policy is not consulted.
@@ -270,14 +403,16 @@ func (w *Worker) earlier(ctx context.Context, ucsID string) (done bool, lastErr 
 // attemptResult is what one attempt came to: the outcome, the follower it went to, and whether
 // the store failed before the platform was tried.
 type attemptResult struct {
+	release      bool // not attempted: the worker is stopping
 	out          Outcome
 	openID       string
 	storeDown    bool
 	platformCode string // the errcode label of the platform's refusal, "" if none
 }
 
-// deliver makes one attempt.
-func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
+// deliver makes one attempt. r is the message's record, for the progress shown while the
+// platform's daily quota holds it back.
+func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r store.Result) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -297,14 +432,22 @@ func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
 			data[keyword] = v
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, w.cfg.SendTimeout)
-	defer cancel()
-	started := time.Now()
-	id, err := w.cfg.Platform.SendTemplate(sctx, platform.TemplateMessage{
-		ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data,
-	})
+	tm := platform.TemplateMessage{ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
+	var id int64
+	for {
+		if gerr := w.gate(ctx, msg, r); errors.Is(gerr, errStopping) {
+			return attemptResult{release: true}
+		} else if gerr != nil {
+			return attemptResult{out: Retry("send budget: "+gerr.Error(), 0)}
+		}
+		id, err = w.send(ctx, tm)
+		var pe *platform.Error
+		if !errors.As(err, &pe) || pe.Code != platform.CodeDailyQuota || w.cfg.Pause == nil {
+			break
+		}
+		w.quotaUsedUp(ctx, r)
+	}
 	code := errCode(err)
-	w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), code)
 	res := attemptResult{openID: b.OpenID, platformCode: code}
 	switch reason, permanent := platform.Permanent(err); {
 	case err == nil:
@@ -316,6 +459,46 @@ func (w *Worker) deliver(ctx context.Context, m push.Message) attemptResult {
 	}
 	return res
 }
+
+// send makes one call of the platform.
+func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, error) {
+	sctx, cancel := context.WithTimeout(ctx, w.cfg.SendTimeout)
+	defer cancel()
+	started := time.Now()
+	id, err := w.cfg.Platform.SendTemplate(sctx, tm)
+	w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), errCode(err))
+	return id, err
+}
+
+// quotaUsedUp pauses sending for every worker until the daily quota renews, and shows the
+// message as queued with the reason while it waits.
+func (w *Worker) quotaUsedUp(ctx context.Context, r store.Result) {
+	now := w.cfg.Now()
+	st, paused := w.cfg.Pause.Paused()
+	if !paused {
+		st = queue.PauseState{Until: w.cfg.QuotaReset(now),
+			Reason: "45009: the platform's daily quota is used up"}
+		if err := w.cfg.Pause.Set(ctx, st); err != nil {
+			w.cfg.Logger.Error("pausing sending failed", "err", err)
+		} else {
+			w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until, "ucsId", r.UcsID)
+		}
+	}
+	w.cfg.Metrics.Paused(true)
+	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
+	w.showHeld(ctx, r, st)
+}
+
+// showHeld records a message held back by a pause as queued, with the pause's reason and end.
+func (w *Worker) showHeld(ctx context.Context, r store.Result, st queue.PauseState) {
+	now := w.cfg.Now()
+	r.State, r.Updated, r.RetryAt = store.StateQueued, now, st.Until
+	r.LastError = st.Explain()
+	if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, now)); err != nil {
+		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)
+	}
+}
+
 
 // errCode is the metrics label of a failed send: the platform's errcode, or timeout, http or
 // network when it gave none; "" for a success.

@@ -200,7 +200,7 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	m, reached, qerr := s.cfg.Waiting.Get(ctx, id)
 	if qerr == nil {
 		if !reached {
-			return queuedResult(m), nil
+			return s.queuedResult(m), nil
 		}
 		pctx, pcancel := context.WithTimeout(ctx, s.cfg.StoreWait)
 		defer pcancel()
@@ -211,7 +211,7 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 		if !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("progress unavailable; answering from the queue", "ucsId", id, "err", err)
 		}
-		return queuedResult(m), nil
+		return s.queuedResult(m), nil
 	}
 	r, err := s.cfg.Store.Current(ctx, id)
 	if !errors.Is(err, store.ErrNotFound) {
@@ -225,7 +225,7 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	m, lerr := s.cfg.Waiting.FromLeader(ctx, id)
 	switch {
 	case lerr == nil:
-		return queuedResult(m), nil
+		return s.queuedResult(m), nil
 	case !errors.Is(lerr, queue.ErrNotWaiting):
 		return r, lerr
 	}
@@ -235,13 +235,21 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 // lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.
 const lookupTimeout = 5 * time.Second
 
-// queuedResult is the result of a push waiting in the queue that no worker has reached.
-func queuedResult(m push.Message) store.Result {
+// queuedResult is the result of a push waiting in the queue that no worker has reached; while
+// sending is paused, it says why and until when.
+func (s *Server) queuedResult(m push.Message) store.Result {
 	at := time.UnixMilli(m.Accepted)
-	return store.Result{
+	r := store.Result{
 		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
 		Accepted: at, Updated: at,
 	}
+	if s.cfg.Paused != nil {
+		if st, ok := s.cfg.Paused(); ok {
+			r.LastError = st.Explain()
+			r.RetryAt = st.Until
+		}
+	}
+	return r
 }
 
 type resultJSON struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -85,6 +86,9 @@ type Config struct {
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For gives the
 	// client's address; without them the connection's source address is the client's.
 	TrustedProxies []*net.IPNet
+	// Paused, when set, reports a pause of sending (the platform's daily quota), which lookups
+	// of queued pushes name.
+	Paused func() (queue.PauseState, bool)
 	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
 	Records Records
 	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and

@@ -155,6 +155,7 @@ type API struct {
 	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
+	closers []func()
 	Metrics *metrics.Metrics
 }
 
@@ -183,6 +184,9 @@ func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
 	if err := a.build(ctx); err != nil {
 		for _, m := range a.mirrors {
 			m.Close()
+		}
+		for _, c := range a.closers {
+			c()
 		}
 		conn.close()
 		return nil, err
@@ -259,11 +263,16 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pause, err := queue.OpenPause(ctx, a.conn.js, d.Now)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, pause.Close)
 	a.Metrics = metrics.New(d.Registry)
 	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
-		Records: records, Metrics: a.Metrics,
+		Records: records, Metrics: a.Metrics, Paused: pause.Paused,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
@@ -389,6 +398,9 @@ func (a *API) Close() {
 	for _, m := range a.mirrors {
 		m.Close()
 	}
+	for _, c := range a.closers {
+		c()
+	}
 	a.writer.Close()
 	a.conn.close()
 }
@@ -401,6 +413,7 @@ type Worker struct {
 	writer  *store.Writer
 	w       *delivery.Worker
 	pc      *platform.Client
+	pause   *queue.Pause
 	Metrics *metrics.Metrics
 	// stopping is closed when the worker begins to stop: readiness fails from then on.
 	stopping chan struct{}
@@ -432,6 +445,26 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	pause, err := queue.OpenPause(ctx, conn.js, d.Now)
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	var budget delivery.Budget
+	if cfg.Platform.MaxRate > 0 {
+		b, err := queue.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, d.Now)
+		if err != nil {
+			pause.Close()
+			conn.close()
+			return nil, err
+		}
+		budget = b
+	}
 	m := metrics.New(d.Registry)
 	metrics.PendingFunc(d.Registry, conn.pending(cfg.NATS.Consumer))
 	writer := conn.st.NewWriter(store.WriterOptions{})
@@ -443,14 +476,17 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		},
 		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce,
 		DeadLetter: queue.NewDeadLetters(conn.js).Copy, Metrics: m,
-		Now: d.Now, Logger: d.Logger,
+		Pause: pause, Budget: budget,
+		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
+		Now:        d.Now, Logger: d.Logger,
 	})
 	if err != nil {
 		writer.Close()
+		pause.Close()
 		conn.close()
 		return nil, err
 	}
-	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, Metrics: m, stopping: make(chan struct{})}, nil
+	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
 }
 
 // Run delivers until ctx ends.
@@ -521,5 +557,22 @@ func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
 // Close releases the connections; call it after Run returned.
 func (w *Worker) Close() {
 	w.writer.Close()
+	w.pause.Close()
 	w.conn.close()
+}
+
+// Resume ends a pause of sending (after the platform's daily quota) for every worker.
+func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
+	d.fill()
+	conn, err := connect(ctx, cfg, d, "ucs-admin")
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	pause, err := queue.OpenPause(ctx, conn.js, d.Now)
+	if err != nil {
+		return err
+	}
+	defer pause.Close()
+	return pause.Resume(ctx)
 }

@@ -52,6 +52,7 @@ type faultsJSON struct {
 	BlockRate       float64 `json:"block_rate"`
 	SystemFailRate  float64 `json:"system_fail_rate"`
 	ServerErrorRate float64 `json:"server_error_rate"`
+	QuotaUsedUp     bool    `json:"quota_used_up"`
 }
 
 // MarshalJSON writes f with its latency as a duration string ("50ms").
@@ -62,6 +63,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		BlockRate:       f.BlockRate,
 		SystemFailRate:  f.SystemFailRate,
 		ServerErrorRate: f.ServerErrorRate,
+		QuotaUsedUp:     f.QuotaUsedUp,
 	})
 }
 
@@ -104,6 +106,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		BlockRate:       j.BlockRate,
 		SystemFailRate:  j.SystemFailRate,
 		ServerErrorRate: j.ServerErrorRate,
+		QuotaUsedUp:     j.QuotaUsedUp,
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 // documentation and its answers in the field give them.
 const (
 	codeBusy              = -1    // system error
+	codeDailyQuota        = 45009 // the account's daily quota is used up
 	codeInvalidCredential = 40001 // token replaced by a forced refresh
 	codeInvalidGrantType  = 40002
 	codeInvalidOpenID     = 40003
@@ -215,6 +216,10 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	if busy {
 		s.answerError(w, codeBusy, "system error")
+		return
+	}
+	if f.QuotaUsedUp {
+		s.answerError(w, codeDailyQuota, "reach max api daily quota limit")
 		return
 	}
 	now := s.now()

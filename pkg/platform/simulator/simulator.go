@@ -98,6 +98,8 @@ type Faults struct {
 	SystemFailRate float64
 	// ServerErrorRate is the share of sends answered with HTTP 502.
 	ServerErrorRate float64
+	// QuotaUsedUp answers every send 45009: the account's daily quota is used up.
+	QuotaUsedUp bool
 }
 
 // SentMessage is a send the simulator accepted (not a de-duplicated repeat).

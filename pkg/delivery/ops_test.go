@@ -1,0 +1,223 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/campus-it/ucs/pkg/delivery"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// startWorkerWith runs a worker built from the rig's parts changed by mod, until the test ends.
+func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Config)) {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	wr := r.st.NewWriter(store.WriterOptions{})
+	cfg := delivery.Config{Consumer: cons, Store: r.st, Events: wr, Platform: r.pc, Templates: templates, Policy: policy, Concurrency: 8}
+	mod(&cfg)
+	w, err := delivery.New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	r.t.Cleanup(func() { cancel(); <-done; wr.Close() })
+}
+
+var jml = map[string]string{"class": "高等数学", "info": "第三章作业"}
+
+// TestDeadLetters exhausts a message's attempts: it ends failed with its last error, a copy
+// with the reason is in the dead-letter stream, and the metrics count the attempts, the
+// failure and the dead letter.
+func TestDeadLetters(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
+	ctx := context.Background()
+	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 2},
+		func(c *delivery.Config) { c.DeadLetter = queue.NewDeadLetters(r.js).Copy; c.Metrics = m })
+	id := r.publish("u-follows", "JML", jml)
+	res := r.waitState(id, store.StateFailed)
+	if res.Attempts != 2 || !strings.HasPrefix(res.Reason, "gave up after 2 attempts: send template: HTTP status 502") {
+		t.Fatalf("result %+v", res)
+	}
+	dlq, err := r.js.Stream(ctx, queue.DeadLetterStream(r.qcfg.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := dlq.GetLastMsgForSubject(ctx, queue.DeadLetterPrefix+id)
+	if err != nil {
+		t.Fatalf("no dead letter for %s: %v", id, err)
+	}
+	if dead.Header.Get(queue.HeaderReason) != res.Reason || dead.Header.Get(queue.HeaderAttempts) != "2" || !strings.Contains(string(dead.Data), id) {
+		t.Errorf("dead letter %v %s", dead.Header, dead.Data)
+	}
+	for name, c := range map[string]struct {
+		got  float64
+		want float64
+	}{
+		"dead letters":           {testutil.ToFloat64(m.DeadLetters), 1},
+		"retries":                {testutil.ToFloat64(m.Deliveries.WithLabelValues("retry")), 1},
+		"failed":                 {testutil.ToFloat64(m.Deliveries.WithLabelValues("failed")), 1},
+		"failures{max_attempts}": {testutil.ToFloat64(m.DeliveryFailures.WithLabelValues("max_attempts")), 1},
+		"platform errors{http}":  {testutil.ToFloat64(m.PlatformErrors.WithLabelValues("http")), 2},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", name, c.got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.PlatformSeconds); n != 1 {
+		t.Errorf("platform request histogram: %d series", n)
+	}
+
+	// A message the platform takes counts as sent, with its delivery time; a refusal by
+	// errcode is counted under it.
+	r.sim.SetFaults(simulator.Faults{})
+	r.waitState(r.publish("u-follows", "JML", jml), store.StateSent)
+	r.waitState(r.publish("u-unknown-openid", "JML", jml), store.StateFailed)
+	if got := testutil.ToFloat64(m.Deliveries.WithLabelValues("sent")); got != 1 {
+		t.Errorf("sent: %v", got)
+	}
+	if got := testutil.ToFloat64(m.PlatformErrors.WithLabelValues("40003")); got != 1 {
+		t.Errorf("platform errors{40003}: %v", got)
+	}
+	if got := testutil.ToFloat64(m.DeliveryFailures.WithLabelValues("40003")); got != 1 {
+		t.Errorf("failures{40003}: %v", got)
+	}
+	var h dto.Metric
+	if err := m.DeliverySeconds.Write(&h); err != nil || h.GetHistogram().GetSampleCount() != 3 {
+		t.Errorf("delivery seconds: %d observations (%v), want 3: each message ended by a platform answer", h.GetHistogram().GetSampleCount(), err)
+	}
+}
+
+// TestQuotaPause answers every send 45009: sending pauses for every worker until the quota's
+// reset, the messages stay queued with the reason, and once an operator resumes it each is
+// sent exactly once.
+func TestQuotaPause(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	ctx := context.Background()
+	reset := time.Now().Add(time.Hour).Truncate(time.Second)
+	var pauses []*queue.Pause
+	var ms []*metrics.Metrics
+	for range 2 {
+		p, err := queue.OpenPause(ctx, r.js, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		m := metrics.New(prometheus.NewRegistry())
+		pauses, ms = append(pauses, p), append(ms, m)
+		r.startWorkerWith(quick, func(c *delivery.Config) {
+			c.Pause, c.Metrics = p, m
+			c.QuotaReset = func(time.Time) time.Time { return reset }
+		})
+	}
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "both workers see the pause", func() bool {
+		_, a := pauses[0].Paused()
+		_, b := pauses[1].Paused()
+		return a && b && testutil.ToFloat64(ms[0].SendingPaused) == 1 && testutil.ToFloat64(ms[1].SendingPaused) == 1
+	})
+	st, _ := pauses[0].Paused()
+	if !st.Until.Equal(reset) || !strings.HasPrefix(st.Reason, "45009") {
+		t.Fatalf("pause %+v, want until %s", st, reset)
+	}
+	sends := r.sim.Stats().Sends
+	// Held messages are not retried against the platform while paused.
+	time.Sleep(time.Second) // a span in which nothing may happen; nothing is waited for
+	if now := r.sim.Stats().Sends; now != sends {
+		t.Errorf("the platform got %d more sends while sending was paused", now-sends)
+	}
+	for _, id := range ids {
+		res, err := r.st.Current(ctx, id)
+		if err == nil && (res.State != store.StateQueued || !strings.Contains(res.LastError, "45009")) {
+			t.Errorf("%s while paused: %+v", id, res)
+		}
+	}
+	r.sim.SetFaults(simulator.Faults{})
+	if err := pauses[1].Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		r.waitState(id, store.StateSent)
+	}
+	sent := r.sim.Sent()
+	var got []string
+	for _, s := range sent {
+		got = append(got, s.ClientMsgID)
+	}
+	slices.Sort(got)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the platform accepted %v, want each of %v once", got, want)
+	}
+	if testutil.ToFloat64(ms[0].SendingPaused) != 0 && testutil.ToFloat64(ms[1].SendingPaused) != 0 {
+		t.Errorf("paused gauge still 1 after resuming")
+	}
+}
+
+// TestSharedSendBudget runs three workers, each with its own handle on the budget (as three
+// processes would have), under max_rate 100/s: together they send no faster than that.
+func TestSharedSendBudget(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	const rate = 100.0
+	for range 3 {
+		b, err := queue.OpenBudget(ctx, r.js, rate, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.startWorkerWith(quick, func(c *delivery.Config) { c.Budget = b; c.Concurrency = 32 })
+	}
+	const n = 400
+	for i := range n {
+		r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)})
+	}
+	embeddedtest.Eventually(t, 60*time.Second, "every message sent", func() bool { return len(r.sim.Sent()) >= n })
+	sent := r.sim.Sent()
+	at := make([]time.Time, len(sent))
+	for i, s := range sent {
+		at[i] = s.At
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	span := at[len(at)-1].Sub(at[0]).Seconds()
+	got := float64(len(at)-1) / span
+	t.Logf("%d sends in %.2fs: %.1f/s (max_rate %.0f)", len(at), span, got, rate)
+	if got > rate*1.10 {
+		t.Errorf("three workers sent %.1f/s together, more than 10%% over max_rate %.0f", got, rate)
+	}
+	// No second of the run holds more than the rate and one lease per worker.
+	for i := range at {
+		j := i
+		for j < len(at) && at[j].Sub(at[i]) < time.Second {
+			j++
+		}
+		if j-i > int(rate)+3*5 {
+			t.Fatalf("%d sends within one second from %s", j-i, at[i])
+		}
+	}
+}
