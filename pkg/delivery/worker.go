@@ -499,7 +499,6 @@ func (w *Worker) showHeld(ctx context.Context, r store.Result, st queue.PauseSta
 	}
 }
 
-
 // errCode is the metrics label of a failed send: the platform's errcode, or timeout, http or
 // network when it gave none; "" for a success.
 func errCode(err error) string {
