@@ -32,21 +32,27 @@ func main() {
 		pprofAddr  = flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	)
 	flag.Parse()
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	service.ServeProfiles(*pprofAddr, log)
-	if err := run(ctx, log, *configPath, *standAlone, *dataDir, *listen, *workers); err != nil {
-		log.Error("api stopped", "err", err)
+	if err := run(ctx, *configPath, *standAlone, *dataDir, *listen, *workers, *verbose, *pprofAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "api stopped:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, configPath string, standAlone bool, dataDir, listen string, workers int) error {
+// logger is the program's logger as the configuration's log section says (text at info level
+// by default); -v lowers the level to debug.
+func logger(l config.Log, verbose bool) *slog.Logger {
+	if l.Format == "" {
+		l.Format = "text"
+	}
+	if verbose || l.Level == "" {
+		l.Level = map[bool]string{true: "debug", false: "info"}[verbose]
+	}
+	return service.NewLogger(os.Stderr, l)
+}
+
+func run(ctx context.Context, configPath string, standAlone bool, dataDir, listen string, workers int, verbose bool, pprofAddr string) error {
 	var cfg *config.Config
 	if configPath != "" {
 		c, err := config.Load(configPath)
@@ -61,6 +67,8 @@ func run(ctx context.Context, log *slog.Logger, configPath string, standAlone bo
 	if listen != "" {
 		cfg.Listen = listen
 	}
+	log := logger(cfg.Log, verbose)
+	service.ServeProfiles(pprofAddr, log)
 	if standAlone {
 		if os.Getenv("GOMEMLIMIT") == "" {
 			// One process holds the whole stack here; past this the garbage collector works

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
@@ -31,7 +36,9 @@ const childEnv = "UCS_TEST_WORKER_CONFIG"
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if err := run(context.Background(), log, options{path: path, listen: "127.0.0.1:0"}); err != nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := run(ctx, log, options{path: path, listen: "127.0.0.1:0"}); err != nil {
 			log.Error("worker", "err", err)
 			os.Exit(1)
 		}
@@ -40,9 +47,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestKilledWorkerLosesNothing kills a worker process (SIGKILL) while it is delivering and
-// checks that another worker delivers every message it held, each reaching the platform once.
-func TestKilledWorkerLosesNothing(t *testing.T) {
+// workerRig is a queue full of messages for a worker process to deliver through a slow
+// simulated platform, and what the test needs to check them.
+type workerRig struct {
+	cfg     *config.Config
+	cfgPath string
+	st      *store.Store
+	sim     *simulator.Simulator
+	ids     []string
+}
+
+func newWorkerRig(t *testing.T) *workerRig {
+	t.Helper()
 	natsURL := embeddedtest.NATS(t)
 	f := embeddedtest.FerretDB(t)
 	db := embeddedtest.DBName(t)
@@ -61,7 +77,8 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		Bindings: []config.Binding{{UserID: "2020000001", OpenID: "oKill"}},
 		Platform: config.Platform{APIBase: srv.URL, AppID: "wxkill", Secret: "wxkillsecret", CallbackToken: "cbt",
 			Templates: map[string]config.Template{"JML": {TemplateID: "tpl-JML", Fields: map[string]string{"class": "thing1", "info": "thing2"}}}},
-		Worker: config.Worker{Concurrency: 8, AckWait: config.Duration(5 * time.Second)},
+		Worker:        config.Worker{Concurrency: 8, AckWait: config.Duration(5 * time.Second)},
+		ShutdownGrace: config.Duration(10 * time.Second),
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleWorker); err != nil {
@@ -77,6 +94,7 @@ platform:
   templates:
     JML: {template_id: tpl-JML, fields: {class: thing1, info: thing2}}
 worker: {concurrency: 8, ack_wait: 5s}
+shutdown_grace: 10s
 `, natsURL, f.URI(), db, srv.URL)
 	cfgPath := filepath.Join(t.TempDir(), "worker.yaml")
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
@@ -88,7 +106,7 @@ worker: {concurrency: 8, ack_wait: 5s}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close(ctx)
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	if err := service.LoadBindings(ctx, st, cfg.Bindings); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +114,7 @@ worker: {concurrency: 8, ack_wait: 5s}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	if _, err := queue.EnsureStream(ctx, js, service.QueueConfig(cfg)); err != nil {
 		t.Fatal(err)
@@ -113,29 +131,30 @@ worker: {concurrency: 8, ack_wait: 5s}
 		}
 	}
 
+	return &workerRig{cfg: cfg, cfgPath: cfgPath, st: st, sim: sim, ids: ids}
+}
+
+// startChild starts a worker process from the rig's configuration file.
+func (r *workerRig) startChild(t *testing.T) (*exec.Cmd, chan error) {
+	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+cfgPath)
+	child.Env = append(os.Environ(), childEnv+"="+r.cfgPath)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
-	// Kill it mid-delivery: some messages are sent, and it holds more in flight.
-	embeddedtest.Eventually(t, 30*time.Second, "the child worker sends its first messages", func() bool { return len(sim.Sent()) >= 3 })
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
-	before := len(sim.Sent())
-	if before >= total {
-		t.Fatalf("the child delivered everything (%d) before it was killed; the test proves nothing", before)
-	}
-	t.Logf("killed the worker after %d of %d messages reached the platform", before, total)
+	return child, exited
+}
 
-	// A second worker takes over.
-	sim.SetFaults(simulator.Faults{})
-	w, err := service.NewWorker(ctx, cfg, service.Deps{})
+// finish runs a worker in the test until every message is sent, and checks that each reached
+// the platform once.
+func (r *workerRig) finish(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	r.sim.SetFaults(simulator.Faults{})
+	w, err := service.NewWorker(ctx, r.cfg, service.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,21 +162,127 @@ worker: {concurrency: 8, ack_wait: 5s}
 	done := make(chan struct{})
 	go func() { _ = w.Run(wctx); close(done) }()
 	defer func() { cancel(); <-done; w.Close() }()
-
-	for _, id := range ids {
+	for _, id := range r.ids {
 		embeddedtest.Eventually(t, 60*time.Second, id+" sent", func() bool {
-			r, err := st.Current(ctx, id)
-			return err == nil && r.State == store.StateSent
+			res, err := r.st.Current(ctx, id)
+			return err == nil && res.State == store.StateSent
 		})
 	}
 	count := map[string]int{}
-	for _, m := range sim.Sent() {
+	for _, m := range r.sim.Sent() {
 		count[m.ClientMsgID]++
 	}
-	for _, id := range ids {
+	for _, id := range r.ids {
 		if count[id] != 1 {
 			t.Errorf("%s reached the user %d times", id, count[id])
 		}
 	}
-	t.Logf("repeated sends absorbed by client_msg_id: %d", sim.Stats().Deduplicated)
+}
+
+// TestKilledWorkerLosesNothing kills a worker process (SIGKILL) while it is delivering and
+// checks that another worker delivers every message it held, each reaching the platform once.
+func TestKilledWorkerLosesNothing(t *testing.T) {
+	r := newWorkerRig(t)
+	total := len(r.ids)
+	child, exited := r.startChild(t)
+	// Kill it mid-delivery: some messages are sent, and it holds more in flight.
+	embeddedtest.Eventually(t, 30*time.Second, "the child worker sends its first messages", func() bool { return len(r.sim.Sent()) >= 3 })
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	before := len(r.sim.Sent())
+	if before >= total {
+		t.Fatalf("the child delivered everything (%d) before it was killed; the test proves nothing", before)
+	}
+	t.Logf("killed the worker after %d of %d messages reached the platform", before, total)
+	r.finish(t)
+	t.Logf("repeated sends absorbed by client_msg_id: %d", r.sim.Stats().Deduplicated)
+}
+
+// TestSigtermLosesNothing stops a worker process with SIGTERM while it holds messages: it
+// exits cleanly within the grace, every message the platform took from it is recorded, and
+// another worker delivers the rest without the platform seeing any message twice.
+func TestSigtermLosesNothing(t *testing.T) {
+	r := newWorkerRig(t)
+	child, exited := r.startChild(t)
+	embeddedtest.Eventually(t, 30*time.Second, "the child worker sends its first messages", func() bool { return len(r.sim.Sent()) >= 3 })
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the worker did not exit cleanly: %v", err)
+		}
+	case <-time.After(r.cfg.ShutdownGrace.D() + 5*time.Second):
+		t.Fatal("the worker did not exit within its shutdown grace")
+	}
+	sent := r.sim.Sent()
+	if len(sent) >= len(r.ids) {
+		t.Fatalf("the child delivered everything (%d) before it stopped; the test proves nothing", len(sent))
+	}
+	ctx := context.Background()
+	for _, m := range sent {
+		res, err := r.st.Current(ctx, m.ClientMsgID)
+		if err != nil || res.State != store.StateSent {
+			t.Errorf("%s reached the platform but the stopped worker recorded %+v (%v)", m.ClientMsgID, res, err)
+		}
+	}
+	t.Logf("the worker stopped after %d of %d messages", len(sent), len(r.ids))
+	r.finish(t)
+	if d := r.sim.Stats().Deduplicated; d != 0 {
+		t.Errorf("the platform saw %d repeated sends after a graceful stop", d)
+	}
+}
+
+// TestWorkerProbes: a worker's /readyz is 200 while NATS, MongoDB and the platform's token are
+// reachable and 503 naming NATS once it stops; /metrics serves the worker's metrics.
+func TestWorkerProbes(t *testing.T) {
+	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Shutdown)
+	f := embeddedtest.FerretDB(t)
+	sim := simulator.New(simulator.Config{AppID: "wxprobe", Secret: "wxprobesecret"})
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	cfg := &config.Config{
+		NATS:     config.NATS{URL: n.URL()},
+		MongoDB:  config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
+		Platform: config.Platform{APIBase: srv.URL, AppID: "wxprobe", Secret: "wxprobesecret"},
+	}
+	cfg.Defaults()
+	w, err := service.NewWorker(context.Background(), cfg, service.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	probes := httptest.NewServer(w.Handler())
+	t.Cleanup(probes.Close)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(probes.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := get("/readyz"); st != 200 {
+		t.Fatalf("/readyz: %d %s", st, body)
+	}
+	if st, body := get("/metrics"); st != 200 || !strings.Contains(body, "ucs_dead_letters_total 0") || !strings.Contains(body, "ucs_consumer_pending 0") {
+		t.Fatalf("/metrics: %d %s", st, body)
+	}
+	n.Shutdown()
+	embeddedtest.Eventually(t, 10*time.Second, "/readyz fails", func() bool { st, _ := get("/readyz"); return st == 503 })
+	if _, body := get("/readyz"); !strings.HasPrefix(body, "nats") {
+		t.Errorf("/readyz says %q, want it to name nats", body)
+	}
+	if st, _ := get("/healthz"); st != 200 {
+		t.Errorf("/healthz: %d", st)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -108,6 +109,8 @@ type Server struct {
 	results *lru.Cache[string, store.Result]
 	// pushReq and lookupReq are the token requirements of the push interfaces.
 	pushReq oauth.Requirement
+	// stopping is set once a graceful stop began.
+	stopping atomic.Bool
 }
 
 // New builds the server and its routes.
@@ -206,16 +209,24 @@ func (s *Server) routes() {
 	}
 }
 
+// ready is /readyz: 503 naming the failing part (stopping, nats, mongodb), else 200.
 func (s *Server) ready(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "store unavailable", Internal: err}
+	if s.stopping.Load() {
+		return errf(CodeUnavailable, "stopping")
 	}
 	if s.cfg.QueueReady != nil {
 		if err := s.cfg.QueueReady(); err != nil {
-			return &Error{Code: CodeUnavailable, Message: "queue unavailable", Internal: err}
+			return &Error{Code: CodeUnavailable, Message: "nats: unavailable", Internal: err}
 		}
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		return &Error{Code: CodeUnavailable, Message: "mongodb: unavailable", Internal: err}
 	}
 	return c.String(http.StatusOK, "ready\n")
 }
+
+// Stopping makes /readyz fail from now on, so that load balancers stop sending requests
+// before the server shuts down; requests that still come are served.
+func (s *Server) Stopping() { s.stopping.Store(true) }

@@ -124,6 +124,14 @@ func (c *connections) pending(consumer string) func() (float64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		cons, err := c.stream.Consumer(ctx, consumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// No worker has started yet: every message in the stream waits.
+			info, err := c.stream.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return float64(info.State.Msgs), nil
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -157,6 +165,10 @@ type API struct {
 	mirrors []*queue.Mirror
 	closers []func()
 	Metrics *metrics.Metrics
+	// DrainDelay is how long a stopping front end keeps serving with /readyz failing before it
+	// closes its listener: a fifth of shutdown_grace, at most 5 s. 0 where no load balancer
+	// is in front (a developer's machine).
+	DrainDelay time.Duration
 }
 
 // RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
@@ -180,7 +192,7 @@ func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st}
+	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st, DrainDelay: min(cfg.ShutdownGrace.D()/5, 5*time.Second)}
 	if err := a.build(ctx); err != nil {
 		for _, m := range a.mirrors {
 			m.Close()
@@ -345,8 +357,10 @@ func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding) err
 	return nil
 }
 
-// Serve answers HTTP on ln until ctx ends, then shuts down gracefully: requests under way
-// finish (a push under way gets its ucsId) within 20 seconds.
+// Serve answers HTTP on ln until ctx ends, then stops gracefully within shutdown_grace:
+// /readyz fails first, for DrainDelay, in which load balancers stop sending requests and those
+// that come are still served; then the listener closes and the requests under way finish (a
+// push under way gets its ucsId).
 func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           a.Server,
@@ -367,7 +381,15 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	grace := a.cfg.ShutdownGrace.D()
+	if grace <= 0 {
+		grace = 25 * time.Second
+	}
+	a.Server.Stopping()
+	delay := min(a.DrainDelay, grace/2)
+	a.deps.Logger.Info("stopping: readiness fails now; the listener closes after a delay", "delay", delay, "grace", grace)
+	time.Sleep(delay) // the load balancer's time to notice /readyz; requests are still served
+	sctx, cancel := context.WithTimeout(context.Background(), grace-delay)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		return err
@@ -489,13 +511,33 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
 }
 
-// Run delivers until ctx ends.
+// Run delivers until ctx ends, then stops within shutdown_grace: it fetches nothing more, hands
+// back messages waiting for a pause or the send budget, and finishes the deliveries under way
+// (each is bounded by the platform's send timeout). A delivery still under way when the grace
+// ends is left unanswered: the queue gives it to another worker after ack_wait, and the
+// platform's idempotency key keeps the user from getting it twice.
 func (w *Worker) Run(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		w.stopOnce.Do(func() { close(w.stopping) })
-	}()
-	return w.w.Run(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.w.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	w.stopOnce.Do(func() { close(w.stopping) })
+	grace := w.cfg.ShutdownGrace.D()
+	if grace <= 0 {
+		grace = 25 * time.Second
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		w.deps.Logger.Warn("deliveries still under way at the end of the shutdown grace; the queue redelivers them", "grace", grace)
+		return nil
+	}
 }
 
 // Handler serves the worker's probes and metrics: /healthz (the process answers), /readyz

@@ -206,6 +206,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.API = api
+	api.DrainDelay = 0 // no load balancer in front
 	s.closers = append(s.closers, api.Close)
 	if ferret != nil {
 		if err := ferret.IndexIDs(ctx, cfg.MongoDB.Database); err != nil {
