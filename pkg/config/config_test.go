@@ -228,6 +228,11 @@ func TestSchemaAgrees(t *testing.T) {
 		"worker: {concurrency: -1}",
 		"nats: {replicas: -1}",
 		"oauth: {access_token_ttl: soon}",
+		"log: {format: xml}",
+		"log: {level: loud}",
+		"platform: {quota_reset: '25:00'}",
+		"platform: {max_rate: -1}",
+		"shutdown_grace: 1h",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
 			t.Errorf("schema accepts %q", bad)

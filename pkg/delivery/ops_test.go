@@ -120,7 +120,7 @@ func TestQuotaPause(t *testing.T) {
 	var pauses []*queue.Pause
 	var ms []*metrics.Metrics
 	for range 2 {
-		p, err := queue.OpenPause(ctx, r.js, nil)
+		p, err := queue.OpenPause(ctx, r.js, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestSharedSendBudget(t *testing.T) {
 	ctx := context.Background()
 	const rate = 100.0
 	for range 3 {
-		b, err := queue.OpenBudget(ctx, r.js, rate, nil)
+		b, err := queue.OpenBudget(ctx, r.js, rate, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

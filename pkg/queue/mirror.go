@@ -35,10 +35,10 @@ type mirrored struct {
 	at       time.Time
 }
 
-// OpenMirror creates or opens the bucket (its entries expire after ttl) and returns once every
+// OpenMirror creates or opens the bucket (its entries expire after ttl; replicas as the stream's) and returns once every
 // entry it holds is in memory.
-func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, now func() time.Time) (*Mirror, error) {
-	kv, err := openBucket(ctx, js, bucket, ttl)
+func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, now func() time.Time) (*Mirror, error) {
+	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +65,12 @@ func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 
 // follow applies the watch's updates until the mirror is closed; ready is closed once the
 // entries present when the watch started are applied.
-func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
+func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage,
+		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
@@ -81,8 +84,8 @@ func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 type Counters struct{ kv jetstream.KeyValue }
 
 // OpenCounters creates or opens the bucket; its entries expire after ttl.
-func OpenCounters(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (*Counters, error) {
-	kv, err := openBucket(ctx, js, bucket, ttl)
+func OpenCounters(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (*Counters, error) {
+	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
 	if err != nil {
 		return nil, err
 	}

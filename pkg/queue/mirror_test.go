@@ -17,7 +17,7 @@ func TestMirror(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
 	open := func() *queue.Mirror {
-		m, err := queue.OpenMirror(ctx, js, "shared", time.Hour, nil)
+		m, err := queue.OpenMirror(ctx, js, "shared", time.Hour, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,11 +38,11 @@ func (st PauseState) Explain() string {
 }
 
 // OpenPause opens the sending bucket and follows its pause.
-func OpenPause(ctx context.Context, js jetstream.JetStream, now func() time.Time) (*Pause, error) {
+func OpenPause(ctx context.Context, js jetstream.JetStream, replicas int, now func() time.Time) (*Pause, error) {
 	if now == nil {
 		now = time.Now
 	}
-	m, err := OpenMirror(ctx, js, SendingBucket, 48*time.Hour, now)
+	m, err := OpenMirror(ctx, js, SendingBucket, 48*time.Hour, replicas, now)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +100,11 @@ type Budget struct {
 const leaseTTL = time.Second
 
 // OpenBudget opens the shared budget of rate messages a second.
-func OpenBudget(ctx context.Context, js jetstream.JetStream, rate float64, now func() time.Time) (*Budget, error) {
+func OpenBudget(ctx context.Context, js jetstream.JetStream, rate float64, replicas int, now func() time.Time) (*Budget, error) {
 	if now == nil {
 		now = time.Now
 	}
-	c, err := OpenCounters(ctx, js, SendingBucket+"_budget", time.Hour)
+	c, err := OpenCounters(ctx, js, SendingBucket+"_budget", time.Hour, replicas)
 	if err != nil {
 		return nil, err
 	}

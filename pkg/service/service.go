@@ -237,18 +237,18 @@ func (a *API) build(ctx context.Context) error {
 	}
 	// A revocation must outlive every access token it refuses: the longest lifetime a client
 	// may be given, plus the clock skew the checks allow.
-	revoked, err := queue.OpenMirror(ctx, a.conn.js, RevocationsBucket, config.MaxAccessTokenTTL+time.Hour, d.Now)
+	revoked, err := queue.OpenMirror(ctx, a.conn.js, RevocationsBucket, config.MaxAccessTokenTTL+time.Hour, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
 	a.mirrors = append(a.mirrors, revoked)
 	// Failures are forgotten after failure_reset without one: the bucket's entries expire then.
-	failures, err := queue.OpenMirror(ctx, a.conn.js, FailuresBucket, cfg.OAuth.BruteForce.FailureReset.D(), d.Now)
+	failures, err := queue.OpenMirror(ctx, a.conn.js, FailuresBucket, cfg.OAuth.BruteForce.FailureReset.D(), cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
 	a.mirrors = append(a.mirrors, failures)
-	buckets, err := queue.OpenCounters(ctx, a.conn.js, RateBucket, time.Hour)
+	buckets, err := queue.OpenCounters(ctx, a.conn.js, RateBucket, time.Hour, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pause, err := queue.OpenPause(ctx, a.conn.js, d.Now)
+	pause, err := queue.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
@@ -472,14 +472,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	pause, err := queue.OpenPause(ctx, conn.js, d.Now)
+	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		conn.close()
 		return nil, err
 	}
 	var budget delivery.Budget
 	if cfg.Platform.MaxRate > 0 {
-		b, err := queue.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, d.Now)
+		b, err := queue.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, cfg.NATS.Replicas, d.Now)
 		if err != nil {
 			pause.Close()
 			conn.close()
@@ -611,7 +611,7 @@ func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
 		return err
 	}
 	defer conn.close()
-	pause, err := queue.OpenPause(ctx, conn.js, d.Now)
+	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
