@@ -177,6 +177,42 @@ func TestDurations(t *testing.T) {
 	}
 }
 
+// TestOperationsSettings checks the settings of limits, logs and stopping.
+func TestOperationsSettings(t *testing.T) {
+	c, err := config.Parse([]byte("shutdown_grace: 1h\nplatform: {max_rate: 200001, quota_reset: '7:3'}\nlog: {format: xml, level: loud}\nworker: {listen: nowhere}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	err = c.Validate(config.RoleStandalone)
+	for _, want := range []string{
+		"shutdown_grace: 1h0m0s, must be 1s to 10m",
+		"platform.max_rate: 200001, must be 0 (no cap) to 100000",
+		`platform.quota_reset: "7:3" is not a time of day HH:MM`,
+		`log.format: "xml", must be text or json`,
+		`log.level: "loud", must be debug, info, warn or error`,
+		`worker.listen: "nowhere" is not host:port`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+	d := &config.Config{}
+	d.Defaults()
+	if d.ShutdownGrace.D() != 25*time.Second || d.Worker.Listen != "127.0.0.1:9091" || d.Platform.QuotaReset != "00:00" || d.Log.Format != "text" || d.Platform.MaxRate != 0 {
+		t.Errorf("defaults: %+v %+v %+v", d.ShutdownGrace, d.Worker, d.Log)
+	}
+	loc, _ := time.LoadLocation("Asia/Shanghai")
+	now := time.Date(2026, 11, 23, 17, 0, 0, 0, loc)
+	if got := d.Platform.QuotaResetAfter(now, loc); !got.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, loc)) {
+		t.Errorf("quota reset after %s: %s", now, got)
+	}
+	d.Platform.QuotaReset = "18:30"
+	if got := d.Platform.QuotaResetAfter(now, loc); !got.Equal(time.Date(2026, 11, 23, 18, 30, 0, 0, loc)) {
+		t.Errorf("quota reset 18:30 after %s: %s", now, got)
+	}
+}
+
 // TestSchemaAgrees checks the JSON Schema in schemas/ against the example and against files
 // Go rejects for their shape.
 func TestSchemaAgrees(t *testing.T) {
@@ -232,7 +268,7 @@ func TestSchemaAgrees(t *testing.T) {
 		"log: {level: loud}",
 		"platform: {quota_reset: '25:00'}",
 		"platform: {max_rate: -1}",
-		"shutdown_grace: 1h",
+		"shutdown_grace: soon",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
 			t.Errorf("schema accepts %q", bad)
