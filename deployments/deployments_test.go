@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -22,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,17 +33,19 @@ import (
 
 // Names the manifests are expected to use; everything else is derived from the files.
 const (
-	k8sDir         = "k8s"
-	kustomization  = "kustomization.yaml"
-	apiDeployment  = "ucs-api"
-	workerDeploy   = "ucs-worker"
-	configMount    = "/etc/ucs"
-	configPath     = "/etc/ucs/config.yaml"
-	composeFile    = "compose.yaml"
-	composeConfig  = "config.compose.yaml"
-	apiDrain       = 20 // seconds service.API.Serve gives requests under way after SIGTERM
-	minAPIGrace    = 25
-	minWorkerGrace = 60
+	k8sDir        = "k8s"
+	kustomization = "kustomization.yaml"
+	apiDeployment = "ucs-api"
+	workerDeploy  = "ucs-worker"
+	configMount   = "/etc/ucs"
+	configPath    = "/etc/ucs/config.yaml"
+	composeFile   = "compose.yaml"
+	composeConfig = "config.compose.yaml"
+	dashboardFile = "grafana/ucs-dashboard.json"
+	metricsSource = "../pkg/metrics/metrics.go"
+	// minGrace is the least terminationGracePeriodSeconds of a Deployment, Kubernetes' default;
+	// each must also exceed its preStop plus shutdown_grace, within which the programs stop.
+	minGrace = 30
 )
 
 // object is one YAML document of a manifest file.
@@ -474,7 +479,15 @@ func (m manifests) docOf(kind, name string) map[string]any {
 // MONGODB_URI applied as its environment sets them, and defaults filled.
 func k8sConfig(t *testing.T, m manifests) *config.Config {
 	t.Helper()
-	d := m.mustFind(t, "Deployment", apiDeployment)
+	return deploymentConfig(t, m, apiDeployment)
+}
+
+// deploymentConfig returns the configuration the named Deployment's (last) container mounts,
+// parsed with config.Parse, with NATS_URL and MONGODB_URI applied as its environment sets them,
+// and defaults filled.
+func deploymentConfig(t *testing.T, m manifests, deployment string) *config.Config {
+	t.Helper()
+	d := m.mustFind(t, "Deployment", deployment)
 	cs := containers(d)
 	if len(cs) == 0 {
 		t.Fatalf("%s: no containers", d)
@@ -529,6 +542,12 @@ func TestKubernetesConfigIsValid(t *testing.T) {
 	}
 	if u, err := url.Parse(cfg.MongoDB.URI); err != nil || u.Query().Get("replicaSet") == "" {
 		t.Errorf("MONGODB_URI %q names no replicaSet: production MongoDB is a replica set", redact(cfg.MongoDB.URI))
+	}
+	if u, err := url.Parse(cfg.MongoDB.URI); err != nil || u.Query().Get("w") != "majority" {
+		t.Errorf("MONGODB_URI %q does not set the write concern w=majority", redact(cfg.MongoDB.URI))
+	}
+	if cfg.Log.Format != "json" {
+		t.Errorf("log.format is %q: the cluster's log collector reads json", cfg.Log.Format)
 	}
 	// Both Deployments must read the same file, or the ScaledObject could watch a consumer the
 	// workers do not use.
@@ -607,12 +626,8 @@ func TestAPIProbesPortsAndGrace(t *testing.T) {
 		}
 	}
 
-	grace, _ := dig(podSpec(d), "terminationGracePeriodSeconds").(int)
-	preStop, _ := dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)
-	if grace < minAPIGrace || grace < preStop+apiDrain+1 {
-		t.Errorf("%s: terminationGracePeriodSeconds %d; the api drains for %d s after a preStop of %d s, want at least %d and more than their sum",
-			d, grace, apiDrain, preStop, minAPIGrace)
-	}
+	checkGrace(t, d, c, cfg)
+	checkScrape(t, d, c, listenPort)
 
 	labels := mapping(dig(d.doc, "spec", "template", "metadata", "labels"))
 	var services int
@@ -658,8 +673,8 @@ func TestWorkerGraceAndAutoscaling(t *testing.T) {
 	m := loadK8s(t)
 	cfg := k8sConfig(t, m)
 	w := m.mustFind(t, "Deployment", workerDeploy)
-	if grace, _ := dig(podSpec(w), "terminationGracePeriodSeconds").(int); grace < minWorkerGrace {
-		t.Errorf("%s: terminationGracePeriodSeconds %d, want at least %d so deliveries under way finish", w, grace, minWorkerGrace)
+	if cs := containers(w); len(cs) > 0 {
+		checkGrace(t, w, cs[len(cs)-1], deploymentConfig(t, m, workerDeploy))
 	}
 
 	var scaled []object
@@ -710,6 +725,318 @@ func TestWorkerGraceAndAutoscaling(t *testing.T) {
 	}
 	if _, port, err := net.SplitHostPort(str(md["natsServerMonitoringEndpoint"])); err != nil || port != "8222" {
 		t.Errorf("%s: natsServerMonitoringEndpoint %q is not host:8222 (the NATS monitoring port)", so, str(md["natsServerMonitoringEndpoint"]))
+	}
+}
+
+// checkGrace wants the pod's terminationGracePeriodSeconds to be at least minGrace and to
+// exceed the container's preStop sleep plus shutdown_grace, within which the program stops
+// after SIGTERM: otherwise the kubelet kills it while it still finishes what it holds.
+func checkGrace(t *testing.T, d object, c map[string]any, cfg *config.Config) {
+	t.Helper()
+	grace, ok := dig(podSpec(d), "terminationGracePeriodSeconds").(int)
+	if !ok {
+		grace = 30 // Kubernetes' default
+	}
+	preStop, _ := dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)
+	stop := int(math.Ceil(cfg.ShutdownGrace.D().Seconds()))
+	if grace < minGrace || grace <= preStop+stop {
+		t.Errorf("%s: terminationGracePeriodSeconds %d; the program stops within shutdown_grace %s after a preStop of %d s: want at least %d and more than %d",
+			d, grace, cfg.ShutdownGrace.D(), preStop, minGrace, preStop+stop)
+	}
+}
+
+// checkScrape wants the pod template's Prometheus annotations to scrape /metrics on want, a
+// port the container declares. Annotation values must be strings, or the API server refuses
+// the object.
+func checkScrape(t *testing.T, d object, c map[string]any, want int) {
+	t.Helper()
+	ann := mapping(dig(d.doc, "spec", "template", "metadata", "annotations"))
+	for _, k := range []string{"prometheus.io/scrape", "prometheus.io/port", "prometheus.io/path"} {
+		v, ok := ann[k]
+		if !ok {
+			t.Errorf("%s: pod template annotation %s is missing", d, k)
+			continue
+		}
+		if _, ok := v.(string); !ok {
+			t.Errorf("%s: pod template annotation %s is %v (%T); annotation values must be quoted strings", d, k, v, v)
+		}
+	}
+	if got := str(ann["prometheus.io/scrape"]); got != "true" {
+		t.Errorf(`%s: prometheus.io/scrape is %q, want "true"`, d, got)
+	}
+	if got := str(ann["prometheus.io/path"]); got != "/metrics" {
+		t.Errorf("%s: prometheus.io/path is %q, want /metrics", d, got)
+	}
+	port, err := strconv.Atoi(str(ann["prometheus.io/port"]))
+	if err != nil {
+		t.Errorf("%s: prometheus.io/port %q is not a port number", d, str(ann["prometheus.io/port"]))
+		return
+	}
+	if _, ok := declaredPort(c, port); !ok {
+		t.Errorf("%s: prometheus.io/port %d is not a port the container declares", d, port)
+	}
+	if port != want {
+		t.Errorf("%s: prometheus.io/port %d, but /metrics is served on %d", d, port, want)
+	}
+}
+
+// declaredPort returns the container's ports entry of number n.
+func declaredPort(c map[string]any, n int) (map[string]any, bool) {
+	for _, p := range list(c["ports"]) {
+		if cp, _ := dig(p, "containerPort").(int); cp == n {
+			return mapping(p), true
+		}
+	}
+	return nil, false
+}
+
+// listenFlag is the address of a -listen (or --listen) flag in the container's command or args,
+// which overrides the configuration's worker.listen.
+func listenFlag(c map[string]any) (string, bool) {
+	argv := append(strSlice(c["command"]), strSlice(c["args"])...)
+	for i, a := range argv {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "listen" {
+			continue
+		}
+		if hasVal {
+			return val, true
+		}
+		if i+1 < len(argv) {
+			return argv[i+1], true
+		}
+	}
+	return "", false
+}
+
+// reachableHost says whether a listen host accepts connections from outside the container.
+func reachableHost(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
+
+func TestWorkerProbesAndMetrics(t *testing.T) {
+	m := loadK8s(t)
+	cfg := deploymentConfig(t, m, workerDeploy)
+	w := m.mustFind(t, "Deployment", workerDeploy)
+	cs := list(podSpec(w)["containers"])
+	if len(cs) != 1 {
+		t.Fatalf("%s: want one container, found %d", w, len(cs))
+	}
+	c := mapping(cs[0])
+	listen := cfg.Worker.Listen
+	if v, ok := listenFlag(c); ok {
+		listen = v
+	}
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatalf("%s: worker.listen %q: %v", w, listen, err)
+	}
+	if !reachableHost(host) {
+		t.Errorf("%s: the worker listens on %q, unreachable for the kubelet's probes and Prometheus; set worker.listen: 0.0.0.0:%s", w, listen, portText)
+	}
+	port, _ := strconv.Atoi(portText)
+	if p, ok := declaredPort(c, port); !ok {
+		t.Errorf("%s: no container port %d, the port of worker.listen %q", w, port, listen)
+	} else if str(p["name"]) == "" {
+		t.Errorf("%s: container port %d (worker.listen) has no name", w, port)
+	}
+	for _, p := range []struct{ probe, path string }{{"readinessProbe", "/readyz"}, {"livenessProbe", "/healthz"}} {
+		pr := mapping(c[p.probe])
+		if pr == nil {
+			t.Errorf("%s: no %s", w, p.probe)
+			continue
+		}
+		if got := str(dig(pr, "httpGet", "path")); got != p.path {
+			t.Errorf("%s: %s.httpGet.path is %q, want %s", w, p.probe, got, p.path)
+		}
+		if n, ok := containerPort(c, dig(pr, "httpGet", "port")); !ok || n != port {
+			t.Errorf("%s: %s.httpGet.port %v is not the port %d of worker.listen", w, p.probe, dig(pr, "httpGet", "port"), port)
+		}
+	}
+	if sp := mapping(c["startupProbe"]); sp != nil {
+		if n, ok := containerPort(c, dig(sp, "httpGet", "port")); !ok || n != port {
+			t.Errorf("%s: startupProbe.httpGet.port %v is not the port %d of worker.listen", w, dig(sp, "httpGet", "port"), port)
+		}
+	}
+	checkScrape(t, w, c, port)
+}
+
+// ucsMetrics reads the names of the service's metrics from the source of pkg/metrics: the Name
+// of every metric's options and the ucs_consumer_pending collector's description.
+func ucsMetrics(t *testing.T) []string {
+	t.Helper()
+	src := string(readFile(t, metricsSource))
+	var names []string
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`Name:\s*"(ucs_[a-z0-9_]+)"`),
+		regexp.MustCompile(`NewDesc\(\s*"(ucs_[a-z0-9_]+)"`),
+	} {
+		for _, mm := range re.FindAllStringSubmatch(src, -1) {
+			if !slices.Contains(names, mm[1]) {
+				names = append(names, mm[1])
+			}
+		}
+	}
+	if !slices.Contains(names, "ucs_consumer_pending") {
+		t.Fatalf("%s: ucs_consumer_pending not found: the pattern no longer matches the source", metricsSource)
+	}
+	if len(names) < 2 {
+		t.Fatalf("%s: found only %v: the pattern no longer matches the source", metricsSource, names)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var (
+	promStrings  = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|'(?:[^'\\\\]|\\\\.)*'|`[^`]*`")
+	promMatchers = regexp.MustCompile(`\{[^}]*\}`)
+	promRanges   = regexp.MustCompile(`\[[^\]]*\]`)
+	promGrouping = regexp.MustCompile(`(?i)\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promCall     = regexp.MustCompile(`^\s*(\(|(?i:by|without)\b)`) // after a function or aggregation's name
+	promToken    = regexp.MustCompile(`\$?[A-Za-z_:][A-Za-z0-9_:]*|[0-9.][0-9A-Za-z_.+-]*`)
+	promKeywords = []string{"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
+		"bool", "offset", "inf", "nan", "start", "end"}
+)
+
+// promMetrics returns the metric names a PromQL expression selects: the identifiers left once
+// strings, label matchers, ranges and grouping labels are removed, other than functions,
+// aggregations, keywords, numbers and Grafana's $variables.
+func promMetrics(expr string) []string {
+	e := promStrings.ReplaceAllString(expr, `""`)
+	e = promMatchers.ReplaceAllString(e, " ")
+	e = promRanges.ReplaceAllString(e, " ")
+	e = promGrouping.ReplaceAllString(e, "$1 ")
+	var out []string
+	skipNext := false
+	for _, loc := range promToken.FindAllStringIndex(e, -1) {
+		tok := e[loc[0]:loc[1]]
+		if skipNext {
+			skipNext = false
+			continue
+		}
+		switch {
+		case strings.HasPrefix(tok, "$"), tok[0] >= '0' && tok[0] <= '9', tok[0] == '.':
+			continue
+		case promCall.MatchString(e[loc[1]:]):
+			continue // a function or an aggregation
+		case slices.Contains(promKeywords, strings.ToLower(tok)):
+			skipNext = strings.EqualFold(tok, "offset")
+			continue
+		}
+		if !slices.Contains(out, tok) {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+func TestPromMetrics(t *testing.T) {
+	for expr, want := range map[string][]string{
+		`sum by (le) (rate(ucs_delivery_seconds_bucket{job=~"$job", le!="+Inf"}[$__rate_interval]))`: {"ucs_delivery_seconds_bucket"},
+		`histogram_quantile(0.95, sum without (instance) (rate(a_bucket[5m] offset 1h)))`:            {"a_bucket"},
+		`go_goroutines{job="x"} and on (job, instance) ucs_sending_paused * 1e3`:                     {"go_goroutines", "ucs_sending_paused"},
+		`sum(rate(x_sum[1m])) / sum(rate(x_count[1m])) > bool 0.5`:                                   {"x_sum", "x_count"},
+		`max(ucs_consumer_pending)`: {"ucs_consumer_pending"},
+	} {
+		if got := promMetrics(expr); !slices.Equal(got, want) {
+			t.Errorf("promMetrics(%q) = %q, want %q", expr, got, want)
+		}
+	}
+}
+
+// dashboardPanels returns every panel of the dashboard, those inside rows included.
+func dashboardPanels(v any) []map[string]any {
+	var out []map[string]any
+	for _, p := range list(v) {
+		pm := mapping(p)
+		out = append(out, pm)
+		out = append(out, dashboardPanels(pm["panels"])...)
+	}
+	return out
+}
+
+func TestGrafanaDashboard(t *testing.T) {
+	var dash map[string]any
+	if err := json.Unmarshal(readFile(t, dashboardFile), &dash); err != nil {
+		t.Fatalf("%s: not valid JSON: %v", dashboardFile, err)
+	}
+	if v, _ := dash["schemaVersion"].(float64); v != 39 {
+		t.Errorf("%s: schemaVersion is %v, want 39", dashboardFile, dash["schemaVersion"])
+	}
+	var input string
+	for _, in := range list(dash["__inputs"]) {
+		if str(dig(in, "type")) == "datasource" && str(dig(in, "pluginId")) == "prometheus" {
+			input = "${" + str(dig(in, "name")) + "}"
+		}
+	}
+	if input == "" {
+		t.Errorf("%s: __inputs declares no Prometheus data source (e.g. DS_PROMETHEUS) to choose on import", dashboardFile)
+	}
+	known := ucsMetrics(t)
+	used := map[string]bool{}
+	ids := map[int]string{}
+	panels := dashboardPanels(dash["panels"])
+	if len(panels) == 0 {
+		t.Fatalf("%s: no panels", dashboardFile)
+	}
+	for _, p := range panels {
+		title := str(p["title"])
+		id, ok := p["id"].(float64)
+		switch {
+		case !ok || id != math.Trunc(id) || id < 1:
+			t.Errorf("%s: panel %q has id %v, want a positive whole number", dashboardFile, title, p["id"])
+		case ids[int(id)] != "":
+			t.Errorf("%s: panels %q and %q share id %d", dashboardFile, ids[int(id)], title, int(id))
+		default:
+			ids[int(id)] = title
+		}
+		if str(p["type"]) == "row" {
+			continue
+		}
+		if ds := str(dig(p, "datasource", "uid")); input != "" && ds != input {
+			t.Errorf("%s: panel %q uses data source %q, not the input %s", dashboardFile, title, ds, input)
+		}
+		targets := list(p["targets"])
+		if len(targets) == 0 {
+			t.Errorf("%s: panel %q has no query", dashboardFile, title)
+		}
+		for _, tg := range targets {
+			expr := str(dig(tg, "expr"))
+			if strings.TrimSpace(expr) == "" {
+				t.Errorf("%s: panel %q has a target without expr", dashboardFile, title)
+				continue
+			}
+			if ds := str(dig(tg, "datasource", "uid")); input != "" && ds != "" && ds != input {
+				t.Errorf("%s: panel %q: a query uses data source %q, not the input %s", dashboardFile, title, ds, input)
+			}
+			names := promMetrics(expr)
+			if len(names) == 0 {
+				t.Errorf("%s: panel %q: %q selects no metric", dashboardFile, title, expr)
+			}
+			for _, n := range names {
+				if strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") {
+					used[n] = true
+					continue
+				}
+				base := n
+				for _, suf := range []string{"_bucket", "_sum", "_count"} {
+					if b, ok := strings.CutSuffix(n, suf); ok && slices.Contains(known, b) {
+						base = b
+					}
+				}
+				if !slices.Contains(known, base) {
+					t.Errorf("%s: panel %q: %q names %s, which %s does not define", dashboardFile, title, expr, n, metricsSource)
+					continue
+				}
+				used[base] = true
+			}
+		}
+	}
+	for _, n := range known {
+		if !used[n] {
+			t.Errorf("%s: no panel shows %s", dashboardFile, n)
+		}
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(used)), func(n string) bool { return strings.HasPrefix(n, "go_") }) {
+		t.Errorf("%s: no panel shows the Go runtime (go_*)", dashboardFile)
 	}
 }
 
@@ -850,6 +1177,44 @@ func TestCompose(t *testing.T) {
 	port, _ := strconv.Atoi(portText)
 	if got := publishedContainerPorts(mapping(services["api"])); !slices.Contains(got, port) {
 		t.Errorf("%s: api publishes container ports %v, not %d of listen", composeFile, got, port)
+	}
+
+	// The workers' probes and metrics: reachable from outside the container, and the port
+	// exposed or published.
+	wl := withDefaults(cfg).Worker.Listen
+	whost, wportText, err := net.SplitHostPort(wl)
+	if err != nil {
+		t.Fatalf("%s: worker.listen: %v", composeConfig, err)
+	}
+	if !reachableHost(whost) {
+		t.Errorf("%s: worker.listen host %q is unreachable from outside the container; use 0.0.0.0", composeConfig, whost)
+	}
+	wport, _ := strconv.Atoi(wportText)
+	worker := mapping(services["worker"])
+	exposed := publishedContainerPorts(worker)
+	for _, e := range strSlice(worker["expose"]) {
+		if n, err := strconv.Atoi(strings.TrimSuffix(e, "/tcp")); err == nil {
+			exposed = append(exposed, n)
+		}
+	}
+	if !slices.Contains(exposed, wport) {
+		t.Errorf("%s: worker neither exposes nor publishes %d, the port of worker.listen %q (ports and expose: %v)", composeFile, wport, wl, exposed)
+	}
+
+	// compose sends SIGKILL after stop_grace_period (10s unless set): it must exceed
+	// shutdown_grace, within which both programs stop.
+	grace := withDefaults(cfg).ShutdownGrace.D()
+	for _, prog := range []string{"api", "worker"} {
+		stop := 10 * time.Second
+		if v := str(dig(services, prog, "stop_grace_period")); v != "" {
+			if stop, err = time.ParseDuration(v); err != nil {
+				t.Errorf("%s: %s stop_grace_period %q: %v", composeFile, prog, v, err)
+				continue
+			}
+		}
+		if stop <= grace {
+			t.Errorf("%s: %s stop_grace_period %s does not exceed shutdown_grace %s of %s", composeFile, prog, stop, grace, composeConfig)
+		}
 	}
 }
 

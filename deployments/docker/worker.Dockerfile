@@ -11,7 +11,8 @@
 # The program reads /etc/ucs/config.yaml: mount the configuration there (compose mounts
 # deployments/config.compose.yaml, Kubernetes mounts the ucs-config Secret). NATS_URL and
 # MONGODB_URI in the environment override nats.url and mongodb.uri.
-# The worker serves no HTTP port: it only pulls from the JetStream consumer.
+# The worker takes no requests: it pulls from the JetStream consumer. It serves /healthz, /readyz
+# and /metrics on worker.listen (0.0.0.0:9091 in the deployments' configurations).
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -27,4 +28,5 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ucs-worker /usr/local/bin/ucs-worker
 USER 65532:65532
+EXPOSE 9091
 ENTRYPOINT ["/usr/local/bin/ucs-worker", "-config", "/etc/ucs/config.yaml"]

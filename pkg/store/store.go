@@ -74,6 +74,19 @@ type Store struct {
 	users     userLocks
 }
 
+// clientOptions are the driver's options for o: majority writes unless the URI names a write
+// concern (w=…), so that a result the service has reported survives the loss of a replica.
+func clientOptions(o Options) *options.ClientOptions {
+	opts := options.Client().ApplyURI(o.URI).
+		SetMaxPoolSize(256).
+		SetServerSelectionTimeout(o.ConnectTimeout).
+		SetMonitor(o.Monitor)
+	if opts.WriteConcern == nil {
+		opts.SetWriteConcern(writeconcern.Majority())
+	}
+	return opts
+}
+
 // Open connects, waits until the server answers and makes sure the indexes exist.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Now == nil {
@@ -88,12 +101,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Retention == 0 {
 		o.Retention = 30 * 24 * time.Hour
 	}
-	// Majority writes: a result the service has reported survives the loss of a replica.
-	opts := options.Client().ApplyURI(o.URI).
-		SetWriteConcern(writeconcern.Majority()).
-		SetMaxPoolSize(256).
-		SetServerSelectionTimeout(o.ConnectTimeout).
-		SetMonitor(o.Monitor)
+	opts := clientOptions(o)
 	client, err := mongo.Connect(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to mongodb: %w", err)
