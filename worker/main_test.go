@@ -277,6 +277,24 @@ func TestWorkerProbes(t *testing.T) {
 	if st, body := get("/metrics"); st != 200 || !strings.Contains(body, "ucs_dead_letters_total 0") || !strings.Contains(body, "ucs_consumer_pending 0") {
 		t.Fatalf("/metrics: %d %s", st, body)
 	}
+	// A pause of sending (the daily quota) is not a fault of the worker: it stays ready.
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	p, err := queue.OpenPause(context.Background(), js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Set(context.Background(), queue.PauseState{Until: time.Now().Add(time.Hour), Reason: "45009"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := get("/readyz"); st != 200 {
+		t.Fatalf("/readyz while paused: %d %s", st, body)
+	}
 	n.Shutdown()
 	embeddedtest.Eventually(t, 10*time.Second, "/readyz fails", func() bool { st, _ := get("/readyz"); return st == 503 })
 	if _, body := get("/readyz"); !strings.HasPrefix(body, "nats") {

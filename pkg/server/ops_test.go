@@ -1,13 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/queue"
 )
 
 // metricValue reads one sample of the Prometheus text at /metrics; -1 when it is absent.
@@ -81,5 +85,74 @@ func TestReadyWhenNATSStops(t *testing.T) {
 	}
 	if a := e.do("GET", "/healthz", "", "", ""); a.status != 200 {
 		t.Errorf("/healthz: %d", a.status)
+	}
+}
+
+// TestLookupWhilePaused: while sending is paused for the platform's daily quota, a push
+// waiting in the queue reads queued with the pause's reason and end.
+func TestLookupWhilePaused(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	id := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), nil).json(t)["data"].(map[string]any)["ucsId"].(string)
+	p, err := queue.OpenPause(context.Background(), e.js, 1, e.clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	until := e.clock.Now().Add(3 * time.Hour)
+	if err := p.Set(context.Background(), queue.PauseState{Until: until, Reason: "45009: the platform's daily quota is used up"}); err != nil {
+		t.Fatal(err)
+	}
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	var d map[string]any
+	embeddedtest.Eventually(t, 5*time.Second, "the lookup names the pause", func() bool {
+		d = e.do("GET", "/v1/infra/notification/mp/"+id, "", tok, "").json(t)["data"].(map[string]any)
+		return d["lastError"] != nil
+	})
+	if d["state"] != "queued" || !strings.HasPrefix(d["lastError"].(string), "45009") || d["nextAttemptAt"] != until.In(shanghai).Format("2006-01-02 15:04:05.000") {
+		t.Errorf("queued while paused: %v", d)
+	}
+	if err := p.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the lookup no longer names the pause", func() bool {
+		d = e.do("GET", "/v1/infra/notification/mp/"+id, "", tok, "").json(t)["data"].(map[string]any)
+		return d["lastError"] == nil && d["state"] == "queued"
+	})
+}
+
+// TestGracefulStop stops a front end: /readyz fails at once while requests are still served
+// for the drain delay, then the listener closes and Serve returns.
+func TestGracefulStop(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.api.DrainDelay = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.api.Serve(ctx, ln) }()
+	e.url = "http://" + ln.Addr().String()
+	embeddedtest.Eventually(t, 5*time.Second, "ready", func() bool { return e.do("GET", "/readyz", "", "", "").status == 200 })
+	cancel()
+	embeddedtest.Eventually(t, 5*time.Second, "/readyz fails", func() bool { return e.do("GET", "/readyz", "", "", "").status == 503 })
+	if msg := e.do("GET", "/readyz", "", "", "").json(t)["msg"]; msg != "stopping" {
+		t.Errorf("/readyz while stopping: %v", msg)
+	}
+	if a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), nil); a.status != 200 {
+		t.Errorf("a push while draining: %d %s", a.status, a.body)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := http.Get(e.url + "/healthz"); err == nil {
+		t.Error("the listener still answers after Serve returned")
 	}
 }

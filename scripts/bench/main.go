@@ -311,12 +311,14 @@ func run() error {
 		return err
 	}
 	const e2eN = 100_000
+	waitProfile := profile("batch")
 	t0 := time.Now()
 	batchIDs, err := c.pushBatches(e2eN, 16)
 	if err != nil {
 		return err
 	}
 	bt := time.Since(t0)
+	waitProfile()
 	bRate := float64(len(batchIDs)) / bt.Seconds()
 	rows = append(rows, row{
 		name:   "batch push, 1,000 per request, 16 concurrent, front end alone",
