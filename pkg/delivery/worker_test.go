@@ -74,26 +74,12 @@ func newRig(t testing.TB) *rig {
 
 // startWorker runs a worker until the test ends.
 func (r *rig) startWorker(policy delivery.RetryPolicy, concurrency ...int) {
-	conc := 8
-	if len(concurrency) > 0 {
-		conc = concurrency[0]
-	}
 	r.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	wr := r.st.NewWriter(store.WriterOptions{})
-	w, err := delivery.New(delivery.Config{
-		Consumer: cons, Store: r.st, Events: wr, Platform: r.pc, Templates: templates, Policy: policy, Concurrency: conc,
+	r.startWorkerWith(policy, func(c *delivery.Config) {
+		if len(concurrency) > 0 {
+			c.Concurrency = concurrency[0]
+		}
 	})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = w.Run(ctx); close(done) }()
-	r.t.Cleanup(func() { cancel(); <-done; wr.Close() })
 }
 
 func (r *rig) publish(userID string, typ push.Type, data map[string]string) string {

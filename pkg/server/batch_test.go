@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/service"
 )
@@ -143,15 +145,7 @@ func TestBatchQueueFailsPartWay(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
 	ctx := context.Background()
-	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxMsgs = 3
-	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	st := e.limitStream(3)
 	items := make([]string, 6)
 	for i := range items {
 		items[i] = goodItemN(i)
@@ -309,26 +303,14 @@ func TestIdempotencyKey(t *testing.T) {
 func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	ctx := context.Background()
-	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxMsgs = 2
-	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	e.limitStream(2)
 	key := map[string]string{"Idempotency-Key": "retry-me"}
 	body := batchBody(goodItemN(0), goodItemN(1), goodItemN(2), goodItemN(3))
 	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
 	if first.status != 503 || first.batch(t).Accepted != 2 {
 		t.Fatalf("first: %d %s", first.status, first.body)
 	}
-	sc.MaxMsgs = -1
-	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	e.limitStream(-1)
 	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
 	if again.status != 200 {
 		t.Fatalf("retry: %d %s", again.status, again.body)
@@ -349,6 +331,23 @@ func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
 	if fmt.Sprint(third.batch(t)) != fmt.Sprint(d) || e.streamMsgs() != 4 {
 		t.Errorf("third: %s", third.body)
 	}
+}
+
+// limitStream lets the push stream hold at most n messages (-1: no limit), so that it refuses
+// the ones beyond.
+func (e *env) limitStream(n int64) jetstream.Stream {
+	e.t.Helper()
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxMsgs = n
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		e.t.Fatal(err)
+	}
+	return st
 }
 
 // serve answers HTTP with api's front end until the test ends.

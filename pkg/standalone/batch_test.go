@@ -13,13 +13,9 @@ import (
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
-// TestBatchEndToEnd sends a batch of good and bad items through the whole stack: the good ones
-// are delivered and read back with one batch lookup, the bad one is named and never reaches
-// the platform.
-func TestBatchEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	s := start(t, dir)
-	defer s.Close()
+// readInfo reads the stack's standalone.json.
+func readInfo(t *testing.T, dir string) standalone.Info {
+	t.Helper()
 	var info standalone.Info
 	raw, err := os.ReadFile(filepath.Join(dir, "standalone.json"))
 	if err != nil {
@@ -28,6 +24,17 @@ func TestBatchEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		t.Fatal(err)
 	}
+	return info
+}
+
+// TestBatchEndToEnd sends a batch of good and bad items through the whole stack: the good ones
+// are delivered and read back with one batch lookup, the bad one is named and never reaches
+// the platform.
+func TestBatchEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	defer s.Close()
+	info := readInfo(t, dir)
 	base := info.BaseURL
 	tok := token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
 	good1, _ := bodyFor(push.Types()[0], standalone.DemoUsers[0])

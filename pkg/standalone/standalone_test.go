@@ -113,14 +113,7 @@ func TestEndToEnd(t *testing.T) {
 			s.Close()
 		}
 	}()
-	var info standalone.Info
-	raw, err := os.ReadFile(filepath.Join(dir, "standalone.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &info); err != nil {
-		t.Fatal(err)
-	}
+	info := readInfo(t, dir)
 	if fi, _ := os.Stat(filepath.Join(dir, "standalone.json")); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("standalone.json mode %v", fi.Mode().Perm())
 	}
