@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 	_ "time/tzdata"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -102,6 +101,6 @@ func run(ctx context.Context, log *slog.Logger, o options, started ...func(*slog
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	log.Info("stopped", "within", cfg.ShutdownGrace.D().Round(time.Second))
+	log.Info("stopped")
 	return err
 }

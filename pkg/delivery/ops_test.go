@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,5 +221,33 @@ func TestSharedSendBudget(t *testing.T) {
 		if j-i > int(rate)+3*5 {
 			t.Fatalf("%d sends within one second from %s", j-i, at[i])
 		}
+	}
+}
+
+// brokenPause is a pause that cannot be set: the bucket behind it is unreachable.
+type brokenPause struct{}
+
+func (brokenPause) Paused() (queue.PauseState, bool) { return queue.PauseState{}, false }
+func (brokenPause) Set(context.Context, queue.PauseState) error {
+	return errors.New("nats: no responders available for request")
+}
+
+// TestQuotaWithoutPause: when 45009 comes and the pause cannot be set, the message is retried
+// with backoff like any other busy answer, never sent again at once: one platform call per
+// attempt.
+func TestQuotaWithoutPause(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause = brokenPause{}
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	id := r.publish("u-follows", "JML", jml)
+	res := r.waitState(id, store.StateFailed)
+	if res.Attempts != quick.MaxAttempts || !strings.Contains(res.Reason, "45009") {
+		t.Fatalf("result %+v", res)
+	}
+	if n := r.sim.Stats().Sends; n != int64(quick.MaxAttempts) {
+		t.Fatalf("the platform got %d sends for %d attempts", n, quick.MaxAttempts)
 	}
 }

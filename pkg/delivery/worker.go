@@ -442,10 +442,9 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		id, err = w.send(ctx, tm)
 		var pe *platform.Error
-		if !errors.As(err, &pe) || pe.Code != platform.CodeDailyQuota || w.cfg.Pause == nil {
+		if !errors.As(err, &pe) || pe.Code != platform.CodeDailyQuota || w.cfg.Pause == nil || !w.quotaUsedUp(ctx, r) {
 			break
 		}
-		w.quotaUsedUp(ctx, r)
 	}
 	code := errCode(err)
 	res := attemptResult{openID: b.OpenID, platformCode: code}
@@ -470,23 +469,22 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 	return id, err
 }
 
-// quotaUsedUp pauses sending for every worker until the daily quota renews, and shows the
-// message as queued with the reason while it waits.
-func (w *Worker) quotaUsedUp(ctx context.Context, r store.Result) {
-	now := w.cfg.Now()
-	st, paused := w.cfg.Pause.Paused()
-	if !paused {
-		st = queue.PauseState{Until: w.cfg.QuotaReset(now),
-			Reason: "45009: the platform's daily quota is used up"}
-		if err := w.cfg.Pause.Set(ctx, st); err != nil {
-			w.cfg.Logger.Error("pausing sending failed", "err", err)
-		} else {
-			w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until, "ucsId", r.UcsID)
-		}
-	}
-	w.cfg.Metrics.Paused(true)
+// quotaUsedUp pauses sending for every worker until the daily quota renews, and reports
+// whether sending is paused now; the message then waits at the gate, which shows it as queued
+// with the reason. When the pause cannot be set, the caller retries the message later rather
+// than calling the platform again at once.
+func (w *Worker) quotaUsedUp(ctx context.Context, r store.Result) bool {
 	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
-	w.showHeld(ctx, r, st)
+	if _, paused := w.cfg.Pause.Paused(); paused {
+		return true
+	}
+	st := queue.PauseState{Until: w.cfg.QuotaReset(w.cfg.Now()), Reason: "45009: the platform's daily quota is used up"}
+	if err := w.cfg.Pause.Set(ctx, st); err != nil {
+		w.cfg.Logger.Error("pausing sending failed; the message will be retried", "ucsId", r.UcsID, "err", err)
+		return false
+	}
+	w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until, "ucsId", r.UcsID)
+	return true
 }
 
 // showHeld records a message held back by a pause as queued, with the pause's reason and end.

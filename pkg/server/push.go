@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,20 +70,11 @@ func (s *Server) countRejected(ve *push.ValidationError) {
 	if s.cfg.Metrics == nil {
 		return
 	}
-	var seen [8]string
-	n := 0
-outer:
+	kinds := make([]string, 0, 4)
 	for _, p := range ve.Problems {
-		k := p.Kind()
-		for _, o := range seen[:n] {
-			if o == k {
-				continue outer
-			}
-		}
-		s.cfg.Metrics.Rejected(k)
-		if n < len(seen) {
-			seen[n] = k
-			n++
+		if k := p.Kind(); !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+			s.cfg.Metrics.Rejected(k)
 		}
 	}
 }

@@ -750,14 +750,43 @@ func (c *client) pushBatches(n, conc int) ([]string, error) {
 	return ids.all(), nil
 }
 
-// results looks ids up with one batch lookup and counts any other state than want as an error.
-func (c *client) results(ids []string, want string) (int, error) {
+// states looks ids up with one batch lookup and returns each one's state.
+func (c *client) states(ids []string) (int, []string, error) {
 	b, _ := json.Marshal(map[string]any{"ucsIds": ids})
 	st, out, err := do(c.http, "POST", c.base+"/v1/infra/notification/mp/results", c.tok, string(b))
 	if err != nil || st != 200 {
+		return st, nil, err
+	}
+	var a struct {
+		Data struct {
+			Results []struct {
+				State string `json:"state"`
+			} `json:"results"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(out, &a); err != nil {
+		return st, nil, err
+	}
+	states := make([]string, len(a.Data.Results))
+	for i, r := range a.Data.Results {
+		states[i] = r.State
+	}
+	return st, states, nil
+}
+
+// results looks ids up with one batch lookup and counts any other state than want as an error.
+func (c *client) results(ids []string, want string) (int, error) {
+	st, states, err := c.states(ids)
+	if err != nil || st != 200 {
 		return st, err
 	}
-	if n := bytes.Count(out, []byte(`"state":"`+want+`"`)); n != len(ids) {
+	n := 0
+	for _, s := range states {
+		if s == want {
+			n++
+		}
+	}
+	if n != len(ids) {
 		return st, fmt.Errorf("%d of %d results are %s", n, len(ids), want)
 	}
 	return st, nil
@@ -767,24 +796,12 @@ func (c *client) results(ids []string, want string) (int, error) {
 // known but not delivered.
 func (c *client) checkDelivered(ids []string) (lost, notDelivered int, err error) {
 	for i := 0; i < len(ids); i += 1000 {
-		part := ids[i:min(i+1000, len(ids))]
-		b, _ := json.Marshal(map[string]any{"ucsIds": part})
-		st, out, err := do(c.http, "POST", c.base+"/v1/infra/notification/mp/results", c.tok, string(b))
+		st, states, err := c.states(ids[i:min(i+1000, len(ids))])
 		if err != nil || st != 200 {
 			return 0, 0, fmt.Errorf("results: %d %v", st, err)
 		}
-		var a struct {
-			Data struct {
-				Results []struct {
-					State string `json:"state"`
-				} `json:"results"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(out, &a); err != nil {
-			return 0, 0, err
-		}
-		for _, r := range a.Data.Results {
-			switch r.State {
+		for _, s := range states {
+			switch s {
 			case "not_found":
 				lost++
 			case "delivered":
