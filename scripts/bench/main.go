@@ -41,6 +41,7 @@ var (
 	records  = flag.Int("records", 100_000, "delivered records to reach before the lookup rows")
 	duration = flag.Duration("duration", 10*time.Second, "length of each timed load")
 	keep     = flag.Bool("keep", false, "keep the work folder")
+	only     = flag.String("only", "", "accept: only the push accept row (and its baseline); batch: only the batch and end-to-end rows")
 )
 
 func main() {
@@ -100,37 +101,12 @@ func run() error {
 		return err
 	}
 	c := newClient(base, tok, info.PlatformURL)
-	worker := func() *proc {
-		return start(filepath.Join(bin, "worker"), "-config", filepath.Join(data, "worker.yaml"))
+	worker := func(args ...string) *proc {
+		return start(filepath.Join(bin, "worker"), append([]string{"-config", filepath.Join(data, "worker.yaml")}, args...)...)
 	}
 	var rows []row
 	// With BENCH_PPROF set, each timed load of the stack is profiled (CPU) into bench-profiles/.
-	profile := func(name string) func() {
-		addr := os.Getenv("BENCH_PPROF")
-		if addr == "" {
-			return func() {}
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			secs := int(duration.Seconds())
-			r, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
-			if err != nil {
-				log.Printf("profile %s: %v", name, err)
-				return
-			}
-			defer r.Body.Close()
-			_ = os.MkdirAll("bench-profiles", 0o755)
-			f, err := os.Create(filepath.Join("bench-profiles", name+".pprof"))
-			if err != nil {
-				log.Printf("profile %s: %v", name, err)
-				return
-			}
-			defer f.Close()
-			_, _ = io.Copy(f, r.Body)
-		}()
-		return func() { <-done }
-	}
+	profile := func(name string) func() { return profileAt(os.Getenv("BENCH_PPROF"), name, *duration) }
 	heap := func() {
 		if addr := os.Getenv("BENCH_PPROF"); addr != "" {
 			for name, q := range map[string]string{"heap.pprof": "", "heap.txt": "?debug=1"} {
@@ -142,6 +118,15 @@ func run() error {
 				}
 			}
 		}
+	}
+
+	if *only == "batch" {
+		rows, err := batchRows(c, api, worker, profile, 0)
+		if err != nil {
+			return err
+		}
+		printTable(rows)
+		return nil
 	}
 
 	// Lookups of the newest records with 2,000 stored, one caller.
@@ -176,6 +161,7 @@ func run() error {
 		if round == 0 {
 			wait = profile("accept")
 		}
+		cpu0 := api.cpu()
 		accs = append(accs, c.load(*duration/2, 256, func(int) (int, error) {
 			id, st, err := c.pushID(body)
 			if err == nil && st == 200 {
@@ -183,9 +169,14 @@ func run() error {
 			}
 			return st, err
 		}))
+		a := accs[len(accs)-1]
+		log.Printf("push accept: the stack used %s of processor per push", (api.cpu()-cpu0)/time.Duration(max(a.n, 1)))
 		wait()
 		log.Printf("push accept: baseline, round %d", round+1)
+		cpu0 = baseline.cpu()
 		bls = append(bls, load(*duration/2, 256, func(int) (int, error) { return baselineLoad() }))
+		b := bls[len(bls)-1]
+		log.Printf("push accept: the baseline used %s of processor per push", (baseline.cpu()-cpu0)/time.Duration(max(b.n, 1)))
 	}
 	acc, bl := merge(accs), merge(bls)
 	api.logRSS("push accept")
@@ -196,6 +187,11 @@ func run() error {
 		goal:   "≥ 1.0× req/s, p99 ≤ 1.5× the baseline's",
 		met:    ratio >= 1.0 && float64(acc.p(99)) <= 1.5*float64(bl.p(99)),
 	})
+
+	if *only == "accept" {
+		printTable(rows)
+		return nil
+	}
 
 	// Lookups of queued pushes: deliveries held (no worker runs).
 	ids := queued.all()
@@ -294,28 +290,72 @@ func run() error {
 		goal: "≤ 250 MB", met: peak <= 250<<20,
 	})
 
-	// Batch push, front end alone: 100,000 messages in requests of 1,000 from 16 callers,
-	// held in the queue for the end-to-end row.
 	w.stop()
-	log.Printf("batch push: warming up")
-	if _, err := c.pushBatches(16_000, 16); err != nil {
+	batch, err := batchRows(c, api, worker, profile, total+len(last))
+	if err != nil {
 		return err
 	}
-	w = worker()
-	if err := c.waitDelivered(total + len(last) + 16_000); err != nil {
-		return err
+	rows = append(rows, batch...)
+
+	// The same from the store: the oldest deliveries, whose announced results the front end's
+	// memory no longer holds (it keeps the newest 100,000). Not a row of the goals: it shows
+	// what a lookup costs when memory does not answer.
+	old := ids[:len(ids)/4]
+	log.Printf("lookups of the oldest delivered pushes (%d), from the store", len(old))
+	ls := each("lookup-store", old)
+	rows = append(rows, row{
+		name:   fmt.Sprintf("(for comparison) lookups of the oldest %d delivered ucsIds, past the front end's memory: from the store", len(old)),
+		figure: fmt.Sprintf("%.0f/s p99 %s", ls.rate(), ms(ls.p(99))),
+		goal:   "(none)", met: true,
+	})
+
+	printTable(rows)
+	return nil
+}
+
+// printTable prints the rows measured as a Markdown table.
+func printTable(rows []row) {
+	fmt.Printf("\n%s, %d cores, %s\n\n", runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Println("| row | figure | goal | met |")
+	fmt.Println("|---|---|---|---|")
+	for _, r := range rows {
+		m := "not met"
+		switch {
+		case r.goal == "(none)":
+			m = "—"
+		case r.met:
+			m = "met"
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.figure, r.goal, m)
+	}
+}
+
+// batchRows measures the batch rows: batch push from the front end alone, the end to end
+// delivery of that batch through two worker processes, their memory, and batch lookups. The
+// stack holds stored delivered records when it begins, and no worker runs.
+func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(string) func(), stored int) ([]row, error) {
+	var rows []row
+	// Batch push, front end alone: 100,000 messages in requests of 1,000 from 16 callers,
+	// held in the queue for the end-to-end row.
+	log.Printf("batch push: warming up")
+	if _, err := c.pushBatches(16_000, 16); err != nil {
+		return nil, err
+	}
+	w := worker()
+	if err := c.waitDelivered(stored + 16_000); err != nil {
+		return nil, err
 	}
 	w.stop()
 	before, err := c.simStats()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	const e2eN = 100_000
 	waitProfile := profile("batch")
 	t0 := time.Now()
 	batchIDs, err := c.pushBatches(e2eN, 16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bt := time.Since(t0)
 	waitProfile()
@@ -328,13 +368,28 @@ func run() error {
 
 	// End to end: those messages through two worker processes to a platform answering in 50 ms.
 	if err := c.setPlatformLatency("50ms"); err != nil {
-		return err
+		return nil, err
 	}
 	log.Printf("end to end: %d messages through 2 worker processes, platform latency 50 ms", len(batchIDs))
 	t0 = time.Now()
-	ws := []*proc{worker(), worker()}
+	apiCPU := api.cpu()
+	defer func() { log.Printf("end to end: the stack used %s of processor", api.cpu()-apiCPU) }()
+	var ws []*proc
+	if addr := os.Getenv("BENCH_PPROF"); addr != "" {
+		// Profile the stack and the first worker for 20 s once delivery is under way.
+		ws = []*proc{worker("-pprof", "127.0.0.1:6071"), worker()}
+		time.Sleep(5 * time.Second)
+		a, b := profileAt(addr, "e2e", 20*time.Second), profileAt("127.0.0.1:6071", "e2e-worker", 20*time.Second)
+		defer a()
+		defer b()
+	} else {
+		ws = []*proc{worker(), worker()}
+	}
+	for _, p := range ws {
+		defer func() { log.Printf("end to end: a worker used %s of processor", p.cpu()) }()
+	}
 	if err := c.waitDelivered(int(before.Accepted) + len(batchIDs)); err != nil {
-		return err
+		return nil, err
 	}
 	et := time.Since(t0)
 	var rss []string
@@ -342,7 +397,7 @@ func run() error {
 	for _, p := range ws {
 		r, err := p.peakRSS()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rss = append(rss, fmt.Sprintf("%d MB", r>>20))
 		rssOK = rssOK && r <= 150<<20
@@ -350,11 +405,11 @@ func run() error {
 	}
 	after, err := c.simStats()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lost, notDelivered, err := c.checkDelivered(batchIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sentTwice := after.Deduplicated - before.Deduplicated
 	accepted := after.Accepted - before.Accepted
@@ -372,44 +427,46 @@ func run() error {
 	})
 
 	// Batch lookup: 1,000 ids a request, 16 callers, over the delivered batch.
-	log.Printf("batch lookups, %d records", total+len(last)+16_000+len(batchIDs))
+	log.Printf("batch lookups, %d records", stored+16_000+len(batchIDs))
 	blk := c.load(*duration, 16, func(int) (int, error) {
 		i := rand.IntN(len(batchIDs) - 1000)
 		return c.results(batchIDs[i:i+1000], "delivered")
 	})
 	lRate := blk.rate() * 1000
 	rows = append(rows, row{
-		name:   fmt.Sprintf("batch lookup, 1,000 ids per request, 16 callers, %d records", total+len(last)+16_000+len(batchIDs)),
+		name:   fmt.Sprintf("batch lookup, 1,000 ids per request, 16 callers, %d records", stored+16_000+len(batchIDs)),
 		figure: fmt.Sprintf("%.0f results/s, p99 %s a request", lRate, ms(blk.p(99))),
 		goal:   "≥ 50,000 results/s", met: lRate >= 50_000,
 	})
 
-	// The same from the store: the oldest deliveries, whose announced results the front end's
-	// memory no longer holds (it keeps the newest 100,000). Not a row of the goals: it shows
-	// what a lookup costs when memory does not answer.
-	old := ids[:len(ids)/4]
-	log.Printf("lookups of the oldest delivered pushes (%d), from the store", len(old))
-	ls := each("lookup-store", old)
-	rows = append(rows, row{
-		name:   fmt.Sprintf("(for comparison) lookups of the oldest %d delivered ucsIds, past the front end's memory: from the store", len(old)),
-		figure: fmt.Sprintf("%.0f/s p99 %s", ls.rate(), ms(ls.p(99))),
-		goal:   "(none)", met: true,
-	})
+	return rows, nil
+}
 
-	fmt.Printf("\n%s, %d cores, %s\n\n", runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Println("| row | figure | goal | met |")
-	fmt.Println("|---|---|---|---|")
-	for _, r := range rows {
-		m := "not met"
-		switch {
-		case r.goal == "(none)":
-			m = "—"
-		case r.met:
-			m = "met"
-		}
-		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.figure, r.goal, m)
+// profileAt takes a CPU profile of the program serving Go's profiles at addr, for d, into
+// bench-profiles/name.pprof; the function returned waits for it. Without addr it does nothing.
+func profileAt(addr, name string, d time.Duration) func() {
+	if addr == "" {
+		return func() {}
 	}
-	return nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+		if err != nil {
+			log.Printf("profile %s: %v", name, err)
+			return
+		}
+		defer r.Body.Close()
+		_ = os.MkdirAll("bench-profiles", 0o755)
+		f, err := os.Create(filepath.Join("bench-profiles", name+".pprof"))
+		if err != nil {
+			log.Printf("profile %s: %v", name, err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, r.Body)
+	}()
+	return func() { <-done }
 }
 
 var errDone = errors.New("no more work")
@@ -489,6 +546,22 @@ func (p *proc) peakRSS() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmHWM in /proc status")
+}
+
+// cpu is the processor time the process has used so far (user and system), from /proc.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(f[11], 10, 64)
+	sys, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(user+sys) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 type standaloneInfo struct {

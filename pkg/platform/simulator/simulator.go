@@ -36,7 +36,7 @@ import (
 const (
 	defaultCallbackDelay   = 20 * time.Millisecond
 	defaultTokenTTL        = 7200 * time.Second
-	defaultCallbackWorkers = 16
+	defaultCallbackWorkers = 128
 	defaultCallbackTimeout = 5 * time.Second // the platform waits five seconds for a receiver
 	// dedupWindow is how long client_msg_id de-duplicates: the platform
 	// documents "10 minutes; beyond that, no guarantee".
@@ -61,7 +61,8 @@ type Config struct {
 	// CallbackDelay is the time between an accepted send and its
 	// TEMPLATESENDJOBFINISH push. Default 20 ms.
 	CallbackDelay time.Duration
-	// CallbackWorkers is the number of goroutines pushing events. Default 16.
+	// CallbackWorkers is the number of goroutines pushing events, as many as the platform has
+	// pushes in flight to one account. Default 128.
 	CallbackWorkers int
 	// TokenTTL is the lifetime of an access token. Default 7200 s, as on the
 	// platform.
