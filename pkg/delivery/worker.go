@@ -56,6 +56,9 @@ type Config struct {
 	// Announce, when set, tells the front ends of a failure recorded as final, so that they
 	// serve its lookups from memory.
 	Announce func(store.Result)
+	// AnnounceSent, when set, tells the front ends of a message the platform accepted and the
+	// follower it went to, so that its delivery receipt finds it in memory.
+	AnnounceSent func(r store.Result, openID string)
 	// StoreRetry is the delay before a message whose outcome could not be recorded is tried
 	// again. Default 5s.
 	StoreRetry time.Duration
@@ -383,6 +386,9 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 		w.cfg.Metrics.Delivery(metrics.OutcomeSent, "")
 		log.Debug("delivery sent", "ucsId", m.UcsID, "attempt", attempt, "msgId", out.msgID)
+		if w.cfg.AnnounceSent != nil {
+			w.cfg.AnnounceSent(r, res.openID)
+		}
 		_ = msg.Ack()
 	}
 }

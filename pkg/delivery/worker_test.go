@@ -207,3 +207,30 @@ func TestManyMessagesConcurrently(t *testing.T) {
 		t.Fatalf("platform accepted %d, want 200", n)
 	}
 }
+
+// A message the platform accepted is announced with the follower it went to, once its sent
+// record is stored, so that a front end can apply its receipt from memory.
+func TestAnnouncesSent(t *testing.T) {
+	r := newRig(t)
+	type sent struct {
+		r      store.Result
+		openID string
+		stored bool
+	}
+	got := make(chan sent, 1)
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.AnnounceSent = func(res store.Result, openID string) {
+			_, err := r.st.Current(context.Background(), res.UcsID)
+			got <- sent{res, openID, err == nil}
+		}
+	})
+	id := r.publish("u-follows", "TDL", tdl)
+	select {
+	case a := <-got:
+		if a.r.UcsID != id || a.r.State != store.StateSent || a.r.MsgID == 0 || a.openID != "oFollower" || !a.stored {
+			t.Fatalf("announced %+v for %s", a, id)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nothing announced")
+	}
+}

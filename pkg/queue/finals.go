@@ -31,6 +31,43 @@ func (f *Finals) Announce(r store.Result) {
 	_ = f.nc.Publish(FinalsSubject, b)
 }
 
+// SentSubject carries, from the worker that recorded it, each message the platform accepted:
+// its sent result and the follower it went to, so that the front end that receives the
+// platform's delivery receipt finds the message by its msgid in memory rather than in the
+// store. Plain NATS as well: a receipt whose announcement was missed reads the store.
+const SentSubject = "ucs.results.sent"
+
+// sentAnnouncement is a message of SentSubject.
+type sentAnnouncement struct {
+	Result store.Result `json:"result"`
+	OpenID string       `json:"openid"`
+}
+
+// AnnounceSent tells every front end that the platform accepted r for openID. Best effort:
+// the store has the sent record already.
+func (f *Finals) AnnounceSent(r store.Result, openID string) {
+	b, err := json.Marshal(sentAnnouncement{Result: r, OpenID: openID})
+	if err != nil {
+		return
+	}
+	_ = f.nc.Publish(SentSubject, b)
+}
+
+// SubscribeSent calls keep with every sent message announced.
+func SubscribeSent(nc *nats.Conn, keep func(r store.Result, openID string)) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(SentSubject, func(m *nats.Msg) {
+		var a sentAnnouncement
+		if err := json.Unmarshal(m.Data, &a); err == nil && a.Result.UcsID != "" && a.Result.MsgID != 0 &&
+			a.Result.State == store.StateSent && a.OpenID != "" {
+			keep(a.Result, a.OpenID)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", SentSubject, err)
+	}
+	return sub, nil
+}
+
 // SubscribeFinals calls keep with every final result announced.
 func SubscribeFinals(nc *nats.Conn, keep func(store.Result)) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(FinalsSubject, func(m *nats.Msg) {

@@ -128,6 +128,12 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 		err    error
 	)
 	for {
+		// A worker announced the message when it recorded it as sent; else (a missed
+		// announcement, another front end's restart) the store has it.
+		if m, ok := s.sent.Get(ev.MsgID); ok {
+			sent, openID, err = m.result, m.openID, nil
+			break
+		}
 		// The read itself runs under the request's context: the wait ending in the middle of
 		// a read must not turn "not sent (yet)" into a store failure.
 		sent, openID, err = s.cfg.Store.SentByMsgID(ctx, ev.MsgID)
@@ -157,6 +163,7 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 	if err := s.cfg.Events.Write(ctx, store.FinalRecord(final, final.Finished)); err != nil {
 		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	}
+	s.sent.Remove(ev.MsgID)
 	if s.cfg.Announce != nil {
 		s.cfg.Announce(final)
 	}

@@ -84,6 +84,9 @@ type Config struct {
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
+	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their
+	// delivery receipts, which the platform sends within seconds. Default 20,000 (about 7 MB).
+	SentCache int
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For gives the
 	// client's address; without them the connection's source address is the client's.
 	TrustedProxies []*net.IPNet
@@ -107,6 +110,8 @@ type Server struct {
 	now     func() time.Time
 	log     *slog.Logger
 	results *lru.Cache[string, store.Result]
+	// sent holds messages the platform accepted, by msgid, until their receipt.
+	sent *lru.Cache[int64, sentMessage]
 	// pushReq and lookupReq are the token requirements of the push interfaces.
 	pushReq oauth.Requirement
 	// stopping is set once a graceful stop began.
@@ -144,9 +149,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.SentCache <= 0 {
+		cfg.SentCache = 20_000
+	}
+	sent, err := lru.New[int64, sentMessage](cfg.SentCache)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger,
-		results: results,
+		results: results, sent: sent,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
 	s.e.HideBanner, s.e.HidePort = true, true
@@ -171,6 +183,20 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Remember(r store.Result) {
 	if r.State.Final() {
 		s.results.Add(r.UcsID, r)
+	}
+}
+
+// sentMessage is a message the platform accepted, and the follower it went to.
+type sentMessage struct {
+	result store.Result
+	openID string
+}
+
+// RememberSent keeps a message the platform accepted (a worker recorded it as sent) until
+// its delivery receipt comes, so that the receipt costs no store read.
+func (s *Server) RememberSent(r store.Result, openID string) {
+	if r.State == store.StateSent && r.MsgID != 0 && openID != "" {
+		s.sent.Add(r.MsgID, sentMessage{result: r, openID: openID})
 	}
 }
 

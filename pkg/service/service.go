@@ -305,6 +305,10 @@ func (a *API) build(ctx context.Context) error {
 		a.writer.Close()
 		return err
 	}
+	if _, err := queue.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
+		a.writer.Close()
+		return err
+	}
 	a.Server = srv
 	return nil
 }
@@ -497,7 +501,8 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			MaxAttempts: cfg.Worker.MaxAttempts,
 		},
 		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce,
-		DeadLetter: queue.NewDeadLetters(conn.js).Copy, Metrics: m,
+		AnnounceSent: queue.NewFinals(conn.nc).AnnounceSent,
+		DeadLetter:   queue.NewDeadLetters(conn.js).Copy, Metrics: m,
 		Pause: pause, Budget: budget,
 		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
 		Now:        d.Now, Logger: d.Logger,
