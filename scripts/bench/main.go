@@ -385,9 +385,6 @@ func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(
 	} else {
 		ws = []*proc{worker(), worker()}
 	}
-	for _, p := range ws {
-		defer func() { log.Printf("end to end: a worker used %s of processor", p.cpu()) }()
-	}
 	if err := c.waitDelivered(int(before.Accepted) + len(batchIDs)); err != nil {
 		return nil, err
 	}
@@ -401,6 +398,7 @@ func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(
 		}
 		rss = append(rss, fmt.Sprintf("%d MB", r>>20))
 		rssOK = rssOK && r <= 150<<20
+		log.Printf("end to end: a worker used %s of processor", p.cpu())
 		p.stop()
 	}
 	after, err := c.simStats()
