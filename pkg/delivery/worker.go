@@ -287,10 +287,7 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	log := w.cfg.Logger
 	m, err := push.DecodeMessage(msg.Data())
 	if err != nil {
-		// Nothing the front end publishes fails to decode; a message that does can never be
-		// delivered, so it is removed rather than retried forever.
-		log.Error("dropping undecodable message", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		w.poison(ctx, msg, err)
 		return
 	}
 	attempt := 1
@@ -391,6 +388,40 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		_ = msg.Ack()
 	}
+}
+
+// poison ends a message that does not decode. Nothing the front end publishes fails to
+// decode, so it can never be delivered: rather than being retried forever in front of the
+// others, it ends failed with the reason under the ucsId its subject names, a copy goes to the
+// dead letters, and it leaves the queue.
+func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error) {
+	log := w.cfg.Logger
+	id := strings.TrimPrefix(msg.Subject(), queue.SubjectPrefix)
+	reason := "undecodable message: " + decodeErr.Error()
+	log.Error("undecodable message fails", "subject", msg.Subject(), "err", decodeErr)
+	if w.cfg.DeadLetter != nil {
+		if err := w.cfg.DeadLetter(ctx, msg, reason); err != nil {
+			log.Warn("dead-lettering failed; message will be retried", "subject", msg.Subject(), "err", err)
+			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+			return
+		}
+		w.cfg.Metrics.DeadLetter()
+	}
+	if push.ValidID(id) {
+		now := w.cfg.Now()
+		r := store.Result{UcsID: id, State: store.StateFailed, Reason: reason, Updated: now, Finished: now}
+		if meta, err := msg.Metadata(); err == nil {
+			r.Attempts = int(meta.NumDelivered)
+			r.Accepted = meta.Timestamp
+		}
+		if err := w.cfg.Events.Write(ctx, store.FinalRecord(r, now)); err != nil {
+			log.Warn("recording outcome failed; message will be retried", "ucsId", id, "err", err)
+			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+			return
+		}
+	}
+	w.cfg.Metrics.Delivery(metrics.OutcomeFailed, "undecodable")
+	_ = msg.Term()
 }
 
 // earlier reads what earlier attempts of a redelivered message recorded: whether it is already

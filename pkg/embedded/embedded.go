@@ -37,6 +37,18 @@ type NATSOptions struct {
 	// loses nothing (written data is in the kernel's cache); it guards against power loss, which
 	// production covers with a replicated cluster instead.
 	SyncAlways bool
+	// Name of the server; default ucs-embedded. Each server of a cluster has its own.
+	Name string
+	// Cluster, when set, makes the server one node of a JetStream cluster: its name, the
+	// port it takes routes on, and the route URLs of every node (nats-route://host:port).
+	Cluster *ClusterOptions
+}
+
+// ClusterOptions make an embedded server a node of a cluster, as the drills run one.
+type ClusterOptions struct {
+	Name   string
+	Port   int
+	Routes []string
 }
 
 // StartNATS starts a NATS server with JetStream and waits until it accepts connections.
@@ -51,8 +63,11 @@ func StartNATS(o NATSOptions) (*NATS, error) {
 	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("nats store dir: %w", err)
 	}
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		ServerName: "ucs-embedded",
+	if o.Name == "" {
+		o.Name = "ucs-embedded"
+	}
+	opts := &natsserver.Options{
+		ServerName: o.Name,
 		Host:       o.Host,
 		Port:       port,
 		JetStream:  true,
@@ -61,7 +76,12 @@ func StartNATS(o NATSOptions) (*NATS, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: 1 << 20,
-	})
+	}
+	if c := o.Cluster; c != nil {
+		opts.Cluster = natsserver.ClusterOpts{Name: c.Name, Host: o.Host, Port: c.Port}
+		opts.Routes = natsserver.RoutesFromStr(strings.Join(c.Routes, ","))
+	}
+	srv, err := natsserver.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -115,17 +116,63 @@ func (s *Server) callbackEvent(c echo.Context) error {
 // receiptPoll is how often a receipt looks again for the sent record of its msgid.
 const receiptPoll = 20 * time.Millisecond
 
-// receipt applies the platform's final report on a message it accepted. Only a msgid this
-// service sent, reported for the follower it was sent to, changes a result. The sent record is
-// written by a worker once the platform answered, and the platform may report before that
-// write lands: a receipt waits a little for it, then asks the platform to push it again.
+// receipt applies the platform's final report on a message it accepted. A receipt that
+// cannot be applied because the store failed is kept in the queue (KeepReceipt) and applied
+// once the store is back, and the platform is told it arrived: it would push it only three
+// times within seconds and then drop it.
 func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait)
+	// The platform waits 5 s for an answer: a store that does not answer within a second of
+	// the wait for the sent record is taken as down, and the receipt kept.
+	actx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait+time.Second)
+	defer cancel()
+	applied, err := s.applyReceipt(actx, ev, s.cfg.ReceiptWait)
+	if applied || s.cfg.KeepReceipt == nil {
+		return err
+	}
+	b, merr := json.Marshal(ev)
+	if merr == nil {
+		merr = s.cfg.KeepReceipt(ctx, ev.MsgID, b)
+	}
+	if merr != nil {
+		s.log.Warn("delivery receipt could not be applied or kept", "msgid", ev.MsgID, "err", err, "keep", merr)
+		return err
+	}
+	s.log.Info("delivery receipt kept, to be applied once the store answers", "msgid", ev.MsgID, "err", err)
+	return nil
+}
+
+// receiptKeptFor bounds how long a kept receipt waits for the sent record of its msgid.
+const receiptKeptFor = 10 * time.Minute
+
+// ApplyKept applies a receipt kept by receipt, at kept; it reports whether the receipt is
+// done with (applied, or not applicable) rather than to be tried again.
+func (s *Server) ApplyKept(ctx context.Context, event []byte, kept time.Time) bool {
+	var ev platformEvent
+	if err := json.Unmarshal(event, &ev); err != nil || ev.MsgID == 0 {
+		s.log.Warn("kept delivery receipt unreadable; dropped", "err", err)
+		return true
+	}
+	applied, err := s.applyReceipt(ctx, ev, 0)
+	if !applied && err != nil {
+		return false // the store still fails
+	}
+	if err != nil && s.now().Sub(kept) < receiptKeptFor {
+		return false // not sent yet: the worker holding it records it once the store is back
+	}
+	return true
+}
+
+// applyReceipt applies a receipt. Only a msgid this service sent, reported for the follower
+// it was sent to, changes a result. The sent record is written by a worker once the platform
+// answered, and the platform may report before that write lands: a receipt waits up to wait
+// for it, then asks the platform to push it again. applied is false, with the error, when the
+// store failed.
+func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.Duration) (applied bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var (
 		sent   store.Result
 		openID string
-		err    error
 	)
 	for {
 		// A worker announced the message when it recorded it as sent; else (a missed
@@ -151,21 +198,21 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 	case errors.Is(err, store.ErrNotFound):
 		s.log.Warn("delivery receipt for a msgid this service did not send", "msgid", ev.MsgID, "status", ev.Status)
 		// Not "success": if the sent record was only late, the platform's next push applies.
-		return errf(CodeNotFound, "no message with this MsgID")
+		return true, errf(CodeNotFound, "no message with this MsgID")
 	case err != nil:
 		// Not "success": the platform repeats the push later.
-		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		return false, &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	case openID != ev.FromUserName:
 		s.log.Warn("delivery receipt for another follower than the message's", "msgid", ev.MsgID, "ucsId", sent.UcsID)
-		return nil
+		return true, nil
 	}
 	final := store.Receipt(sent, ev.Status, s.now())
 	if err := s.cfg.Events.Write(ctx, store.FinalRecord(final, final.Finished)); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		return false, &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	}
 	s.sent.Remove(ev.MsgID)
 	if s.cfg.Announce != nil {
 		s.cfg.Announce(final)
 	}
-	return nil
+	return true, nil
 }

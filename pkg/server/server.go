@@ -84,6 +84,9 @@ type Config struct {
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
+	// KeepReceipt, when set, keeps a delivery receipt that could not be applied because the
+	// store failed, for ApplyKept to apply later; nil answers such a receipt 503.
+	KeepReceipt func(ctx context.Context, msgID int64, event []byte) error
 	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their
 	// delivery receipts, which the platform sends within seconds. Default 20,000 (about 7 MB).
 	SentCache int

@@ -152,15 +152,17 @@ func (c *connections) close() {
 
 // API is the front end with its connections.
 type API struct {
-	cfg     *config.Config
-	deps    Deps
-	conn    *connections
-	writer  *store.Writer
-	Server  *server.Server
-	Store   *store.Store
-	Keys    *keys.Set
-	oauth   *oauth.Service
-	Clients *oauth.Clients
+	cfg    *config.Config
+	deps   Deps
+	conn   *connections
+	writer *store.Writer
+	// receipts keeps delivery receipts through store outages.
+	receipts *queue.Receipts
+	Server   *server.Server
+	Store    *store.Store
+	Keys     *keys.Set
+	oauth    *oauth.Service
+	Clients  *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
 	closers []func()
@@ -280,6 +282,11 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, pause.Close)
+	receipts, err := queue.OpenReceipts(ctx, a.conn.js, QueueConfig(cfg))
+	if err != nil {
+		return err
+	}
+	a.receipts = receipts
 	a.Metrics = metrics.New(d.Registry)
 	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
@@ -288,6 +295,7 @@ func (a *API) build(ctx context.Context) error {
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
+		KeepReceipt:   receipts.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
@@ -378,6 +386,12 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopSweep()
 	go a.Store.RunSweeper(sweepCtx, time.Hour)
 	go a.refreshKeys(sweepCtx, time.Minute)
+	go func() {
+		// Receipts kept through a store outage are applied once it answers again.
+		if err := a.receipts.Run(sweepCtx, 5*time.Second, a.Server.ApplyKept); err != nil {
+			a.deps.Logger.Error("applying kept delivery receipts stopped", "err", err)
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
