@@ -496,3 +496,22 @@ func TestParseKeepsNoBody(t *testing.T) {
 		t.Errorf("Request changed with the body buffer: %+v", req)
 	}
 }
+
+// TestProblemListsAreCapped: an error lists at most MaxListedProblems problems and counts the
+// rest, so that no body makes an answer or a log line larger than itself.
+func TestProblemListsAreCapped(t *testing.T) {
+	var ps []Problem
+	for i := range 25 {
+		ps = append(ps, Problem{fmt.Sprintf("k%02d", i), ruleUnknown})
+	}
+	for n, want := range map[int]string{0: "", 1: "k00: " + ruleUnknown, 20: "k19: " + ruleUnknown, 21: "… and 1 more problem", 25: "… and 5 more problems"} {
+		ve := &ValidationError{Problems: ps[:n]}
+		lines := ve.Lines()
+		if len(lines) != min(n, MaxListedProblems+1) || n > 0 && lines[len(lines)-1] != want {
+			t.Errorf("%d problems: lines %q, want %d ending in %q", n, lines, min(n, MaxListedProblems+1), want)
+		}
+		if got := ve.Error(); got != strings.Join(lines, "; ") {
+			t.Errorf("%d problems: Error() = %q, want the lines joined", n, got)
+		}
+	}
+}
