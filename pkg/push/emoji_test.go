@@ -114,24 +114,35 @@ func TestEmojiTables(t *testing.T) {
 }
 
 func TestInspect(t *testing.T) {
+	none := [3]rune{-1, -1, -1}
+	refused := func(format, private, notChar rune) [3]rune { return [3]rune{format, private, notChar} }
 	for _, c := range []struct {
 		s    string
 		want textFacts
 	}{
-		{"", textFacts{blank: true}},
-		{"中文", textFacts{runes: 2}},
-		{" \u3000\u00A0\u2003", textFacts{runes: 4, blank: true}},
-		{"\u200B", textFacts{runes: 1}}, // zero width space is not White_Space
-		{"a\nb", textFacts{runes: 3, lineBreak: true}},
-		{"\n", textFacts{runes: 1, blank: true, lineBreak: true}},
-		{"\v\f\r", textFacts{runes: 3, blank: true, lineBreak: true}},
-		{"\t", textFacts{runes: 1, blank: true, control: true}},
-		{"\x00", textFacts{runes: 1, control: true}},
-		{"\x1c", textFacts{runes: 1, control: true}},
-		{"\u0085", textFacts{runes: 1, blank: true, lineBreak: true}},
-		{"\u0080\u009f", textFacts{runes: 2, control: true}},
-		{"\u2028x", textFacts{runes: 2, lineBreak: true}},
-		{"😀!", textFacts{runes: 2, emoji: true}},
+		{"", textFacts{blank: true, refused: none}},
+		{"中文", textFacts{runes: 2, refused: none}},
+		{" \u3000\u00A0\u2003", textFacts{runes: 4, blank: true, refused: none, clean: true}},
+		// Removed characters count for nothing: the value is blank.
+		{"\u200B", textFacts{blank: true, refused: none, clean: true}},
+		{"\u00AD\uFEFF\u2060 ", textFacts{runes: 1, blank: true, refused: none, clean: true}},
+		{"零\u200B宽", textFacts{runes: 2, refused: none, clean: true}},
+		{"a\nb", textFacts{runes: 3, lineBreak: true, refused: none}},
+		{"\n", textFacts{runes: 1, blank: true, lineBreak: true, refused: none}},
+		{"\v\f\r", textFacts{runes: 3, blank: true, lineBreak: true, refused: none}},
+		{"\t", textFacts{runes: 1, blank: true, control: true, refused: none}},
+		{"\x00", textFacts{runes: 1, control: true, refused: none}},
+		{"\x1c", textFacts{runes: 1, control: true, refused: none}},
+		{"\u0085", textFacts{runes: 1, blank: true, lineBreak: true, refused: none}},
+		{"\u0080\u009f", textFacts{runes: 2, control: true, refused: none}},
+		{"\u2028x", textFacts{runes: 2, lineBreak: true, refused: none}},
+		{"😀!", textFacts{runes: 2, emoji: true, refused: none}},
+		// The zero width joiner is a formatting character, but reported as
+		// the emoji it builds.
+		{"\u200D", textFacts{runes: 1, emoji: true, refused: none}},
+		{"a\u202Eb\u202Dc", textFacts{runes: 5, refused: refused(0x202E, -1, -1)}},
+		{"\uE000\U00100000\uFFFF\uFDD0\u0378", textFacts{runes: 5, refused: refused(-1, 0xE000, 0xFFFF)}},
+		{"\u3000\u200B\u2066", textFacts{runes: 2, refused: refused(0x2066, -1, -1), clean: true}},
 	} {
 		if got := inspect(c.s); got != c.want {
 			t.Errorf("inspect(%q) = %+v, want %+v", c.s, got, c.want)

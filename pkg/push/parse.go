@@ -3,6 +3,7 @@ package push
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 )
 
 // MaxBodyBytes is the largest push body accepted. A valid body with every
@@ -59,10 +62,41 @@ type ValidationError struct {
 	Problems []Problem
 }
 
-// Error returns the problems joined with "; ".
+// MaxListedProblems bounds the problems an answer lists: a body of
+// thousands of unknown keys gets the first ones and a count of the rest, not
+// an error larger than itself.
+const MaxListedProblems = 20
+
+// Lines returns the problems as "field: rule", at most MaxListedProblems of
+// them, followed by "… and N more problems" when there are more.
+func (e *ValidationError) Lines() []string {
+	n := min(len(e.Problems), MaxListedProblems)
+	out := make([]string, n, n+1)
+	for i, p := range e.Problems[:n] {
+		out[i] = p.String()
+	}
+	if more := len(e.Problems) - n; more > 0 {
+		out = append(out, moreProblems(more))
+	}
+	return out
+}
+
+func moreProblems(n int) string {
+	if n == 1 {
+		return "… and 1 more problem"
+	}
+	return "… and " + strconv.Itoa(n) + " more problems"
+}
+
+// Error returns Lines joined with "; ".
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	for i, p := range e.Problems {
+		if i == MaxListedProblems {
+			b.WriteString("; ")
+			b.WriteString(moreProblems(len(e.Problems) - i))
+			break
+		}
 		if i > 0 {
 			b.WriteString("; ")
 		}
@@ -104,9 +138,53 @@ func Parse(body []byte) (Request, error) {
 	var buf [maxFields]member
 	b := bodyReader{members: buf[:0]}
 	if problem := b.read(body); problem != "" {
+		if problem == ruleNotJSON {
+			problem = TextProblem(body)
+		}
 		return Request{}, bodyProblem(problem)
 	}
 	return b.check()
+}
+
+// ruleNotJSON is the problem of a body that is not JSON text.
+const ruleNotJSON = "not valid JSON"
+
+// TextProblem returns "" if body is one JSON value as this service reads
+// JSON text (RFC 8259, UTF-8, at most 10,000 nested containers, no lone
+// surrogate escape), and otherwise what is wrong with it: "not valid UTF-8",
+// or "not valid JSON", which names a lone surrogate escape and where it is.
+// Many JSON readers take such an escape for U+FFFD, so its sender may well
+// not expect the refusal. It reads the whole body, so callers use it only to
+// explain a refusal.
+func TextProblem(body []byte) string {
+	if !utf8.Valid(body) {
+		return "not valid UTF-8"
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
+	_, err := dec.ReadValue()
+	if err == nil {
+		if atEnd(dec) {
+			return ""
+		}
+		return ruleNotJSON
+	}
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		if at := se.ByteOffset; at >= 0 && at+6 <= int64(len(body)) && isSurrogateEscape(body[at:at+6]) {
+			return fmt.Sprintf("%s: %s at byte %d is a lone surrogate escape, half of a UTF-16 pair, which stands for no character",
+				ruleNotJSON, body[at:at+6], at)
+		}
+	}
+	return ruleNotJSON
+}
+
+// isSurrogateEscape reports whether e is a \u escape of U+D800 to U+DFFF.
+func isSurrogateEscape(e []byte) bool {
+	if len(e) != 6 || e[0] != '\\' || e[1] != 'u' {
+		return false
+	}
+	v, err := strconv.ParseUint(string(e[2:]), 16, 16)
+	return err == nil && v >= 0xD800 && v <= 0xDFFF
 }
 
 func bodyProblem(rule string) error {
@@ -187,7 +265,7 @@ func (b *bodyReader) read(body []byte) string {
 		if _, err := dec.ReadValue(); err == nil && atEnd(dec) {
 			return "must be a JSON object"
 		}
-		return "not valid JSON"
+		return ruleNotJSON
 	}
 	var spans [4 + maxFields]span // userId, type, url, time, then data members
 	ok := d.object(func(key []byte) bool {
@@ -214,7 +292,7 @@ func (b *bodyReader) read(body []byte) string {
 		return ok
 	})
 	if !ok || !atEnd(dec) {
-		return "not valid JSON"
+		return ruleNotJSON
 	}
 	text := string(d.text)
 	for i, v := range []*value{&b.userID, &b.typ, &b.url, &b.time} {
@@ -566,6 +644,7 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 			at[f] = -2
 		}
 	}
+	var clean [maxFields]bool // values the platform gets with characters replaced or removed
 	for i := range sp.Fields {
 		f := &sp.Fields[i]
 		switch at[i] {
@@ -576,7 +655,7 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		case -2:
 			b.add("data."+f.Name, ruleDuplicate)
 		default:
-			b.checkText(f.Name, b.members[at[i]].val, f)
+			clean[i] = b.checkText(f.Name, b.members[at[i]].val, f)
 		}
 	}
 	if len(unknown) > 0 {
@@ -593,7 +672,11 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 	data := make(map[string]string, len(b.members))
 	for i := range sp.Fields {
 		if at[i] >= 0 {
-			data[sp.Fields[i].Name] = b.members[at[i]].val.str
+			v := b.members[at[i]].val.str
+			if clean[i] {
+				v = keyword.Clean(v)
+			}
+			data[sp.Fields[i].Name] = v
 		}
 	}
 	return data
@@ -639,11 +722,13 @@ func (b *bodyReader) checkUntypedData() {
 
 // checkText applies the content rules to the value of data key; f is nil
 // if the type, and so the field's limits, are unknown. The problem path is
-// built only when there is a problem, as this runs for every field.
-func (b *bodyReader) checkText(key string, v value, f *Field) {
+// built only when there is a problem, as this runs for every field. It
+// reports whether the value holds characters that are replaced or removed
+// before sending (keyword.Clean).
+func (b *bodyReader) checkText(key string, v value, f *Field) bool {
 	if v.kind != kindString {
 		b.add("data."+key, ruleString)
-		return
+		return false
 	}
 	t := inspect(v.str)
 	if f != nil && f.Required && t.blank {
@@ -655,12 +740,42 @@ func (b *bodyReader) checkText(key string, v value, f *Field) {
 	if t.control {
 		b.add("data."+key, ruleControl)
 	}
+	// Invisible characters are named by their code point: the sender
+	// cannot see which one was meant otherwise.
+	for i, r := range t.refused {
+		if r >= 0 {
+			b.add("data."+key, refusedRule(refusedClasses[i], r))
+		}
+	}
 	if t.emoji {
 		b.add("data."+key, ruleEmoji)
 	}
 	if f != nil && t.runes > f.MaxRunes {
 		b.add("data."+key, tooLong(t.runes, f.MaxRunes))
 	}
+	return t.clean
+}
+
+// refusedClasses are the classes of keyword.Classes that the front end
+// refuses and reports by code point: all refused classes but line breaks and
+// controls, which have rules of their own.
+var refusedClasses = func() []keyword.Class {
+	var out []keyword.Class
+	for _, c := range keyword.Classes() {
+		if c.Treatment == keyword.Refuse && c.Name != "line_break" && c.Name != "control" {
+			out = append(out, c)
+		}
+	}
+	if len(out) != len(textFacts{}.refused) {
+		panic("push: textFacts.refused does not fit the refused classes of package keyword")
+	}
+	return out
+}()
+
+// refusedRule is the rule text for a character r of class c:
+// "contains a formatting character (U+202E)".
+func refusedRule(c keyword.Class, r rune) string {
+	return "contains a " + c.Noun + " (" + fmt.Sprintf("%U", r) + ")"
 }
 
 func (b *bodyReader) checkUnknown() {
@@ -711,18 +826,28 @@ func quote(s string, n int) string {
 
 // textFacts is what the content rules need to know about a value.
 type textFacts struct {
-	runes                     int
-	blank                     bool // only Unicode White_Space, or empty
+	// runes counts the characters the platform receives: those removed
+	// before sending do not count.
+	runes int
+	// blank: only Unicode White_Space and removed characters, or empty.
+	blank                     bool
 	lineBreak, control, emoji bool
+	// refused holds, per class of refusedClasses, the first character of
+	// that class, or -1.
+	refused [3]rune
+	// clean: some character is replaced or removed before sending.
+	clean bool
 }
 
-// inspect walks s once and collects its textFacts.
+// inspect walks s once and collects its textFacts. Each character is in at
+// most one rule: emoji first (the zero width joiner and tags build emoji),
+// then the classes of package keyword.
 func inspect(s string) textFacts {
-	t := textFacts{blank: true}
+	t := textFacts{blank: true, refused: [3]rune{-1, -1, -1}}
 	for i := 0; i < len(s); {
-		t.runes++
 		c := s[i]
 		if c < utf8.RuneSelf {
+			t.runes++
 			i++
 			switch {
 			case c == ' ':
@@ -740,17 +865,44 @@ func inspect(s string) textFacts {
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		i += n
-		switch {
-		case r == 0x85 || r == 0x2028 || r == 0x2029:
-			t.lineBreak = true
-		case r <= 0x9F:
-			t.control = true // C1 controls
-		}
-		if t.blank && !unicode.IsSpace(r) {
-			t.blank = false
-		}
 		if isEmoji(r) {
+			t.runes++
 			t.emoji = true
+			t.blank = false
+			continue
+		}
+		class := keyword.ClassOf(r)
+		if class == nil {
+			// Every White_Space character beyond ASCII is in a class.
+			t.runes++
+			t.blank = false
+			continue
+		}
+		switch class.Treatment {
+		case keyword.Space:
+			t.runes++
+			t.clean = true
+		case keyword.Remove:
+			t.clean = true
+		default:
+			t.runes++
+			switch class.Name {
+			case "line_break":
+				t.lineBreak = true
+			case "control":
+				t.control = true
+				t.blank = false
+			default:
+				t.blank = false
+				for k := range refusedClasses {
+					if refusedClasses[k].Name == class.Name {
+						if t.refused[k] < 0 {
+							t.refused[k] = r
+						}
+						break
+					}
+				}
+			}
 		}
 	}
 	return t
@@ -834,8 +986,8 @@ func isAlnum(c byte) bool {
 }
 
 // Kind names the rule a problem broke in a word, for counting refusals by rule: one of
-// required, string, duplicate, blank, line_break, control, emoji, length, user_id, type, url,
-// time, unknown_field, object or body.
+// required, string, duplicate, blank, line_break, control, format, private_use,
+// not_a_character, emoji, length, user_id, type, url, time, unknown_field, object or body.
 func (p Problem) Kind() string {
 	switch p.Rule {
 	case ruleRequired:
@@ -860,6 +1012,11 @@ func (p Problem) Kind() string {
 		return "time"
 	case ruleUnknown:
 		return "unknown_field"
+	}
+	for _, c := range refusedClasses {
+		if strings.HasPrefix(p.Rule, "contains a "+c.Noun+" (") {
+			return c.Name
+		}
 	}
 	switch {
 	case p.Field == "body":

@@ -136,9 +136,9 @@ func parseCases() []parseCase {
 			want: []string{"data.k1: not a field of type TDL", "data.k2: not a field of type TDL", "data.k3: not a field of type TDL",
 				"data.k4: not a field of type TDL", "data.k5: not a field of type TDL", "data.k6: not a field of type TDL"}},
 		// A lone surrogate escape stands for no character: the text is not JSON we accept.
-		{name: "lone high surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\ud83d"}}`, want: []string{"body: not valid JSON"}},
-		{name: "lone low surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"x\udc00y"}}`, want: []string{"body: not valid JSON"}},
-		{name: "surrogates in the wrong order", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\udc00\ud800"}}`, want: []string{"body: not valid JSON"}},
+		{name: "lone high surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\ud83d"}}`, want: []string{"body: not valid JSON: \\ud83d at byte 80 is a lone surrogate escape, half of a UTF-16 pair, which stands for no character"}},
+		{name: "lone low surrogate", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"x\udc00y"}}`, want: []string{"body: not valid JSON: \\udc00 at byte 81 is a lone surrogate escape, half of a UTF-16 pair, which stands for no character"}},
+		{name: "surrogates in the wrong order", body: `{"userId":"u1","type":"TDL","data":{"type":"a","list":"b","step":"c","content":"\udc00\ud800"}}`, want: []string{"body: not valid JSON: \\udc00 at byte 80 is a lone surrogate escape, half of a UTF-16 pair, which stands for no character"}},
 		{name: "white space around", body: " \t\r\n" + tdl(d) + "\n\n"},
 		{name: "userId characters", body: mkBody("userId", "A-z_0.9", "type", "TDL", "data", d)},
 		{name: "userId of 64", body: mkBody("userId", strings.Repeat("1", 64), "type", "TDL", "data", d)},
@@ -278,6 +278,32 @@ func parseCases() []parseCase {
 		{name: "blank main item", body: tdl(with(d, "type", "   ")), want: []string{"data.type: must not be blank"}},
 		{name: "ideographic space only", body: tdl(with(d, "type", "\u3000")), want: []string{"data.type: must not be blank"}},
 		{name: "empty main item", body: tdl(with(d, "type", "")), want: []string{"data.type: must not be blank"}},
+
+		// Characters the platform refuses (package keyword): spaces are sent as
+		// U+0020, invisible characters removed and not counted, the rest refused
+		// with their code point.
+		{name: "full-width and no-break spaces sent as spaces", body: tdl(with(d, "content", "\u3000\u3000请假\u00a0申请\u2003待办", "remark", "备注\u3000")),
+			req: &Request{UserID: "u1", Type: TypeTDL, Data: with(d, "content", "  请假 申请 待办", "remark", "备注 ")}},
+		{name: "invisible characters removed", body: tdl(with(d, "content", "\ufeff零\u200b宽\u00ad字\u2060符\u200c", "header", "\u200b")),
+			req: &Request{UserID: "u1", Type: TypeTDL, Data: with(d, "content", "零宽字符", "header", "")}},
+		{name: "twenty characters and invisible ones", body: tdl(with(d, "content", twenty+"\u200b\u00ad\ufeff")),
+			req: &Request{UserID: "u1", Type: TypeTDL, Data: with(d, "content", twenty)}},
+		{name: "twenty characters and a full-width space", body: tdl(with(d, "content", twenty+"\u3000")), want: []string{"data.content: 21 characters, at most 20"}},
+		{name: "zero width space only", body: tdl(with(d, "type", "\u200b")), want: []string{"data.type: must not be blank"}},
+		{name: "invisible and spaces only", body: tdl(with(d, "type", "\u00ad \u3000\ufeff")), want: []string{"data.type: must not be blank"}},
+		{name: "right-to-left override", body: tdl(with(d, "content", "附件\u202egpj.exe")), want: []string{"data.content: contains a formatting character (U+202E)"}},
+		{name: "bidi isolate in remark", body: tdl(with(d, "remark", "a\u2066b\u2069")), want: []string{"data.remark: contains a formatting character (U+2066)"}},
+		{name: "left-to-right mark", body: tdl(with(d, "content", "a\u200eb")), want: []string{"data.content: contains a formatting character (U+200E)"}},
+		{name: "private use", body: tdl(with(d, "content", "a\ue000b\U000F0000")), want: []string{"data.content: contains a private-use character (U+E000)"}},
+		{name: "noncharacter", body: tdl(with(d, "content", "a\uffff")), want: []string{"data.content: contains a code point that is not a character (U+FFFF)"}},
+		{name: "unassigned", body: tdl(with(d, "content", "\U00050000")), want: []string{"data.content: contains a code point that is not a character (U+50000)"}},
+		{name: "every refusal at once", body: tdl(with(d, "content", "\u200b\t\n\u202e\ue000\ufdd0😀"+twenty)), want: []string{
+			"data.content: contains a line break", "data.content: contains a control character",
+			"data.content: contains a formatting character (U+202E)", "data.content: contains a private-use character (U+E000)",
+			"data.content: contains a code point that is not a character (U+FDD0)", "data.content: contains emoji",
+			"data.content: 26 characters, at most 20"}},
+		{name: "refusals in an unknown type's data", body: mkBody("userId", "u1", "type", "X", "data", map[string]string{"a": "\u202e", "b": "\u200b"}),
+			want: []string{`type: "X" is not one of ` + typeList, "data.a: contains a formatting character (U+202E)"}},
 		{name: "newline only", body: tdl(with(d, "type", "\n")), want: []string{"data.type: must not be blank", "data.type: contains a line break"}},
 		{name: "every content rule", body: tdl(with(d, "content", strings.Repeat("长", 20)+"\n\t😀")), want: []string{
 			"data.content: contains a line break", "data.content: contains a control character",
@@ -468,5 +494,24 @@ func TestParseKeepsNoBody(t *testing.T) {
 	}
 	if !equalRequest(req, want) {
 		t.Errorf("Request changed with the body buffer: %+v", req)
+	}
+}
+
+// TestProblemListsAreCapped: an error lists at most MaxListedProblems problems and counts the
+// rest, so that no body makes an answer or a log line larger than itself.
+func TestProblemListsAreCapped(t *testing.T) {
+	var ps []Problem
+	for i := range 25 {
+		ps = append(ps, Problem{fmt.Sprintf("k%02d", i), ruleUnknown})
+	}
+	for n, want := range map[int]string{0: "", 1: "k00: " + ruleUnknown, 20: "k19: " + ruleUnknown, 21: "… and 1 more problem", 25: "… and 5 more problems"} {
+		ve := &ValidationError{Problems: ps[:n]}
+		lines := ve.Lines()
+		if len(lines) != min(n, MaxListedProblems+1) || n > 0 && lines[len(lines)-1] != want {
+			t.Errorf("%d problems: lines %q, want %d ending in %q", n, lines, min(n, MaxListedProblems+1), want)
+		}
+		if got := ve.Error(); got != strings.Join(lines, "; ") {
+			t.Errorf("%d problems: Error() = %q, want the lines joined", n, got)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/schemas"
 )
 
@@ -111,9 +112,13 @@ func tableRanges(t *unicode.RangeTable) []runeRange {
 
 // The character sets of the rules.
 var (
-	// controlsAndBreaks are what inspect reports as line breaks or
-	// control characters: C0, DEL, C1, and the two Unicode separators.
-	controlsAndBreaks = []runeRange{{0x00, 0x1F}, {0x7F, 0x9F}, {0x2028, 0x2029}}
+	// refusedChars are the characters of the classes of package keyword
+	// that the front end refuses (line breaks, controls, formatting,
+	// private use, not characters), less the surrogates, which no valid
+	// string holds and RE2 cannot name.
+	refusedChars = subtractSurrogates(keywordRanges(keyword.Refuse))
+	// removedChars are dropped before sending and count for nothing.
+	removedChars = keywordRanges(keyword.Remove)
 	// whiteSpace is what makes a value blank (unicode.IsSpace).
 	whiteSpace = tableRanges(unicode.White_Space)
 	// urlExcluded may not occur in a URL: controls and white space.
@@ -122,8 +127,8 @@ var (
 
 // Patterns of the schema, in Go RE2 syntax, which jsonschema/v6 uses.
 var (
-	textPattern    = `^[^` + classOf(mergeRanges(controlsAndBreaks, emojiRanges)) + `]*$`
-	nonBlank       = `[^` + classOf(whiteSpace) + `]`
+	textPattern    = `^[^` + classOf(mergeRanges(refusedChars, emojiRanges)) + `]*$`
+	nonBlank       = `[^` + classOf(mergeRanges(whiteSpace, removedChars)) + `]`
 	userIDPattern  = fmt.Sprintf(`^[A-Za-z0-9._-]{1,%d}$`, maxUserIDRunes)
 	timeDigits     = `^[1-9][0-9]{9}(?:[0-9]{3})?$`
 	urlPattern     = `^$|^[hH][tT][tT][pP][sS]?://` + urlHost + `(?::[0-9]{1,5})?` + urlRest + `$`
@@ -138,24 +143,59 @@ var (
 	}()
 )
 
+// keywordRanges are the ranges of the classes of package keyword with
+// treatment t.
+func keywordRanges(t keyword.Treatment) []runeRange {
+	var out []runeRange
+	for _, c := range keyword.Classes() {
+		if c.Treatment == t {
+			for _, r := range c.Ranges {
+				out = append(out, runeRange{r.Lo, r.Hi})
+			}
+		}
+	}
+	return mergeRanges(out)
+}
+
+func subtractSurrogates(rs []runeRange) []runeRange {
+	var out []runeRange
+	for _, r := range rs {
+		if r.lo < 0xD800 {
+			out = append(out, runeRange{r.lo, min(r.hi, 0xD7FF)})
+		}
+		if r.hi > 0xDFFF {
+			out = append(out, runeRange{max(r.lo, 0xE000), r.hi})
+		}
+	}
+	return out
+}
+
+// countPattern matches a value of at most n characters, not counting those
+// removed before sending.
+func countPattern(n int) string {
+	r := classOf(removedChars)
+	return fmt.Sprintf(`^[%s]*(?:[^%s][%s]*){0,%d}$`, r, r, r, n)
+}
+
 func generatePushSchema() []byte {
 	var allOf []any
 	defs := obj{
 		{"text", obj{
-			{"description", "A data value: a string without emoji, line breaks or other control characters (the platform strips emoji and cannot show line breaks)."},
+			{"description", "A data value: a string without emoji, line breaks, control or formatting characters (bidirectional controls among them), private-use characters or code points that are not characters (the platform strips emoji and refuses the others). " +
+				"Spaces other than U+0020 are sent as U+0020; soft hyphens, zero width spaces, word joiners and byte order marks are removed before sending and not counted."},
 			{"type", "string"},
 			{"pattern", textPattern},
 		}},
 		{"mainItem", obj{
-			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters.", mainItemMaxRunes)},
+			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters (removed characters not counted).", mainItemMaxRunes)},
 			{"$ref", "#/$defs/text"},
-			{"maxLength", mainItemMaxRunes},
 			{"pattern", nonBlank},
+			{"allOf", []any{obj{{"pattern", countPattern(mainItemMaxRunes)}}}},
 		}},
 		{"extraItem", obj{
-			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters; the platform no longer shows them.", extraItemMaxRunes)},
+			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters (removed characters not counted); the platform no longer shows them.", extraItemMaxRunes)},
 			{"$ref", "#/$defs/text"},
-			{"maxLength", extraItemMaxRunes},
+			{"pattern", countPattern(extraItemMaxRunes)},
 		}},
 	}
 	for _, t := range typeTable {

@@ -3,15 +3,16 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/push"
@@ -44,8 +45,8 @@ type batchAnswer struct {
 // readJSON reads a JSON body of at most limit bytes for a data interface.
 func readJSON(c echo.Context, limit int) ([]byte, error) {
 	r := c.Request()
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil, errf(CodeMediaType, "Content-Type must be application/json")
+	if err := checkJSONRequest(r); err != nil {
+		return nil, err
 	}
 	body, err := readBody(r.Body, make([]byte, 0, 64<<10), limit)
 	if err != nil {
@@ -57,24 +58,122 @@ func readJSON(c echo.Context, limit int) ([]byte, error) {
 	return body, nil
 }
 
-// decodeList reads a body that must be exactly {"<key>": [ … ]} with 1 to MaxBatch items.
-func decodeList[T any](body []byte, key string) ([]T, *Error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	var list []T
-	var v map[string]json.RawMessage
-	if err := d.Decode(&v); err != nil || d.More() {
+// checkJSONRequest refuses, with 415, a body the data interfaces cannot read as sent: one with
+// a Content-Encoding (the service decodes none, and would otherwise parse compressed bytes), or
+// one that is not application/json.
+func checkJSONRequest(r *http.Request) *Error {
+	if !identityEncoding(r.Header) {
+		return &Error{Code: CodeMediaType, Message: "Content-Encoding is not supported: send the body uncompressed",
+			Header: http.Header{"Accept-Encoding": {"identity"}}}
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return errf(CodeMediaType, "Content-Type must be application/json")
+	}
+	return nil
+}
+
+// identityEncoding reports whether h gives the body as sent: no Content-Encoding, or only
+// identity (RFC 9110 §8.4).
+func identityEncoding(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// listItem is what a batch body's list holds: raw push bodies, or ucsIds.
+type listItem interface{ jsontext.Value | string }
+
+// decodeList reads a body that must be exactly {"<key>": [ … ]} with 1 to MaxBatch items. The
+// body is JSON text as a single push reads it (UTF-8, no lone surrogate escape, key given
+// once); a raw item is checked by the push rules later, duplicate keys inside it included, and
+// a string item must be a JSON string (null reads as "").
+func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
+	if p := push.TextProblem(body); p != "" {
+		return nil, errf(CodeBadRequest, "body: "+p)
+	}
+	shape := errf(CodeBadRequest, fmt.Sprintf("body: must be {%q: [ … ]} and nothing else", key))
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
+	if dec.PeekKind() != '{' {
 		return nil, errf(CodeBadRequest, "body: not a JSON object")
 	}
-	raw, ok := v[key]
-	if len(v) != 1 || !ok {
-		return nil, errf(CodeBadRequest, fmt.Sprintf("body: must be {%q: [ … ]} and nothing else", key))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, errf(CodeBadRequest, "body: not valid JSON")
 	}
-	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
+	var (
+		list         []T
+		members      int
+		found, array bool
+	)
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, errf(CodeBadRequest, "body: not valid JSON")
+		}
+		name := tok.String() // the token is void after the next call
+		members++
+		if name != key || found || dec.PeekKind() != '[' {
+			found = found || name == key
+			if err := dec.SkipValue(); err != nil {
+				return nil, errf(CodeBadRequest, "body: not valid JSON")
+			}
+			continue
+		}
+		found, array = true, true
+		var perr *Error
+		if list, perr = readItems[T](dec, key); perr != nil {
+			return nil, perr
+		}
+	}
+	switch {
+	case members != 1 || !found:
+		return nil, shape
+	case !array:
 		return nil, errf(CodeBadRequest, key+": must be an array")
-	}
-	if len(list) == 0 || len(list) > MaxBatch {
+	case len(list) == 0 || len(list) > MaxBatch:
 		return nil, errf(CodeBadRequest, fmt.Sprintf("%s: %d items, must be 1 to %d", key, len(list), MaxBatch))
+	}
+	return list, nil
+}
+
+// readItems reads the array dec is at.
+func readItems[T listItem](dec *jsontext.Decoder, key string) ([]T, *Error) {
+	bad := errf(CodeBadRequest, "body: not valid JSON")
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, bad
+	}
+	list := []T{}
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, bad
+		}
+		var item any
+		switch any(*new(T)).(type) {
+		case jsontext.Value:
+			item = v.Clone() // v is valid only until the next read
+		case string:
+			switch v.Kind() {
+			case 'n':
+				item = ""
+			case '"':
+				s, err := jsontext.AppendUnquote(nil, v)
+				if err != nil {
+					return nil, bad
+				}
+				item = string(s)
+			default:
+				return nil, errf(CodeBadRequest, key+": must be an array of strings")
+			}
+		}
+		list = append(list, item.(T))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, bad
 	}
 	return list, nil
 }
@@ -87,7 +186,7 @@ func (s *Server) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, perr := decodeList[json.RawMessage](body, "messages")
+	items, perr := decodeList[jsontext.Value](body, "messages")
 	if perr != nil {
 		return perr
 	}
@@ -168,7 +267,7 @@ func (s *Server) batchAnswer(c echo.Context, ans batchAnswer, unavailable bool) 
 // replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
 // same problems for the items refused for their content, and the items the queue did not take
 // the first time published again under their recorded ucsIds.
-func (s *Server) replayBatch(c echo.Context, items []json.RawMessage, idem *idemRequest) error {
+func (s *Server) replayBatch(c echo.Context, items []jsontext.Value, idem *idemRequest) error {
 	claims := claimsOf(c)
 	now := s.now()
 	rec := idem.replay
@@ -202,17 +301,14 @@ func (s *Server) replayBatch(c echo.Context, items []json.RawMessage, idem *idem
 	return s.batchAnswer(c, ans, len(still) > 0)
 }
 
-// itemErrors lists the problems of a batch item, each as "field: rule".
+// itemErrors lists the problems of a batch item, each as "field: rule", at most
+// push.MaxListedProblems of them and then the count of the rest.
 func itemErrors(err error) []string {
 	var ve *push.ValidationError
 	if !errors.As(err, &ve) {
 		return []string{"body: invalid"}
 	}
-	out := make([]string, len(ve.Problems))
-	for i, p := range ve.Problems {
-		out[i] = p.String()
-	}
-	return out
+	return ve.Lines()
 }
 
 // lookupWorkers bounds the lookups one batch lookup makes at once, so that one request cannot

@@ -123,7 +123,7 @@ func TestBatchPush(t *testing.T) {
 		"empty":          {batchBody(), "messages: 0 items, must be 1 to 1000"},
 		"not a list":     {`{"messages":{"a":1}}`, "messages: must be an array"},
 		"other keys":     {`{"messages":[` + goodItemN(1) + `],"extra":1}`, `body: must be {"messages": [ … ]} and nothing else`},
-		"not JSON":       {`{"messages":[`, "body: not a JSON object"},
+		"not JSON":       {`{"messages":[`, "body: not valid JSON"},
 	} {
 		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, c.body, nil)
 		if a.status != 400 || a.json(t)["msg"] != c.want {

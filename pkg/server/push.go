@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"sync"
@@ -23,8 +22,8 @@ var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b
 // queue has stored the message. A bad body changes nothing.
 func (s *Server) push(c echo.Context) error {
 	r := c.Request()
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return errf(CodeMediaType, "Content-Type must be application/json")
+	if err := checkJSONRequest(r); err != nil {
+		return err
 	}
 	bp := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(bp)

@@ -554,6 +554,27 @@ func TestMetaTypesNeedsNoToken(t *testing.T) {
 	if m.Data.Types[0].Type != "TDL" || len(m.Data.Types[0].Fields) != 6 {
 		t.Fatalf("TDL: %+v", m.Data.Types[0])
 	}
+	// Every class of characters the platform refuses, with what the service does about it.
+	var chars struct {
+		Data struct {
+			Characters []struct{ Class, Treatment, DescZH, DescEN string }
+		}
+	}
+	if err := json.Unmarshal(a.body, &chars); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range chars.Data.Characters {
+		if c.DescZH == "" || c.DescEN == "" {
+			t.Errorf("class %s is not described", c.Class)
+		}
+		got[c.Class] = c.Treatment
+	}
+	want := map[string]string{"line_break": "refuse", "control": "refuse", "space": "space", "invisible": "remove",
+		"format": "refuse", "private_use": "refuse", "not_a_character": "refuse"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("characters %v, want %v", got, want)
+	}
 	if a := e.do("GET", "/v1/meta/notification/mp/schema", "", "", ""); a.status != 200 || !strings.Contains(string(a.body), "OPPAN") {
 		t.Fatalf("schema %d", a.status)
 	}

@@ -656,6 +656,12 @@ func (s *Server) logoutTargetAllowed(clientID, target string) bool {
 // itself and returns ok false.
 func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error) {
 	r := c.Request()
+	if !identityEncoding(r.Header) {
+		// RFC 9110 §15.5.16: 415, naming the codings that would do.
+		c.Response().Header().Set("Accept-Encoding", "identity")
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest,
+			Description: "Content-Encoding is not supported: send the form uncompressed", Status: http.StatusUnsupportedMediaType})
+	}
 	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
 		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the body must be application/x-www-form-urlencoded", Status: 400})
 	}

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 )
 
 // The platform's codes and messages the simulator answers with, as its
@@ -376,7 +378,7 @@ func checkData(t *template, data map[string]keywordValue) string {
 	bad, missing := "", false
 	for k, v := range data {
 		kind, ok := t.kinds[k]
-		if ok && validValue(kind, string(v.Value)) {
+		if ok && keyword.Valid(kind, string(v.Value)) {
 			continue
 		}
 		if bad == "" || k < bad {

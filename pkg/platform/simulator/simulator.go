@@ -31,6 +31,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 )
 
 const (
@@ -278,7 +280,7 @@ func (s *Simulator) Close() {
 func (s *Simulator) AddTemplate(id string, keywords []string) {
 	t := &template{kinds: make(map[string]string, len(keywords))}
 	for _, k := range keywords {
-		t.kinds[k] = kindOf(k)
+		t.kinds[k] = keyword.KindOf(k)
 	}
 	s.mu.Lock()
 	s.templates[id] = t

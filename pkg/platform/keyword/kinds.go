@@ -1,4 +1,4 @@
-package simulator
+package keyword
 
 import (
 	"strings"
@@ -33,25 +33,30 @@ import (
 //	                  the value to be one approved for the template, which
 //	                  the simulator does not model)
 //
-// "Symbols" are the common characters other than Chinese, letters and digits;
-// no value may hold control characters such as line breaks. Lengths count
-// characters (runes), not bytes. Kinds the table does not name are held to
-// the thing rule.
+// "Symbols" are the common characters other than Chinese, letters and digits.
+// No value of any kind may hold a character of the classes in chars.go (line
+// breaks, controls, spaces other than U+0020, formatting characters, private
+// use, code points that are not characters). Lengths count characters
+// (runes), not bytes. Kinds the table does not name are held to the thing
+// rule.
 
-// kindOf returns the kind of a keyword name: the name without its trailing
-// digits.
-func kindOf(keyword string) string {
+// KindOf returns the kind of a keyword name: the name without its trailing
+// digits, so "thing4" is of kind "thing".
+func KindOf(keyword string) string {
 	return strings.TrimRight(keyword, "0123456789")
 }
 
-// validValue reports whether value obeys the rule of kind.
-func validValue(kind, value string) bool {
-	if !utf8.ValidString(value) {
+// Valid reports whether the platform accepts value for a keyword of kind;
+// invalid UTF-8 is never accepted.
+func Valid(kind, value string) bool {
+	// The character classes hold for every kind, whatever its own rule
+	// would make of the character (a time's TrimSpace would take U+3000).
+	if !utf8.ValidString(value) || !allRunes(value, Allowed) {
 		return false
 	}
 	n := utf8.RuneCountInString(value)
 	if kind == "const" {
-		return n <= 20 && allRunes(value, isPrintable)
+		return n <= 20
 	}
 	if n == 0 {
 		return false
@@ -80,7 +85,7 @@ func validValue(kind, value string) bool {
 	case "phrase":
 		return n <= 5 && allRunes(value, isHan)
 	default: // thing and kinds the table does not name
-		return n <= 20 && allRunes(value, isPrintable)
+		return n <= 20
 	}
 }
 
@@ -97,13 +102,9 @@ func isASCIIDigit(r rune) bool  { return r >= '0' && r <= '9' }
 func isASCIILetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
 func isHan(r rune) bool         { return unicode.Is(unicode.Han, r) }
 
-// isPrintable admits everything but control and format characters and
-// spaces other than the ASCII one (line and paragraph separators included).
-func isPrintable(r rune) bool { return r == ' ' || unicode.IsPrint(r) }
-
 // isSymbol is a printable character that is not Chinese, a letter or a digit.
 func isSymbol(r rune) bool {
-	return isPrintable(r) && !isHan(r) && !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	return Allowed(r) && !isHan(r) && !unicode.IsLetter(r) && !unicode.IsDigit(r)
 }
 
 // isDecimal is digits with at most one decimal point inside them.

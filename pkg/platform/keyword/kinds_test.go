@@ -1,4 +1,4 @@
-package simulator
+package keyword
 
 import (
 	"strings"
@@ -15,8 +15,8 @@ func TestKindOf(t *testing.T) {
 		{"thing", "thing"},
 	}
 	for _, tt := range tests {
-		if got := kindOf(tt.keyword); got != tt.kind {
-			t.Errorf("kindOf(%q) = %q, want %q", tt.keyword, got, tt.kind)
+		if got := KindOf(tt.keyword); got != tt.kind {
+			t.Errorf("KindOf(%q) = %q, want %q", tt.keyword, got, tt.kind)
 		}
 	}
 }
@@ -132,24 +132,24 @@ func TestValidValue(t *testing.T) {
 		{"short_thing", strings.Repeat("审", 21), false},
 	}
 	for _, tt := range tests {
-		if got := validValue(tt.kind, tt.value); got != tt.want {
-			t.Errorf("validValue(%q, %q) = %v, want %v", tt.kind, tt.value, got, tt.want)
+		if got := Valid(tt.kind, tt.value); got != tt.want {
+			t.Errorf("Valid(%q, %q) = %v, want %v", tt.kind, tt.value, got, tt.want)
 		}
 	}
 }
 
 // FuzzValidValue feeds arbitrary values to every rule: none may panic, and
-// no accepted value may hold a line break.
+// no accepted value may hold a character of a refused class.
 func FuzzValidValue(f *testing.F) {
-	for _, s := range []string{"15:01", "2019年10月1日 15:01", "¥99.00元", "粤A8Z888挂", "a~b~c", "日日", "年月日", "::"} {
+	for _, s := range []string{"15:01", "2019年10月1日 15:01", "¥99.00元", "粤A8Z888挂", "a~b~c", "日日", "年月日", "::", "\u3000", "a\u200bb", "\ue000", "\ufffe"} {
 		f.Add(s)
 	}
 	kinds := []string{"thing", "number", "letter", "symbol", "character_string", "time", "date",
 		"amount", "phone_number", "car_number", "name", "phrase", "const"}
 	f.Fuzz(func(t *testing.T, value string) {
 		for _, k := range kinds {
-			if validValue(k, value) && strings.ContainsAny(value, "\r\n") {
-				t.Fatalf("%s accepted a line break: %q", k, value)
+			if Valid(k, value) && strings.ContainsFunc(value, func(r rune) bool { return !Allowed(r) }) {
+				t.Fatalf("%s accepted %q", k, value)
 			}
 		}
 	})

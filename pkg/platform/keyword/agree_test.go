@@ -1,0 +1,151 @@
+package keyword_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/platform/keyword"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
+)
+
+// tdlKeywords maps the main items of a TDL push onto thing keywords, as the
+// standalone templates and deployments/config.example.yaml do.
+var tdlKeywords = map[string]string{"type": "thing1", "list": "thing2", "step": "thing3", "content": "thing4"}
+
+// sender sends TDL data to a simulator over HTTP with the service's own
+// platform client, and answers the platform's errcode (0: accepted).
+type sender func(t *testing.T, data map[string]string) int
+
+func newSender(t *testing.T) sender {
+	const appID, secret, openid, tpl = "wx-agree", "agree-secret-0123456789", "o-agree", "tpl-TDL"
+	sim := simulator.New(simulator.Config{AppID: appID, Secret: secret, Seed: 1})
+	sim.AddTemplate(tpl, []string{"thing1", "thing2", "thing3", "thing4"})
+	sim.AddFollower(openid)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	c, err := platform.New(platform.Config{APIBase: srv.URL, AppID: appID, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(t *testing.T, data map[string]string) int {
+		t.Helper()
+		kw := map[string]string{}
+		for field, k := range tdlKeywords {
+			kw[k] = data[field]
+		}
+		_, err := c.SendTemplate(context.Background(), platform.TemplateMessage{ToUser: openid, TemplateID: tpl, Data: kw})
+		var pe *platform.Error
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &pe):
+			return pe.Code
+		}
+		t.Fatalf("send: %v", err)
+		return -1
+	}
+}
+
+// edgeValues are the values every class is tried with: each range's first
+// and last code point and their neighbours outside it, inside text and
+// alone; the characters the attack pass found, also at the length limit.
+func edgeValues() []string {
+	var runes []rune
+	for _, c := range keyword.Classes() {
+		for _, r := range c.Ranges {
+			runes = append(runes, r.Lo-1, r.Lo, r.Hi, r.Hi+1)
+		}
+	}
+	named := []rune{0x3000, 0x00A0, 0x00AD, 0x200B, 0x202E, 0xFEFF, 0x2060, 0xE000, 0xF0000, 0xFDD0, 0xFFFE, 0xFFFF, 0x200D, '\t', '\n'}
+	runes = append(runes, named...)
+	slices.Sort(runes)
+	runes = slices.Compact(runes)
+	var out []string
+	for _, r := range runes {
+		if r < 0 || r > unicode.MaxRune || 0xD800 <= r && r <= 0xDFFF {
+			continue // no string holds it; lone surrogate escapes are a body error
+		}
+		out = append(out, string(r), "前"+string(r)+"后")
+	}
+	nineteen := strings.Repeat("考", 19)
+	for _, r := range named {
+		out = append(out, nineteen+string(r), nineteen+"考"+string(r), string(r)+string(r)+"审批")
+	}
+	return append(out, nineteen+"考", nineteen+"考考", " ", "审 批")
+}
+
+// TestFrontEndAndPlatformAgree feeds the edge cases of every class of the
+// table through the push validation and through the simulator, over HTTP with
+// the workers' platform client, and checks that they agree: whatever the
+// platform refuses, the front end refuses with a field error or changes
+// before sending; whatever the front end accepts, the platform accepts as
+// sent. The front end is stricter only where it means to be: emoji, which
+// the platform would silently remove, and blank main items.
+func TestFrontEndAndPlatformAgree(t *testing.T) {
+	send := newSender(t)
+	base := map[string]string{"type": "请假审批", "list": "学生请假", "step": "辅导员审批"}
+	var refused, cleaned, stricter int
+	for _, v := range edgeValues() {
+		data := map[string]string{"content": v}
+		for k, x := range base {
+			data[k] = x
+		}
+		body, err := json.Marshal(map[string]any{"userId": "2020000001", "type": "TDL", "data": data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, perr := push.Parse(body)
+		raw := send(t, data)
+		if (raw == 0) != keyword.Valid("thing", v) {
+			t.Fatalf("%q: the simulator answers %d, but the table says Valid=%v", v, raw, keyword.Valid("thing", v))
+		}
+		if raw != 0 && raw != 47003 {
+			t.Fatalf("%q: the simulator answers %d", v, raw)
+		}
+		if perr == nil {
+			if code := send(t, req.Data); code != 0 {
+				t.Fatalf("%q: the front end accepts it as %q, the platform answers %d", v, req.Data["content"], code)
+			}
+			if raw != 0 {
+				if req.Data["content"] == v {
+					t.Fatalf("%q: the platform refuses it, the front end sends it unchanged", v)
+				}
+				cleaned++
+			}
+			continue
+		}
+		var ve *push.ValidationError
+		if !errors.As(perr, &ve) {
+			t.Fatalf("%q: %v", v, perr)
+		}
+		for _, p := range ve.Problems {
+			if p.Field != "data.content" {
+				t.Fatalf("%q: problem %v names another field", v, p)
+			}
+		}
+		if raw == 47003 {
+			refused++
+			continue
+		}
+		// Refused here, accepted there: only on purpose.
+		for _, p := range ve.Problems {
+			if k := p.Kind(); k != "emoji" && k != "blank" {
+				t.Fatalf("%q: the platform accepts it, the front end refuses: %v", v, ve)
+			}
+		}
+		stricter++
+	}
+	if refused == 0 || cleaned == 0 || stricter == 0 {
+		t.Fatalf("cases did not reach every outcome: %d refused by both, %d cleaned, %d refused on purpose", refused, cleaned, stricter)
+	}
+	t.Logf("%d values: %d refused by both, %d cleaned before sending, %d refused by the front end alone (emoji, blank)",
+		len(edgeValues()), refused, cleaned, stricter)
+}

@@ -1,0 +1,291 @@
+package keyword
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The platform takes in a keyword value only what its documentation calls
+// Chinese, letters, digits and symbols, and the ordinary space: the Unicode
+// categories L, M, N, P and S, and U+0020. Every other code point falls into
+// exactly one of the classes below, and a value holding one is answered
+// 47003 "argument invalid". This file is the one table of those classes: the
+// simulator refuses by it, and the push validation either refuses a value
+// with a field error or cleans it before sending, as each class's Treatment
+// says, so that nothing the front end accepts is refused by the platform.
+
+// Treatment is what the service does about a character the platform refuses,
+// before anything is sent.
+type Treatment uint8
+
+// The treatments. Refuse is the default for anything a reader could miss or
+// be misled by; a character is changed only where the change cannot alter
+// what the reader sees.
+const (
+	// Refuse: the push is refused with a field error that names the field,
+	// the rule and (for invisible characters) the code point.
+	Refuse Treatment = iota + 1
+	// Space: the character is sent as an ordinary space (U+0020). For the
+	// full-width space of Chinese text and the no-break spaces, which a
+	// reader sees as a space either way.
+	Space
+	// Remove: the character is dropped. For characters that show nothing
+	// and change nothing a reader sees (zero-width space, soft hyphen, word
+	// joiner, byte order mark), which text pasted from documents and web
+	// pages carries unnoticed.
+	Remove
+)
+
+// String returns refuse, space or remove.
+func (t Treatment) String() string {
+	switch t {
+	case Refuse:
+		return "refuse"
+	case Space:
+		return "space"
+	case Remove:
+		return "remove"
+	}
+	return "unknown"
+}
+
+// Range is an inclusive range of code points.
+type Range struct{ Lo, Hi rune }
+
+// Class is a class of characters the platform refuses in every keyword value.
+type Class struct {
+	// Name identifies the class in refusal metrics and the metadata
+	// dictionary: line_break, control, space, invisible, format,
+	// private_use or not_a_character.
+	Name string
+	// Treatment is what the front end does about the class.
+	Treatment Treatment
+	// Noun names one character of the class in an error message, after
+	// "contains a".
+	Noun string
+	// DescZH and DescEN say in words which characters these are and what
+	// happens to them, for the metadata dictionary.
+	DescZH, DescEN string
+	// Ranges are the code points of the class, sorted and disjoint.
+	Ranges []Range
+}
+
+// Contains reports whether r is in the class.
+func (c *Class) Contains(r rune) bool {
+	_, found := slices.BinarySearchFunc(c.Ranges, r, func(x Range, r rune) int {
+		switch {
+		case x.Hi < r:
+			return -1
+		case x.Lo > r:
+			return 1
+		}
+		return 0
+	})
+	return found
+}
+
+// lineBreaks are what a reader would take for a new line: LF, VT, FF, CR,
+// NEL and the Unicode line and paragraph separators.
+var lineBreaks = []Range{{0x0A, 0x0D}, {0x85, 0x85}, {0x2028, 0x2029}}
+
+// invisibles are the formatting characters that show nothing and join or
+// break nothing a reader would notice in Chinese or Latin text, so dropping
+// them changes nothing on the screen: soft hyphen, Mongolian vowel separator,
+// zero width space and non-joiner, word joiner, the invisible mathematical
+// operators, and the byte order mark (zero width no-break space). Joiners
+// that build emoji (U+200D) and the bidirectional controls, which reorder
+// what is shown, are not among them: those are refused.
+var invisibles = []Range{{0x00AD, 0x00AD}, {0x180E, 0x180E}, {0x200B, 0x200C}, {0x2060, 0x2064}, {0xFEFF, 0xFEFF}}
+
+// classes is the table, in the order the front end reports its classes.
+var classes = []Class{
+	{Name: "line_break", Treatment: Refuse, Noun: "line break",
+		DescZH: "换行符（LF、VT、FF、CR、U+0085、U+2028、U+2029）：平台不支持换行，拒收",
+		DescEN: "line breaks (LF, VT, FF, CR, U+0085, U+2028, U+2029): the platform shows no line breaks; refused",
+		Ranges: lineBreaks},
+	{Name: "control", Treatment: Refuse, Noun: "control character",
+		DescZH: "其他控制字符（含制表符）：拒收",
+		DescEN: "other control characters, tab included: refused",
+		Ranges: subtract(tableRanges(unicode.Cc), lineBreaks)},
+	{Name: "space", Treatment: Space, Noun: "space other than U+0020",
+		DescZH: "U+0020 以外的空格（全角空格 U+3000、不换行空格 U+00A0 等）：发送前替换为普通空格",
+		DescEN: "spaces other than U+0020 (the full-width space U+3000, the no-break space U+00A0, …): sent as an ordinary space",
+		Ranges: subtract(tableRanges(unicode.Zs), []Range{{' ', ' '}})},
+	{Name: "invisible", Treatment: Remove, Noun: "invisible character",
+		DescZH: "不可见且不影响显示的字符（软连字符 U+00AD、零宽空格 U+200B、零宽非连接符 U+200C、词连接符 U+2060、U+2061–U+2064、字节序标记 U+FEFF、U+180E）：发送前删除，不计入字数",
+		DescEN: "characters that show nothing and change nothing shown (soft hyphen U+00AD, zero width space U+200B, zero width non-joiner U+200C, word joiner U+2060, U+2061–U+2064, byte order mark U+FEFF, U+180E): removed before sending, and not counted",
+		Ranges: invisibles},
+	{Name: "format", Treatment: Refuse, Noun: "formatting character",
+		DescZH: "其他格式字符（双向控制符 U+202A–U+202E、U+2066–U+2069、U+200E、U+200F，零宽连接符 U+200D 等）：可改变显示顺序或含义，拒收",
+		DescEN: "other formatting characters (bidirectional controls U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, the zero width joiner U+200D, …): they can change what is shown or its order; refused",
+		Ranges: subtract(tableRanges(unicode.Cf), invisibles)},
+	{Name: "private_use", Treatment: Refuse, Noun: "private-use character",
+		DescZH: "私用区字符（U+E000–U+F8FF 等）：含义因字体而异，拒收",
+		DescEN: "private-use characters (U+E000–U+F8FF, planes 15 and 16): their meaning depends on the font; refused",
+		Ranges: tableRanges(unicode.Co)},
+	{Name: "not_a_character", Treatment: Refuse, Noun: "code point that is not a character",
+		DescZH: "非字符（U+FFFE、U+FFFF、U+FDD0–U+FDEF 等）、未分配的码位和代理项：拒收",
+		DescEN: "noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF, …), unassigned code points and surrogates: refused",
+		Ranges: mergeRanges(tableRanges(unicode.Cn), tableRanges(unicode.Cs))},
+}
+
+// Classes returns a copy of the table: every class of characters the platform
+// refuses, with the front end's treatment of each. The classes are disjoint,
+// and together they hold exactly the code points the platform refuses.
+func Classes() []Class {
+	out := slices.Clone(classes)
+	for i := range out {
+		out[i].Ranges = slices.Clone(out[i].Ranges)
+	}
+	return out
+}
+
+// span is a range of the lookup table with the index of its class.
+type span struct {
+	lo, hi rune
+	class  int
+}
+
+var (
+	// spans holds every class's ranges, sorted, for ClassOf.
+	spans []span
+	// plainBMP has a bit set for every code point below U+10000 that the
+	// platform accepts, so that the common case costs one load.
+	plainBMP [0x10000 / 64]uint64
+)
+
+func init() {
+	for i, c := range classes {
+		for _, r := range c.Ranges {
+			spans = append(spans, span{r.Lo, r.Hi, i})
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.lo - b.lo) })
+	for i := range plainBMP {
+		plainBMP[i] = ^uint64(0)
+	}
+	for _, s := range spans {
+		for r := s.lo; r <= min(s.hi, 0xFFFF); r++ {
+			plainBMP[r/64] &^= 1 << (r % 64)
+		}
+	}
+}
+
+// ClassOf returns the class of r, or nil if the platform accepts r.
+func ClassOf(r rune) *Class {
+	if r >= 0 && r < 0x10000 && plainBMP[r/64]&(1<<(r%64)) != 0 {
+		return nil
+	}
+	i, found := slices.BinarySearchFunc(spans, r, func(s span, r rune) int {
+		switch {
+		case s.hi < r:
+			return -1
+		case s.lo > r:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		if r < 0 || r > unicode.MaxRune {
+			return &classes[len(classes)-1]
+		}
+		return nil
+	}
+	return &classes[spans[i].class]
+}
+
+// Allowed reports whether the platform accepts r in a keyword value.
+func Allowed(r rune) bool { return ClassOf(r) == nil }
+
+// Clean returns s with the treatments Space and Remove applied: what the
+// service sends for a value the front end accepted. Characters of refused
+// classes are left in place; s is returned as is when nothing changes.
+func Clean(s string) string {
+	i := strings.IndexFunc(s, changed)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		switch c := ClassOf(r); {
+		case c == nil || c.Treatment == Refuse:
+			b.WriteRune(r)
+		case c.Treatment == Space:
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// changed reports whether Clean changes r.
+func changed(r rune) bool {
+	if r < utf8.RuneSelf {
+		return false
+	}
+	c := ClassOf(r)
+	return c != nil && c.Treatment != Refuse
+}
+
+func tableRanges(t *unicode.RangeTable) []Range {
+	var out []Range
+	add := func(lo, hi, stride rune) {
+		if stride == 1 {
+			out = append(out, Range{lo, hi})
+			return
+		}
+		for r := lo; r <= hi; r += stride {
+			out = append(out, Range{r, r})
+		}
+	}
+	for _, r := range t.R16 {
+		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
+	}
+	for _, r := range t.R32 {
+		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
+	}
+	return mergeRanges(out)
+}
+
+// mergeRanges returns the union of the tables, sorted, with adjacent ranges
+// joined.
+func mergeRanges(tables ...[]Range) []Range {
+	var all []Range
+	for _, t := range tables {
+		all = append(all, t...)
+	}
+	slices.SortFunc(all, func(a, b Range) int { return int(a.Lo - b.Lo) })
+	var out []Range
+	for _, r := range all {
+		if n := len(out); n > 0 && r.Lo <= out[n-1].Hi+1 {
+			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// subtract returns the code points of a that are not in b.
+func subtract(a, b []Range) []Range {
+	var out []Range
+	for _, r := range mergeRanges(a) {
+		lo := r.Lo
+		for _, x := range b {
+			if x.Hi < lo || x.Lo > r.Hi {
+				continue
+			}
+			if x.Lo > lo {
+				out = append(out, Range{lo, x.Lo - 1})
+			}
+			lo = x.Hi + 1
+		}
+		if lo <= r.Hi {
+			out = append(out, Range{lo, r.Hi})
+		}
+	}
+	return out
+}
