@@ -134,6 +134,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.CallbackToken != "" && cfg.Nonces == nil {
+		return nil, errors.New("server: callbacks need nonces, to refuse replays")
+	}
+	cb := callbackAuth{token: cfg.CallbackToken, now: cfg.Now}
+	if cfg.CallbackAESKey != "" {
+		c, err := safemode.New(cfg.CallbackAESKey, cfg.AppID)
+		if err != nil {
+			return nil, fmt.Errorf("server: callback safe mode: %w", err)
+		}
+		cb.cipher = c
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,26 +164,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ResultCache <= 0 {
 		cfg.ResultCache = 100_000
 	}
-	if cfg.CallbackToken != "" && cfg.Nonces == nil {
-		return nil, errors.New("server: callbacks need nonces, to refuse replays")
-	}
-	cb := callbackAuth{token: cfg.CallbackToken, now: cfg.Now}
-	if cfg.CallbackAESKey != "" {
-		c, err := safemode.New(cfg.CallbackAESKey, cfg.AppID)
-		if err != nil {
-			return nil, fmt.Errorf("server: callback safe mode: %w", err)
-		}
-		cb.cipher = c
-	}
 	results, err := lru.New[string, store.Result](cfg.ResultCache)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger,
-		results: results, cb: cb,
+		results: results,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
+	s.cb = cb
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	// The source address feeds rate limits and brute-force blocks, so a header is believed
