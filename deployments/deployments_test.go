@@ -1450,7 +1450,7 @@ func TestDockerfiles(t *testing.T) {
 var placeholderMarker = regexp.MustCompile(`(?i)placeholder|change-me`)
 
 // secretKeys are the keys whose values are secrets wherever they appear.
-var secretKeys = regexp.MustCompile(`(?i)^(secret|client_secret|callback_token|password|.*_password|.*_secret|.*_token|api_key)$`)
+var secretKeys = regexp.MustCompile(`(?i)^(secret|client_secret|callback_token|encoding_aes_key|password|.*_password|.*_secret|.*_token|api_key)$`)
 
 var (
 	hexRun       = regexp.MustCompile(`[0-9a-fA-F]{32,}`)

@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/platform/safemode"
 )
 
 // Defaults of the configuration.
@@ -315,6 +316,12 @@ type Platform struct {
 	// CallbackToken signs the platform's event pushes to the callback endpoint. Required with
 	// APIBase; at least 3 characters.
 	CallbackToken string `yaml:"callback_token"`
+	// EncodingAESKey is the account's message encryption key (EncodingAESKey, 43 letters and
+	// digits), set when the account's callbacks use the platform's safe mode: event pushes are
+	// then encrypted with it, signed over the encrypted body (msg_signature), and refused in
+	// plaintext or for another appid. Empty (the default): plain mode, whose signature covers
+	// only the query. Needs appid. A secret: never logged.
+	EncodingAESKey string `yaml:"encoding_aes_key"`
 	// Templates maps each push type to its template and keyword mapping. Every type that is to
 	// be delivered needs one; a message of a type without one fails with that reason.
 	Templates map[string]Template `yaml:"templates"`
@@ -805,6 +812,15 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		if role != RoleWorker && len(pl.CallbackToken) < 3 {
 			// The front end checks the platform's signed event pushes; a worker takes none.
 			p.add("platform.callback_token: required with api_base, at least 3 characters")
+		}
+	}
+	if pl.EncodingAESKey != "" {
+		// The key's text is never part of a message: it is a secret.
+		if _, err := safemode.ParseKey(pl.EncodingAESKey); err != nil {
+			p.add("platform.encoding_aes_key: %d characters; must be the account's EncodingAESKey, 43 letters and digits", len(pl.EncodingAESKey))
+		}
+		if pl.AppID == "" {
+			p.add("platform.appid: required with encoding_aes_key (safe mode checks it in every callback)")
 		}
 	}
 	if pl.MaxRate < 0 || pl.MaxRate > 100_000 {

@@ -269,6 +269,8 @@ func TestSchemaAgrees(t *testing.T) {
 		"platform: {quota_reset: '25:00'}",
 		"platform: {max_rate: -1}",
 		"shutdown_grace: soon",
+		"platform: {appid: wx1, encoding_aes_key: tooShort}",
+		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
 			t.Errorf("schema accepts %q", bad)
@@ -279,6 +281,40 @@ func TestSchemaAgrees(t *testing.T) {
 			if c.Validate(config.RoleStandalone) == nil {
 				t.Errorf("Go accepts %q", bad)
 			}
+		}
+	}
+}
+
+// TestEncodingAESKey: safe mode's key is 43 letters and digits and needs the appid; a bad key is
+// named without being shown, as every secret.
+func TestEncodingAESKey(t *testing.T) {
+	const key = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	good := "platform: {appid: wx1, encoding_aes_key: " + key + "}"
+	c, err := config.Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	if err := c.Validate(config.RoleStandalone); err != nil || c.Platform.EncodingAESKey != key {
+		t.Fatalf("%v %q", err, c.Platform.EncodingAESKey)
+	}
+	secret := key[:40] + "!!!"
+	for yml, want := range map[string]string{
+		"platform: {appid: wx1, encoding_aes_key: '" + secret + "'}": "platform.encoding_aes_key: 43 characters; must be the account's EncodingAESKey, 43 letters and digits",
+		"platform: {appid: wx1, encoding_aes_key: " + key[:42] + "}": "platform.encoding_aes_key: 42 characters; must be the account's EncodingAESKey, 43 letters and digits",
+		"platform: {encoding_aes_key: " + key + "}":                  "platform.appid: required with encoding_aes_key (safe mode checks it in every callback)",
+	} {
+		c, err := config.Parse([]byte(yml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Defaults()
+		err = c.Validate(config.RoleStandalone)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", yml, err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), key[:20])) {
+			t.Errorf("%s: the key is in the message: %v", yml, err)
 		}
 	}
 }

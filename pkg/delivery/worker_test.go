@@ -58,7 +58,7 @@ func newRig(t testing.TB) *rig {
 			t.Fatal(err)
 		}
 	}
-	if err := st.SetFollowing(ctx, "oLeft", false); err != nil {
+	if err := st.SetFollowing(ctx, "oLeft", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	qc := queue.Config{Stream: "S", Consumer: "C", Replicas: 1, MaxBytes: 1 << 30, MaxAge: time.Hour, AckWait: 5 * time.Second}

@@ -19,6 +19,30 @@ const (
 	OutcomeFailed = "failed"
 )
 
+// Security events, the values of ucs_security_events_total's event label. The set is closed:
+// a label per client, user or address would let an attacker grow the registry without end.
+const (
+	// EventLoginFailed is a sign-in refused: a wrong password at the login form, a user or
+	// address blocked after repeated failures, a CAS ticket the campus sign-on did not confirm.
+	EventLoginFailed = "login_failed"
+	// EventClientAuthFailed is a client that did not authenticate at the token, revocation or
+	// introspection endpoint: unknown, wrong secret, malformed credentials or blocked.
+	EventClientAuthFailed = "client_auth_failed"
+	// EventCSRFRefused is a form of the sign-in or account pages refused because it did not
+	// come from this browser's page.
+	EventCSRFRefused = "csrf_refused"
+	// EventCallbackSignatureInvalid is a platform callback that did not authenticate: a wrong
+	// or missing signature, a timestamp outside the window, a body that does not decrypt or
+	// was made for another appid.
+	EventCallbackSignatureInvalid = "callback_signature_invalid"
+	// EventCallbackReplayed is a signed callback whose (timestamp, nonce) was already taken.
+	EventCallbackReplayed = "callback_replayed"
+)
+
+// SecurityEvents are every security event, each counted from 0.
+var SecurityEvents = []string{EventLoginFailed, EventClientAuthFailed, EventCSRFRefused,
+	EventCallbackSignatureInvalid, EventCallbackReplayed}
+
 // Metrics are the service's metrics. A nil *Metrics counts nothing, so that parts built
 // without one (in tests) need no checks.
 type Metrics struct {
@@ -35,6 +59,7 @@ type Metrics struct {
 	DeadLetters      prometheus.Counter
 	SendingPaused    prometheus.Gauge
 	IdempotentReplay prometheus.Counter
+	SecurityEvents   *prometheus.CounterVec
 }
 
 // New registers the metrics, and Go's runtime and process collectors, on reg. The registry
@@ -88,9 +113,17 @@ func New(reg *prometheus.Registry) *Metrics {
 			Name: "ucs_push_idempotent_replays_total",
 			Help: "Push and batch requests answered from an earlier request with the same Idempotency-Key.",
 		}),
+		SecurityEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ucs_security_events_total",
+			Help: "Refused authentications and forged or replayed requests, by event: login_failed, client_auth_failed, csrf_refused, callback_signature_invalid, callback_replayed.",
+		}, []string{"event"}),
+	}
+	// Every event is exported from the start, so that an alert on its rate sees a 0 first.
+	for _, e := range SecurityEvents {
+		m.SecurityEvents.WithLabelValues(e)
 	}
 	reg.MustRegister(m.PushAccepted, m.PushRejected, m.Deliveries, m.DeliveryFailures, m.DeliverySeconds,
-		m.PlatformSeconds, m.PlatformErrors, m.TokenGrants, m.DeadLetters, m.SendingPaused, m.IdempotentReplay,
+		m.PlatformSeconds, m.PlatformErrors, m.TokenGrants, m.DeadLetters, m.SendingPaused, m.IdempotentReplay, m.SecurityEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -173,6 +206,13 @@ func (m *Metrics) Paused(paused bool) {
 func (m *Metrics) Replayed() {
 	if m != nil {
 		m.IdempotentReplay.Inc()
+	}
+}
+
+// SecurityEvent counts a security event, one of the Event constants.
+func (m *Metrics) SecurityEvent(event string) {
+	if m != nil {
+		m.SecurityEvents.WithLabelValues(event).Inc()
 	}
 }
 

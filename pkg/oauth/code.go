@@ -15,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -110,6 +111,7 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		bid, err1 := url.QueryUnescape(r.BasicID)
 		bsec, err2 := url.QueryUnescape(r.BasicSecret)
 		if err1 != nil || err2 != nil {
+			s.clientAuthFailed(r, r.BasicID, "malformed Basic credentials")
 			return nil, errorf(ErrInvalidClient, "malformed Basic credentials")
 		}
 		if id != "" && id != bid {
@@ -121,24 +123,42 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		id, secret = bid, bsec
 	}
 	if id == "" || secret == "" {
+		s.clientAuthFailed(r, id, "no client_id or no client_secret")
 		return nil, errorf(ErrInvalidClient, "client_id and client_secret are required")
 	}
 	blocked := s.Guard.Blocked(ClientKey(id), AddressKey(r.Addr))
 	client, ok := s.Clients.Authenticate(id, secret)
 	if blocked {
-		s.Logger.Warn("client authentication refused: blocked after repeated failures", "client", id, "addr", r.Addr)
+		s.clientAuthFailed(r, id, "blocked after repeated failures")
 		return nil, errWrongClient()
 	}
 	if !ok {
 		keys := []string{AddressKey(r.Addr)}
-		if _, known := s.Clients.Lookup(id); known {
+		_, known := s.Clients.Lookup(id)
+		if known {
 			keys = append(keys, ClientKey(id))
+			s.clientAuthFailed(r, id, "wrong secret")
+		} else {
+			s.clientAuthFailed(r, id, "unknown client")
 		}
 		s.Guard.Failed(ctx, keys...)
 		return nil, errWrongClient()
 	}
 	s.Guard.Succeeded(ctx, ClientKey(id))
 	return client, nil
+}
+
+// clientAuthFailed logs at warn and counts a client that did not authenticate, with the client
+// id it claimed (cut short: it is the caller's text) and its address, never the secret.
+func (s *Service) clientAuthFailed(r ClientRequest, id, why string) {
+	s.Metrics.SecurityEvent(metrics.EventClientAuthFailed)
+	if s.Logger == nil {
+		return
+	}
+	if n := 64; len(id) > n {
+		id = strings.ToValidUTF8(id[:n], "") + "…"
+	}
+	s.Logger.Warn("client authentication refused: "+why, "event", metrics.EventClientAuthFailed, "client", id, "addr", r.Addr)
 }
 
 func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client or wrong secret") }

@@ -27,7 +27,7 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func service(t *testing.T, clk *clock) *oauth.Service {
+func service(t testing.TB, clk *clock) *oauth.Service {
 	t.Helper()
 	sk, err := keys.Generate("ES256", clk.now())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/campus-it/ucs/pkg/keys"
+	"github.com/campus-it/ucs/pkg/metrics"
 )
 
 // Claims are the claims of the service's access tokens.
@@ -75,9 +76,11 @@ type Service struct {
 	// on each recheck.
 	Revoked Shared
 	// Guard applies rate limits and brute-force detection; nil: none.
-	Guard  *Guard
-	Now    func() time.Time
-	Logger *slog.Logger
+	Guard *Guard
+	// Metrics counts refused client authentications; nil counts nothing.
+	Metrics *metrics.Metrics
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Token handles a token request: the form of POST /v1/token, and the client's credentials

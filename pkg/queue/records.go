@@ -62,3 +62,11 @@ func (r *Records) Put(ctx context.Context, key string, value []byte) error {
 	}
 	return nil
 }
+
+// Delete removes key's record, so that Create may write it again.
+func (r *Records) Delete(ctx context.Context, key string) error {
+	if err := r.kv.Delete(ctx, key); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/pages"
 	"github.com/campus-it/ucs/pkg/store"
@@ -134,6 +135,8 @@ func (s *Server) accountForm(c echo.Context) (se store.Session, ok bool, err err
 			"Your sign-in session ended. Open the account page again to sign in.", "expired")
 	}
 	if csrf := c.FormValue("csrf"); csrf == "" || !sameSecret(csrf, accountCSRF(cookie)) {
+		s.securityEvent(c, metrics.EventCSRFRefused, "account form refused: not from the account page of this browser",
+			"user", se.UserID, "path", c.Path())
 		return se, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
 			"This form did not come from the account page of this browser.", "csrf")
 	}

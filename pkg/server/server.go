@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
@@ -36,7 +38,7 @@ type Store interface {
 	Current(ctx context.Context, ucsID string) (store.Result, error)
 	InProgress(ctx context.Context, ucsID string) (store.Result, error)
 	SentByMsgID(ctx context.Context, msgID int64) (store.Result, string, error)
-	SetFollowing(ctx context.Context, openID string, following bool) error
+	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error
 	Ping(ctx context.Context) error
 }
 
@@ -66,6 +68,15 @@ type Config struct {
 	Events    Events
 	// CallbackToken checks the signature of the platform's event pushes.
 	CallbackToken string
+	// CallbackAESKey is the account's EncodingAESKey: set, callbacks are taken in the
+	// platform's safe mode only (encrypted, signed over the body, for AppID); empty, in plain
+	// mode. A secret.
+	CallbackAESKey string
+	// AppID is the official account's appid, which safe mode checks in every callback.
+	AppID string
+	// Nonces keeps the (timestamp, nonce) pairs callbacks have used, for every replica.
+	// Required with CallbackToken.
+	Nonces Nonces
 	// SignIn configures the authorization code flow's browser side; nil turns it off.
 	SignIn *SignIn
 	// Location is the time zone of the envelope's time. Default Asia/Shanghai.
@@ -117,6 +128,8 @@ type Server struct {
 	sent *lru.Cache[int64, sentMessage]
 	// pushReq and lookupReq are the token requirements of the push interfaces.
 	pushReq oauth.Requirement
+	// cb authenticates the platform's callbacks.
+	cb callbackAuth
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
 }
@@ -128,6 +141,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.CallbackToken != "" && cfg.Nonces == nil {
+		return nil, errors.New("server: callbacks need nonces, to refuse replays")
+	}
+	cb := callbackAuth{token: cfg.CallbackToken, now: cfg.Now}
+	if cfg.CallbackAESKey != "" {
+		c, err := safemode.New(cfg.CallbackAESKey, cfg.AppID)
+		if err != nil {
+			return nil, fmt.Errorf("server: callback safe mode: %w", err)
+		}
+		cb.cipher = c
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -164,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 		results: results, sent: sent,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
+	s.cb = cb
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	// The source address feeds rate limits and brute-force blocks, so a header is believed

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -69,6 +70,12 @@ func newEnv(t testing.TB) *env {
 // newEnvWith is newEnv with the configuration changed by mod before the service starts.
 func newEnvWith(t testing.TB, mod func(*config.Config)) *env {
 	t.Helper()
+	return newEnvLogged(t, mod, nil)
+}
+
+// newEnvLogged is newEnvWith with the service logging to logger (nil: nowhere).
+func newEnvLogged(t testing.TB, mod func(*config.Config), logger *slog.Logger) *env {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +104,7 @@ func newEnvWith(t testing.TB, mod func(*config.Config)) *env {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	api, err := service.NewAPI(ctx, cfg, service.Deps{Now: clk.Now})
+	api, err := service.NewAPI(ctx, cfg, service.Deps{Now: clk.Now, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,8 +470,12 @@ func TestCallback(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	ts := strconv.FormatInt(e.clock.Now().Unix(), 10)
+	// Each request its own nonce: a (timestamp, nonce) pair is accepted once.
+	var n int
 	q := func(token string) string {
-		return "signature=" + sign(token, ts, "n1") + "&timestamp=" + ts + "&nonce=n1"
+		n++
+		nonce := "n" + strconv.Itoa(n)
+		return "signature=" + sign(token, ts, nonce) + "&timestamp=" + ts + "&nonce=" + nonce
 	}
 	a := e.do("GET", "/v1/infra/notification/mp/callback?"+q(cbToken)+"&echostr=hello", "", "", "")
 	if a.status != 200 || string(a.body) != "hello" {
@@ -520,7 +531,7 @@ func TestCallback(t *testing.T) {
 	if d["state"] != "failed" || d["reason"] != "failed:user block" || d["msgId"] != "555" {
 		t.Fatalf("after finish: %s", a.body)
 	}
-	unsub := `<xml><ToUserName>gh_1</ToUserName><FromUserName>oA</FromUserName><CreateTime>1</CreateTime><MsgType>event</MsgType><Event>unsubscribe</Event></xml>`
+	unsub := `<xml><ToUserName>gh_1</ToUserName><FromUserName>oA</FromUserName><CreateTime>` + ts + `</CreateTime><MsgType>event</MsgType><Event>unsubscribe</Event></xml>`
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q(cbToken), "text/xml", "", unsub); a.status != 200 {
 		t.Fatalf("unsubscribe: %d %s", a.status, a.body)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/cas"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/pages"
 	"github.com/campus-it/ucs/pkg/store"
@@ -273,6 +274,8 @@ func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, o
 	}
 	if !sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) ||
 		(form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
+		s.securityEvent(c, metrics.EventCSRFRefused, "sign-in step refused: not from the sign-in page of this browser",
+			"client", ar.ClientID, "path", c.Path())
 		return ar, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
 			"This form did not come from the sign-in page of this browser.", "csrf")
 	}
@@ -300,8 +303,11 @@ func (s *Server) loginLocal(c echo.Context) error {
 	blocked := g.Blocked(oauth.UserKey(user), oauth.LoginAddressKey(addr))
 	if ok := s.cfg.SignIn.Directory.Check(user, c.FormValue("password")); !ok || blocked {
 		if blocked {
-			s.log.Warn("sign-in refused: blocked after repeated failures", "addr", addr)
+			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: blocked after repeated failures",
+				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
 		} else {
+			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: wrong user number or password",
+				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
 			g.Failed(ctx, oauth.UserKey(user), oauth.LoginAddressKey(addr))
 		}
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
@@ -329,7 +335,9 @@ func (s *Server) casCallback(c echo.Context) error {
 	service := s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + c.QueryParam("req")
 	p, err := s.cfg.SignIn.CAS.Validate(ctx, c.QueryParam("ticket"), service)
 	if err != nil {
-		s.log.Info("CAS ticket refused", "client", ar.ClientID, "err", err)
+		// The error names no ticket: package cas redacts it from whatever the server said.
+		s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: the campus sign-on did not confirm the ticket",
+			"client", ar.ClientID, "idp", "cas", "err", err)
 		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
 			"The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
 	}

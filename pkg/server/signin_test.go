@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -73,6 +74,12 @@ func (w *writeRecorder) take() []string {
 
 func newSignInEnv(t *testing.T) *signInEnv {
 	t.Helper()
+	return newSignInEnvLogged(t, nil)
+}
+
+// newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere).
+func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +116,7 @@ func newSignInEnv(t *testing.T) *signInEnv {
 		t.Fatal(err)
 	}
 	writes := &writeRecorder{}
-	deps := service.Deps{Now: clk.Now, MongoMonitor: writes.monitor()}
+	deps := service.Deps{Now: clk.Now, MongoMonitor: writes.monitor(), Logger: logger}
 	api, err := service.NewAPI(context.Background(), cfg, deps)
 	if err != nil {
 		t.Fatal(err)

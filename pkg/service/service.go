@@ -184,6 +184,9 @@ const (
 	RateBucket     = "ucs_rates"
 	// IdempotencyBucket holds the records of Idempotency-Keys for 24 hours.
 	IdempotencyBucket = "ucs_idempotency"
+	// CallbackNoncesBucket holds the (timestamp, nonce) pairs of the platform's callbacks, each
+	// accepted once by whichever front end takes it first.
+	CallbackNoncesBucket = "ucs_callback_nonces"
 )
 
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
@@ -254,7 +257,8 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc := &oauth.Service{
+	a.Metrics = metrics.New(d.Registry)
+	svc := &oauth.Service{Metrics: a.Metrics,
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
@@ -287,7 +291,10 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.receipts = receipts
-	a.Metrics = metrics.New(d.Registry)
+	nonces, err := queue.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
+	if err != nil {
+		return err
+	}
 	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
@@ -296,7 +303,8 @@ func (a *API) build(ctx context.Context) error {
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
 		KeepReceipt:   receipts.Keep,
-		CallbackToken: cfg.Platform.CallbackToken, Location: loc, SignIn: signIn,
+		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
+		Nonces: nonces, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
 				return errors.New("not connected to nats")

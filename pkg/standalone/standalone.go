@@ -27,6 +27,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/service"
@@ -81,6 +82,9 @@ type InfoPlatform struct {
 	AppID         string `json:"appid"`
 	Secret        string `json:"secret"`
 	CallbackToken string `json:"callback_token"`
+	// EncodingAESKey puts the simulated account's callbacks in safe mode (encrypted, signed
+	// over the body); a file of an earlier version without one gets one at the next start.
+	EncodingAESKey string `json:"encoding_aes_key,omitempty"`
 }
 
 // MemoryLimit is the soft limit of the Go heap that `api -standalone` sets unless GOMEMLIMIT
@@ -248,11 +252,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 
 func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (string, error) {
 	p := seed.info.Platform
+	if p.EncodingAESKey == "" {
+		p.EncodingAESKey = encodingAESKey()
+	}
 	cfg.Platform.AppID, cfg.Platform.Secret, cfg.Platform.CallbackToken = p.AppID, p.Secret, p.CallbackToken
+	if cfg.Platform.EncodingAESKey == "" { // a key the file gives is kept: the simulator speaks it
+		cfg.Platform.EncodingAESKey = p.EncodingAESKey
+	} else if _, err := safemode.ParseKey(cfg.Platform.EncodingAESKey); err != nil {
+		return "", fmt.Errorf("platform.encoding_aes_key: %w", err)
+	}
 	sim := simulator.New(simulator.Config{
 		AppID: p.AppID, Secret: p.Secret,
 		CallbackURL:   cfg.PublicURL + "/v1/infra/notification/mp/callback",
-		CallbackToken: p.CallbackToken,
+		CallbackToken: p.CallbackToken, EncodingAESKey: cfg.Platform.EncodingAESKey,
 		// /sim/messages is for a person to look at; the rest need not stay in memory.
 		MaxSent: 10_000,
 		Now:     o.Now,
@@ -446,7 +458,7 @@ type workerConfig struct {
 // (the simulator's, or the configuration's) with its templates.
 func writeWorkerConfig(path string, cfg *config.Config) error {
 	p := cfg.Platform
-	p.CallbackToken = "" // the front end's, not a worker's
+	p.CallbackToken, p.EncodingAESKey = "", "" // the front end's, not a worker's
 	w := cfg.Worker
 	// Several worker processes start from this file on one machine: each takes a free port
 	// for its probes and metrics, and logs it.
@@ -464,6 +476,23 @@ func secret() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// encodingAESKey makes an EncodingAESKey as the platform does: 43 letters and digits.
+func encodingAESKey() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, 0, safemode.KeyLen)
+	var b [64]byte
+	for len(out) < safemode.KeyLen {
+		_, _ = rand.Read(b[:])
+		for _, c := range b {
+			// 248 is the largest multiple of 62 a byte holds: below it every letter is as likely.
+			if c < 248 && len(out) < safemode.KeyLen {
+				out = append(out, alphabet[c%62])
+			}
+		}
+	}
+	return string(out)
 }
 
 func hexish(n int) string {

@@ -121,6 +121,13 @@ func TestEndToEnd(t *testing.T) {
 		!strings.HasPrefix(info.PlatformURL, "http://") || len(info.Clients) != 2 || len(info.Users) < 3 {
 		t.Fatalf("standalone.json: %+v", info)
 	}
+	// The simulated account's callbacks are in safe mode; a worker has no use for the key.
+	if info.Platform == nil || len(info.Platform.EncodingAESKey) != 43 || s.Config.Platform.EncodingAESKey != info.Platform.EncodingAESKey {
+		t.Fatalf("standalone.json: no EncodingAESKey, or not the one in force: %+v", info.Platform)
+	}
+	if wc, err := os.ReadFile(filepath.Join(dir, standalone.WorkerConfigFile)); err != nil || strings.Contains(string(wc), info.Platform.EncodingAESKey) {
+		t.Fatalf("%s holds the EncodingAESKey (%v)", standalone.WorkerConfigFile, err)
+	}
 	base := info.BaseURL
 	tok := token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
 

@@ -72,6 +72,7 @@ type Store struct {
 	ttl       bool
 	retention time.Duration
 	users     userLocks
+	followers userLocks
 }
 
 // clientOptions are the driver's options for o: majority writes unless the URI names a write

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -165,25 +169,106 @@ func TestBindings(t *testing.T) {
 			t.Fatalf("%s: %+v %v, want following=%v", user, b, err, want)
 		}
 	}
+	at := time.Unix(1_700_000_000, 0)
 	following("2020000001", true) // no event yet: a binding is taken as following
-	if err := st.SetFollowing(ctx, "oA", false); err != nil {
+	if err := st.SetFollowing(ctx, "oA", false, at); err != nil {
 		t.Fatal(err)
 	}
 	following("2020000001", false)
 	following("2020000002", false)
 	following("2020000003", true)
-	if err := st.SetFollowing(ctx, "oA", true); err != nil {
+	if err := st.SetFollowing(ctx, "oA", true, at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	following("2020000002", true)
 	// Rebinding to another openid follows that openid's state.
-	if err := st.SetFollowing(ctx, "oB", false); err != nil {
+	if err := st.SetFollowing(ctx, "oB", false, at); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.PutBinding(ctx, store.Binding{UserID: "2020000001", OpenID: "oB"}); err != nil {
 		t.Fatal(err)
 	}
 	following("2020000001", false)
+}
+
+// TestFollowingInEventOrder: subscribe and unsubscribe events apply in the order of their
+// CreateTime, not of their arrival; within one second a subscribe wins; a record written before
+// events were ordered is read as it was, and the next event replaces it.
+func TestFollowingInEventOrder(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	ctx := context.Background()
+	db := embeddedtest.DBName(t)
+	st, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	for _, b := range []store.Binding{{UserID: "u1", OpenID: "o1"}, {UserID: "u2", OpenID: "o2"}, {UserID: "u3", OpenID: "o3"}} {
+		if err := st.PutBinding(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	following := func(user string) bool {
+		t.Helper()
+		b, err := st.Binding(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Following
+	}
+	at := time.Unix(1_700_000_000, 0)
+	set := func(openid string, follow bool, created time.Time) {
+		t.Helper()
+		if err := st.SetFollowing(ctx, openid, follow, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("o1", false, at.Add(10*time.Second))
+	set("o1", true, at) // older: arrives late, changes nothing
+	if following("u1") {
+		t.Fatal("an older subscribe undid a newer unsubscribe")
+	}
+	set("o1", true, at.Add(20*time.Second))
+	set("o1", false, at.Add(15*time.Second))
+	if !following("u1") {
+		t.Fatal("an older unsubscribe undid a newer subscribe")
+	}
+	set("o2", true, at)
+	set("o2", false, at) // the same second: subscribe wins, in either order
+	if !following("u2") {
+		t.Fatal("within one second, unsubscribe won")
+	}
+	// A record of an earlier version: {following: false} without an order.
+	mc, err := mongo.Connect(ctx, options.Client().ApplyURI(f.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mc.Disconnect(ctx) }()
+	if _, err := mc.Database(db).Collection("followers").InsertOne(ctx, bson.M{"_id": "o3", "following": false, "updated": at}); err != nil {
+		t.Fatal(err)
+	}
+	if following("u3") {
+		t.Fatal("an earlier version's unsubscribe was lost")
+	}
+	set("o3", true, at)
+	if !following("u3") {
+		t.Fatal("an event did not replace an earlier version's record")
+	}
+	// Many events of one openid at once, in every order: the newest wins.
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.SetFollowing(ctx, "o1", i%2 == 1, at.Add(time.Duration(100+i)*time.Second)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !following("u1") { // the newest, i = 39, is a subscribe
+		t.Fatal("concurrent events: the newest did not win")
+	}
 }
 
 func TestCurrentSigningKeyOnceAcrossReplicas(t *testing.T) {

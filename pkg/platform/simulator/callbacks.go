@@ -3,17 +3,17 @@ package simulator
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/campus-it/ucs/pkg/platform/safemode"
 )
 
 // AccountID is the account's original id ("gh_…"), the ToUserName of every
@@ -42,10 +42,7 @@ const (
 // token, timestamp and nonce sorted and concatenated. A receiver recomputes
 // it from the query's timestamp and nonce and its own token.
 func Sign(token, timestamp, nonce string) string {
-	parts := []string{token, timestamp, nonce}
-	sort.Strings(parts)
-	sum := sha1.Sum([]byte(strings.Join(parts, "")))
-	return hex.EncodeToString(sum[:])
+	return safemode.Signature(token, timestamp, nonce)
 }
 
 // event is one push to the callback URL.
@@ -58,8 +55,8 @@ type event struct {
 	status  string
 }
 
-// xml renders the push body as the platform does: plaintext mode, text in
-// CDATA sections.
+// xml renders the push body as the platform does in plain mode, text in
+// CDATA sections; safe mode encrypts it.
 func (e *event) xml() []byte {
 	b := make([]byte, 0, 320)
 	b = append(b, "<xml><ToUserName>"...)
@@ -221,6 +218,17 @@ func (p *pusher) close() {
 // such signal).
 func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct{}) error {
 	body := e.xml()
+	var encrypted string
+	if s.cipher != nil {
+		// Encrypted once; each attempt signs it with its own timestamp and nonce.
+		var err error
+		if encrypted, err = s.cipher.Encrypt(body); err != nil {
+			return fmt.Errorf("push %s event: encrypt: %w", e.name, err)
+		}
+		if body, err = xml.Marshal(safemode.Envelope{ToUserName: AccountID, Encrypt: encrypted}); err != nil {
+			return fmt.Errorf("push %s event: %w", e.name, err)
+		}
+	}
 	var err error
 	for attempt := 0; attempt <= callbackRetries; attempt++ {
 		if attempt > 0 {
@@ -235,7 +243,7 @@ func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct
 				return fmt.Errorf("push %s event: %w (last failure: %w)", e.name, ctx.Err(), err)
 			}
 		}
-		if err = s.post(ctx, body); err == nil {
+		if err = s.post(ctx, body, encrypted); err == nil {
 			s.stats.callbacksDelivered.Add(1)
 			return nil
 		}
@@ -246,14 +254,21 @@ func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct
 	return fmt.Errorf("push %s event: %w", e.name, err)
 }
 
-// post makes one signed push.
-func (s *Simulator) post(ctx context.Context, body []byte) error {
+// post makes one signed push; encrypted is the body's Encrypt value in safe
+// mode, which msg_signature covers.
+func (s *Simulator) post(ctx context.Context, body []byte, encrypted string) error {
 	ts := strconv.FormatInt(s.now().Unix(), 10)
-	nonce := strconv.FormatUint(s.randUint64()%1_000_000_000, 10)
+	// The whole 64 bits: receivers accept a (timestamp, nonce) pair once, and
+	// thousands of pushes a second must not make two alike.
+	nonce := strconv.FormatUint(s.randUint64(), 10)
 	q := s.callbackURL.Query()
 	q.Set("signature", Sign(s.cfg.CallbackToken, ts, nonce))
 	q.Set("timestamp", ts)
 	q.Set("nonce", nonce)
+	if s.cipher != nil {
+		q.Set("encrypt_type", "aes")
+		q.Set("msg_signature", safemode.MsgSignature(s.cfg.CallbackToken, ts, nonce, encrypted))
+	}
 	u := *s.callbackURL
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))

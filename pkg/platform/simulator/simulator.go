@@ -13,7 +13,8 @@
 //     client_msg_id de-duplicates per openid for ten minutes; an accepted
 //     send is pushed later as a TEMPLATESENDJOBFINISH event.
 //   - Event pushes to the callback URL carry signature, timestamp and nonce,
-//     and a failed push is retried three times.
+//     and a failed push is retried three times. With an EncodingAESKey they
+//     are in safe mode: encrypted, with encrypt_type=aes and msg_signature.
 //
 // An admin API under /sim/ lets scripts inspect and steer it.
 package simulator
@@ -33,6 +34,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/platform/keyword"
+	"github.com/campus-it/ucs/pkg/platform/safemode"
 )
 
 const (
@@ -60,6 +62,10 @@ type Config struct {
 	CallbackURL string
 	// CallbackToken is the token the signature of pushes is made with.
 	CallbackToken string
+	// EncodingAESKey, when set, makes the pushes safe mode's: encrypted with
+	// this key for AppID, with encrypt_type=aes and msg_signature over the
+	// encrypted body. Empty: plain mode.
+	EncodingAESKey string
 	// CallbackDelay is the time between an accepted send and its
 	// TEMPLATESENDJOBFINISH push. Default 20 ms.
 	CallbackDelay time.Duration
@@ -183,8 +189,9 @@ type Simulator struct {
 	cfg         Config
 	now         func() time.Time
 	log         *slog.Logger
-	callbackURL *url.URL // nil: no pushes
-	pusher      *pusher  // nil: no pushes
+	callbackURL *url.URL         // nil: no pushes
+	cipher      *safemode.Cipher // nil: plain mode
+	pusher      *pusher          // nil: no pushes
 	closeOnce   sync.Once
 
 	// mu guards everything below; sends hold it only for map lookups and
@@ -212,7 +219,8 @@ type Simulator struct {
 }
 
 // New returns a Simulator. It panics if CallbackURL is set but not an
-// absolute http(s) URL, a programming error of the caller.
+// absolute http(s) URL, or EncodingAESKey is set but not a valid key (or
+// AppID empty): programming errors of the caller.
 func New(cfg Config) *Simulator {
 	if cfg.CallbackDelay <= 0 {
 		cfg.CallbackDelay = defaultCallbackDelay
@@ -243,11 +251,18 @@ func New(cfg Config) *Simulator {
 	if err != nil {
 		panic(err)
 	}
+	var cipher *safemode.Cipher
+	if cfg.EncodingAESKey != "" {
+		if cipher, err = safemode.New(cfg.EncodingAESKey, cfg.AppID); err != nil {
+			panic(fmt.Errorf("simulator: EncodingAESKey: %w", err))
+		}
+	}
 	s := &Simulator{
 		cfg:         cfg,
 		now:         cfg.Now,
 		log:         cfg.Logger,
 		callbackURL: cbURL,
+		cipher:      cipher,
 		rng:         mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		tokens:      make(map[string]*tokenState),
 		templates:   make(map[string]*template),

@@ -1,0 +1,416 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/platform/safemode"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+const (
+	callbackPath = "/v1/infra/notification/mp/callback"
+	// aesKey is an EncodingAESKey of the tests' safe-mode account.
+	aesKey    = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	safeAppID = "wx5afe000000000001"
+)
+
+// logLines collects a service's JSON log records, safely from many goroutines.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// events returns the records that carry event ev.
+func (l *logLines) events(t testing.TB, ev string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["event"] == ev {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// plainQuery is a callback query signed in plain mode with token, stamped now.
+func (e *env) plainQuery(token, nonce string) string {
+	ts := strconv.FormatInt(e.clock.Now().Unix(), 10)
+	return url.Values{"signature": {sign(token, ts, nonce)}, "timestamp": {ts}, "nonce": {nonce}}.Encode()
+}
+
+// safePost seals event in safe mode for appID and returns its query and body.
+func (e *env) safePost(t testing.TB, appID, nonce, event string) (query, body string) {
+	t.Helper()
+	c, err := safemode.New(aesKey, appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := strconv.FormatInt(e.clock.Now().Unix(), 10)
+	b, msgSig, err := c.Seal(cbToken, ts, nonce, simulator.AccountID, []byte(event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url.Values{"signature": {sign(cbToken, ts, nonce)}, "timestamp": {ts}, "nonce": {nonce},
+		"encrypt_type": {"aes"}, "msg_signature": {msgSig}}.Encode(), string(b)
+}
+
+func (e *env) callback(query, body string) answer {
+	e.t.Helper()
+	return e.do("POST", callbackPath+"?"+query, "text/xml", "", body)
+}
+
+func followEvent(openID, event string, created int64) string {
+	return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>` +
+		strconv.FormatInt(created, 10) + `</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[` + event + `]]></Event></xml>`
+}
+
+func receiptEvent(openID string, msgID int64, status string) string {
+	return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>1</CreateTime>` +
+		`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.FormatInt(msgID, 10) +
+		`</MsgID><Status><![CDATA[` + status + `]]></Status></xml>`
+}
+
+func (e *env) following(user string) bool {
+	e.t.Helper()
+	b, err := e.api.Store.Binding(context.Background(), user)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b.Following
+}
+
+// markSent records that the platform accepted ucsID as msgID for openID, as a worker does.
+func (e *env) markSent(ucsID string, msgID int64, openID string) {
+	e.t.Helper()
+	w := e.api.Store.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	now := e.clock.Now()
+	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+	if err := w.Write(context.Background(), store.SentRecords(r, openID, now)...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// result is the lookup of ucsID through the front end.
+func (e *env) result(tok, ucsID string) map[string]any {
+	e.t.Helper()
+	a := e.do("GET", "/v1/infra/notification/mp/"+ucsID, "", tok, "")
+	d, _ := a.json(e.t)["data"].(map[string]any)
+	return d
+}
+
+// replica starts a second front end on the same NATS and store, and returns its address.
+func (e *env) replica() string {
+	e.t.Helper()
+	api, err := service.NewAPI(context.Background(), e.cfg, service.Deps{Now: e.clock.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(api.Close)
+	ts := httptest.NewServer(api.Server)
+	e.t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestCallbackReplayRefused: a captured signed query is accepted once, whatever body comes
+// with it and whichever front end it reaches; the address check's query cannot sign an event;
+// a callback that changed nothing may be repeated by the platform as it was.
+func TestCallbackReplayRefused(t *testing.T) {
+	var logs logLines
+	e := newEnvLogged(t, nil, logs.logger())
+	now := e.clock.Now().Unix()
+	captured := e.plainQuery(cbToken, "captured")
+	if a := e.callback(captured, followEvent("oA", "unsubscribe", now)); a.status != 200 || string(a.body) != "success" {
+		t.Fatalf("first use: %d %s", a.status, a.body)
+	}
+	if e.following("2020000001") {
+		t.Fatal("unsubscribe not applied")
+	}
+	// The same signed query with another body: refused, changes nothing.
+	if a := e.callback(captured, followEvent("oA", "subscribe", now+1)); a.status != 409 || a.json(t)["code"] != "A00409" {
+		t.Fatalf("replay with another body: %d %s", a.status, a.body)
+	}
+	if e.following("2020000001") {
+		t.Fatal("a replayed callback changed the follower")
+	}
+	// ... and at another front end.
+	other := e.replica()
+	resp, err := httpPost(other+callbackPath+"?"+captured, followEvent("oA", "subscribe", now+1))
+	if err != nil || resp != 409 {
+		t.Fatalf("replay at another replica: %d %v", resp, err)
+	}
+	if e.following("2020000001") {
+		t.Fatal("a replay at another replica changed the follower")
+	}
+	// The address check's signed query, taken to sign an event: refused.
+	check := e.plainQuery(cbToken, "check")
+	if a := e.do("GET", callbackPath+"?"+check+"&echostr=abc", "", "", ""); a.status != 200 || string(a.body) != "abc" {
+		t.Fatalf("address check: %d %s", a.status, a.body)
+	}
+	if a := e.callback(check, followEvent("oA", "subscribe", now+2)); a.status != 409 {
+		t.Fatalf("an address check's query signed an event: %d %s", a.status, a.body)
+	}
+	// A receipt that changed nothing (its message not recorded as sent yet) is answered so that
+	// the platform pushes it again; its very query is then accepted.
+	repeat := e.plainQuery(cbToken, "repeat")
+	body := receiptEvent("oA", 777, simulator.StatusSuccess)
+	if a := e.callback(repeat, body); a.status != 404 {
+		t.Fatalf("receipt before its sent record: %d %s", a.status, a.body)
+	}
+	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
+	e.markSent(id, 777, "oA")
+	if a := e.callback(repeat, body); a.status != 200 {
+		t.Fatalf("the platform's repeat: %d %s", a.status, a.body)
+	}
+	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
+		t.Fatalf("after the repeat: %v", d)
+	}
+	if a := e.callback(repeat, body); a.status != 409 {
+		t.Fatalf("a third use of an applied query: %d %s", a.status, a.body)
+	}
+	if v := e.metricValue(`ucs_security_events_total{event="callback_replayed"}`); v != 3 {
+		t.Fatalf("callback_replayed counted %v, want 3", v)
+	}
+	recs := logs.events(t, "callback_replayed")
+	if len(recs) != 3 || recs[0]["level"] != "WARN" || recs[0]["addr"] != "127.0.0.1" {
+		t.Fatalf("replays logged: %v", recs)
+	}
+}
+
+func httpPost(u, body string) (int, error) {
+	resp, err := http.DefaultClient.Post(u, "text/xml", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestForgedReceiptsIgnored: a receipt for a msgid this service has not sent stores nothing a
+// later message with that msgid could pick up, and a receipt naming another follower than the
+// message went to changes nothing; the real receipts then apply.
+func TestForgedReceiptsIgnored(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tok := e.token("pusher", pushSecret)
+	const sentID, laterID = "01KCCCCCCCCCCCCCCCCCCCCCCC", "01KDDDDDDDDDDDDDDDDDDDDDDD"
+	e.markSent(sentID, 555, "oA")
+	n := 0
+	post := func(body string) answer {
+		n++
+		return e.callback(e.plainQuery(cbToken, "f"+strconv.Itoa(n)), body)
+	}
+	// Planted in advance for a msgid the platform will hand out later.
+	if a := post(receiptEvent("oA", 556, simulator.StatusUserBlock)); a.status != 404 {
+		t.Fatalf("receipt of an unsent msgid: %d %s", a.status, a.body)
+	}
+	if _, _, err := e.api.Store.SentByMsgID(ctx, 556); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unsent msgid was recorded: %v", err)
+	}
+	// For the right msgid, naming another follower.
+	if a := post(receiptEvent("oEvil", 555, simulator.StatusUserBlock)); a.status != 200 {
+		t.Fatalf("receipt of another follower: %d %s", a.status, a.body)
+	}
+	if d := e.result(tok, sentID); d["state"] != "sent" {
+		t.Fatalf("a receipt of another follower changed the result: %v", d)
+	}
+	// The real receipts.
+	if a := post(receiptEvent("oA", 555, simulator.StatusSuccess)); a.status != 200 {
+		t.Fatalf("real receipt: %d %s", a.status, a.body)
+	}
+	if d := e.result(tok, sentID); d["state"] != "delivered" {
+		t.Fatalf("after the real receipt: %v", d)
+	}
+	e.markSent(laterID, 556, "oA")
+	if a := post(receiptEvent("oA", 556, simulator.StatusSuccess)); a.status != 200 {
+		t.Fatalf("real receipt of the later message: %d %s", a.status, a.body)
+	}
+	if d := e.result(tok, laterID); d["state"] != "delivered" || d["reason"] != nil {
+		t.Fatalf("the later message picked up a planted receipt: %v", d)
+	}
+}
+
+// TestFollowEventsInCreateTimeOrder: an older subscribe or unsubscribe that arrives after a
+// newer one changes nothing; an event without a time, or from beyond the window, is refused.
+func TestFollowEventsInCreateTimeOrder(t *testing.T) {
+	e := newEnv(t)
+	now := e.clock.Now().Unix()
+	n := 0
+	post := func(event string, created int64) int {
+		n++
+		return e.callback(e.plainQuery(cbToken, "o"+strconv.Itoa(n)), followEvent("oA", event, created)).status
+	}
+	steps := []struct {
+		event   string
+		created int64
+		want    bool
+	}{
+		{"unsubscribe", now - 10, false},
+		{"subscribe", now - 60, false}, // older, late: ignored
+		{"subscribe", now, true},
+		{"unsubscribe", now - 5, true}, // older, late: ignored
+		{"unsubscribe", now + 1, false},
+	}
+	for i, s := range steps {
+		if st := post(s.event, s.created); st != 200 {
+			t.Fatalf("step %d: %d", i, st)
+		}
+		if got := e.following("2020000001"); got != s.want {
+			t.Fatalf("step %d (%s at %+d s): following %v, want %v", i, s.event, s.created-now, got, s.want)
+		}
+	}
+	for _, created := range []int64{0, -1, now + 3600} {
+		if st := post("subscribe", created); st != 400 {
+			t.Fatalf("subscribe with CreateTime %d: %d", created, st)
+		}
+	}
+	if e.following("2020000001") {
+		t.Fatal("a refused event changed the follower")
+	}
+}
+
+// TestCallbackSafeModeWithSimulator: with an EncodingAESKey the front end takes the
+// simulator's encrypted pushes (follows and a delivery receipt), checks the address in safe
+// mode as the platform documents, and refuses a plaintext push, a body that is not the one
+// msg_signature covers, and a message encrypted for another appid.
+func TestCallbackSafeModeWithSimulator(t *testing.T) {
+	var logs logLines
+	e := newEnvLogged(t, func(c *config.Config) {
+		c.Platform.EncodingAESKey, c.Platform.AppID = aesKey, safeAppID
+	}, logs.logger())
+	ctx := context.Background()
+	sim := simulator.New(simulator.Config{AppID: safeAppID, Secret: "simulated-secret",
+		CallbackURL: e.url + callbackPath, CallbackToken: cbToken, EncodingAESKey: aesKey})
+	t.Cleanup(sim.Close)
+	simSrv := httptest.NewServer(sim.Handler())
+	t.Cleanup(simSrv.Close)
+
+	if err := sim.Unsubscribe(ctx, "oA"); err != nil {
+		t.Fatal(err)
+	}
+	if e.following("2020000001") {
+		t.Fatal("encrypted unsubscribe not applied")
+	}
+	if err := sim.Subscribe(ctx, "oA"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.following("2020000001") {
+		t.Fatal("encrypted subscribe not applied")
+	}
+	// A template send, and the simulator's encrypted receipt of it.
+	sim.AddTemplate("T1", []string{"thing1"})
+	pc, err := platform.New(platform.Config{APIBase: simSrv.URL, AppID: safeAppID, Secret: "simulated-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01KEEEEEEEEEEEEEEEEEEEEEEE"
+	msgID, err := pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oA", TemplateID: "T1", ClientMsgID: id, Data: map[string]string{"thing1": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.markSent(id, msgID, "oA")
+	tok := e.token("pusher", pushSecret)
+	embeddedtest.Eventually(t, 10*time.Second, "the encrypted receipt applied", func() bool {
+		return e.result(tok, id)["state"] == "delivered"
+	})
+	if st := sim.Stats(); st.CallbacksFailed != 0 || st.CallbacksDelivered != 3 {
+		t.Fatalf("simulator pushes: %+v", st)
+	}
+
+	// The address check is signed as in plain mode, and echostr comes back as it came.
+	if a := e.do("GET", callbackPath+"?"+e.plainQuery(cbToken, "v1")+"&echostr=hello", "", "", ""); a.status != 200 || string(a.body) != "hello" {
+		t.Fatalf("address check in safe mode: %d %s", a.status, a.body)
+	}
+	// A plaintext push, correctly signed for plain mode: nobody signed its body.
+	if a := e.callback(e.plainQuery(cbToken, "p1"), followEvent("oA", "unsubscribe", e.clock.Now().Unix())); a.status != 401 {
+		t.Fatalf("plaintext push in safe mode: %d %s", a.status, a.body)
+	}
+	// A captured encrypted push's query with another encrypted body: msg_signature refuses it.
+	// (Its events are stamped after the simulator's, which would outrank them otherwise.)
+	later := e.clock.Now().Unix() + 10
+	q1, body1 := e.safePost(t, safeAppID, "s1", followEvent("oA", "unsubscribe", later))
+	_, body2 := e.safePost(t, safeAppID, "s2", followEvent("oA", "unsubscribe", later+1))
+	if a := e.callback(q1, body2); a.status != 401 {
+		t.Fatalf("another body under a captured query: %d %s", a.status, a.body)
+	}
+	if !e.following("2020000001") {
+		t.Fatal("a refused push changed the follower")
+	}
+	if a := e.callback(q1, body1); a.status != 200 || e.following("2020000001") {
+		t.Fatalf("the push itself: %d %s", a.status, a.body)
+	}
+	if a := e.callback(q1, body1); a.status != 409 {
+		t.Fatalf("the push replayed whole: %d %s", a.status, a.body)
+	}
+	// Encrypted with our key and token, for another account: refused by its appid.
+	q3, body3 := e.safePost(t, "wx0ther00000000001", "s3", followEvent("oA", "subscribe", later+20))
+	if a := e.callback(q3, body3); a.status != 401 {
+		t.Fatalf("another appid: %d %s", a.status, a.body)
+	}
+	other := simulator.New(simulator.Config{AppID: "wx0ther00000000001", Secret: "simulated-secret",
+		CallbackURL: e.url + callbackPath, CallbackToken: cbToken, EncodingAESKey: aesKey,
+		// Its events newer than any before: accepted, they would change the follower.
+		Now: func() time.Time { return e.clock.Now().Add(time.Minute) }})
+	t.Cleanup(other.Close)
+	if err := other.Subscribe(ctx, "oA"); err == nil {
+		t.Fatal("another appid's simulator was answered success")
+	}
+	if e.following("2020000001") {
+		t.Fatal("a push for another appid changed the follower")
+	}
+	// 1 plaintext + 1 other body + 1 other appid + 4 attempts of the other simulator.
+	if v := e.metricValue(`ucs_security_events_total{event="callback_signature_invalid"}`); v != 7 {
+		t.Fatalf("callback_signature_invalid counted %v, want 7", v)
+	}
+	var reasons []string
+	for _, r := range logs.events(t, "callback_signature_invalid") {
+		reasons = append(reasons, r["reason"].(string))
+	}
+	want := "not encrypted (encrypt_type is not aes)|wrong msg_signature|encrypted for another appid"
+	if got := strings.Join(reasons[:3], "|"); got != want {
+		t.Fatalf("reasons logged %q, want %q", got, want)
+	}
+	if strings.Contains(logs.String(), aesKey) {
+		t.Fatal("the EncodingAESKey is in the log")
+	}
+}

@@ -1,0 +1,27 @@
+package server
+
+import "github.com/labstack/echo/v4"
+
+// securityEvent logs a refused authentication or a forged request at warn, with the source
+// address and attrs, and counts it. attrs name the client or user where known; never a secret,
+// a password or a token.
+func (s *Server) securityEvent(c echo.Context, event, msg string, attrs ...any) {
+	s.cfg.Metrics.SecurityEvent(event)
+	s.log.Warn(msg, append([]any{"event", event, "addr", c.RealIP()}, attrs...)...)
+}
+
+// maxLoggedName bounds a user name or client id as logged: they come from a form, and a log
+// line must not grow with what an attacker posts.
+const maxLoggedName = 64
+
+// loggedName is name cut to maxLoggedName characters.
+func loggedName(name string) string {
+	n := 0
+	for i := range name {
+		if n == maxLoggedName {
+			return name[:i] + "…"
+		}
+		n++
+	}
+	return name
+}
