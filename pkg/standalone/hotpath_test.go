@@ -247,8 +247,10 @@ func TestHotPathsReadByID(t *testing.T) {
 		}
 		seen[c.name+" "+c.collection]++
 	}
-	// The run went through every path the test means to check.
-	for _, want := range []string{"find push_results", "find push_msgids", "find bindings", "find followers", "update push_results", "update followers"} {
+	// The run went through every path the test means to check. A receipt reads push_msgids only
+	// when the worker's announcement of the sent message was missed, which a healthy run never
+	// sees; such a read, when it happens, is checked above like every other.
+	for _, want := range []string{"find push_results", "find bindings", "find followers", "update push_results", "update followers"} {
 		if seen[want] == 0 {
 			t.Errorf("no %q was recorded; recorded %v", want, seen)
 		}
