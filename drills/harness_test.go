@@ -21,7 +21,6 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
-	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
@@ -409,19 +408,23 @@ func (r *rig) verify(ids []string, within time.Duration) time.Duration {
 	r.t.Helper()
 	start := time.Now()
 	var last map[string]result
-	embeddedtest.Eventually(r.t, within, fmt.Sprintf("%d pushes final", len(ids)), func() bool {
+	for {
 		res, err := r.results(ids)
-		if err != nil {
-			return false
-		}
-		last = res
-		for _, id := range ids {
-			if s := res[id].State; s != "delivered" && s != "failed" {
-				return false
+		states := map[string]int{}
+		if err == nil {
+			last = res
+			for _, id := range ids {
+				states[res[id].State]++
+			}
+			if states["delivered"]+states["failed"] == len(ids) {
+				break
 			}
 		}
-		return true
-	})
+		if time.Since(start) > within {
+			r.t.Fatalf("not all %d pushes final within %s: %v (%v)", len(ids), within, states, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling with a deadline
+	}
 	took := time.Since(start)
 	count := map[string]int{}
 	for _, m := range r.stack.Sim.Sent() {

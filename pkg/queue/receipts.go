@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,6 +82,11 @@ func (r *Receipts) Run(ctx context.Context, retry time.Duration, apply func(ctx 
 		return fmt.Errorf("consume %s: %w", r.stream, err)
 	}
 	go func() { <-ctx.Done(); it.Stop() }()
+	// After an outage thousands wait; each costs a store write, which the writer batches when
+	// many come at once.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, receiptAppliers)
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -89,14 +95,22 @@ func (r *Receipts) Run(ctx context.Context, retry time.Duration, apply func(ctx 
 			}
 			return fmt.Errorf("consume %s: %w", r.stream, err)
 		}
-		kept := time.Now()
-		if meta, err := msg.Metadata(); err == nil {
-			kept = meta.Timestamp
-		}
-		if apply(ctx, msg.Data(), kept) {
-			_ = msg.Ack()
-		} else {
-			_ = msg.NakWithDelay(retry)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			kept := time.Now()
+			if meta, err := msg.Metadata(); err == nil {
+				kept = meta.Timestamp
+			}
+			if apply(ctx, msg.Data(), kept) {
+				_ = msg.Ack()
+			} else {
+				_ = msg.NakWithDelay(retry)
+			}
+		}()
 	}
 }
+
+// receiptAppliers bounds the kept receipts one front end applies at once.
+const receiptAppliers = 32
