@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ReceiptPrefix starts the subject of a kept delivery receipt; the platform's msgid follows.
-const ReceiptPrefix = "ucs.receipts.mp."
+// ReceiptPrefix starts the subject of a kept platform event: a delivery receipt (the
+// platform's msgid follows) or a follow event ("follow" follows).
+const ReceiptPrefix = "ucs.events.mp."
 
-// ReceiptStream is the name of the stream of kept receipts beside the push stream named stream.
-func ReceiptStream(stream string) string { return stream + "_RECEIPTS" }
+// ReceiptStream is the name of the stream of kept platform events beside the push stream
+// named stream.
+func ReceiptStream(stream string) string { return stream + "_EVENTS" }
 
 // receiptConsumer is the durable consumer every front end shares to apply kept receipts.
 const receiptConsumer = "apply"
@@ -24,10 +25,10 @@ const receiptConsumer = "apply"
 // cannot find after a day is for no message it sent.
 const ReceiptMaxAge = 24 * time.Hour
 
-// Receipts keeps the platform's delivery receipts that the front end could not apply when
-// they came (the store unreachable, or the message's sent record not yet written), until they
-// can be. The platform pushes a receipt three times within seconds and then drops it; a
-// receipt kept here is answered "success" and is not lost to a store outage.
+// Receipts keeps the platform's events (delivery receipts, follows and unfollows) that the
+// front end could not apply when they came because the store failed, until they can be. The
+// platform pushes an event three times within seconds and then drops it; an event kept here is
+// answered "success" and is not lost to a store outage.
 type Receipts struct {
 	js     jetstream.JetStream
 	stream string
@@ -40,7 +41,7 @@ func OpenReceipts(ctx context.Context, js jetstream.JetStream, c Config) (*Recei
 	name := ReceiptStream(c.Stream)
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        name,
-		Description: "delivery receipts of the platform waiting to be applied",
+		Description: "events of the platform (receipts, follows) waiting to be applied",
 		Subjects:    []string{ReceiptPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
@@ -53,7 +54,7 @@ func OpenReceipts(ctx context.Context, js jetstream.JetStream, c Config) (*Recei
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
 		Durable:     receiptConsumer,
-		Description: "front ends applying kept receipts",
+		Description: "front ends applying kept platform events",
 		AckPolicy:   jetstream.AckExplicitPolicy,
 		AckWait:     30 * time.Second,
 		MaxDeliver:  -1,
@@ -64,11 +65,11 @@ func OpenReceipts(ctx context.Context, js jetstream.JetStream, c Config) (*Recei
 	return &Receipts{js: js, stream: name, cons: cons}, nil
 }
 
-// Keep stores a receipt (the event as the front end encodes it) and returns once the stream
-// acknowledged it.
-func (r *Receipts) Keep(ctx context.Context, msgID int64, event []byte) error {
-	if _, err := r.js.Publish(ctx, ReceiptPrefix+strconv.FormatInt(msgID, 10), event); err != nil {
-		return fmt.Errorf("keep receipt %d: %w", msgID, err)
+// Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
+// "follow") and returns once the stream acknowledged it.
+func (r *Receipts) Keep(ctx context.Context, key string, event []byte) error {
+	if _, err := r.js.Publish(ctx, ReceiptPrefix+key, event); err != nil {
+		return fmt.Errorf("keep platform event %s: %w", key, err)
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ func (s *Server) accountPath() string { return s.realmPath() + "/account" }
 
 func (s *Server) accountRoutes() {
 	s.e.GET(s.accountPath(), s.account)
-	s.e.POST(s.accountPath()+"/grants/revoke", s.accountRevoke)
-	s.e.POST(s.accountPath()+"/sessions/end", s.accountEnd)
+	s.e.POST(s.accountPath()+"/grants/revoke", s.accountRevoke, identityBody)
+	s.e.POST(s.accountPath()+"/sessions/end", s.accountEnd, identityBody)
 }
 
 // accountNotices are the outcomes the page reports after a change, by the done parameter of

@@ -72,6 +72,20 @@ func checkJSONRequest(r *http.Request) *Error {
 	return nil
 }
 
+// identityBody refuses, with 415, a request whose body comes with a Content-Encoding: the
+// service decodes none, and the forms and the platform's callback would otherwise read
+// compressed bytes as text. (The JSON interfaces check it with their Content-Type, and the
+// token endpoints answer it in OAuth's shape.)
+func identityBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !identityEncoding(c.Request().Header) {
+			return &Error{Code: CodeMediaType, Message: "Content-Encoding is not supported: send the body uncompressed",
+				Header: http.Header{"Accept-Encoding": {"identity"}}}
+		}
+		return next(c)
+	}
+}
+
 // identityEncoding reports whether h gives the body as sent: no Content-Encoding, or only
 // identity (RFC 9110 §8.4).
 func identityEncoding(h http.Header) bool {

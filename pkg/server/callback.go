@@ -279,10 +279,37 @@ func (s *Server) applyEvent(c echo.Context, plain []byte) error {
 	case "TEMPLATESENDJOBFINISH":
 		return s.receipt(ctx, ev)
 	case "subscribe", "unsubscribe":
-		if err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe", time.Unix(ev.CreateTime, 0)); err != nil {
-			return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		if err := s.follow(ctx, ev); err != nil {
+			return s.keep(ctx, "follow", ev, err)
 		}
 	}
+	return nil
+}
+
+// follow applies a follow or unfollow; events apply in CreateTime order, whenever they come.
+func (s *Server) follow(ctx context.Context, ev platformEvent) error {
+	if err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe", time.Unix(ev.CreateTime, 0)); err != nil {
+		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+	}
+	return nil
+}
+
+// keep keeps an event the store could not take (KeepEvent) and tells the platform it arrived:
+// it would push it only three times within seconds and then drop it. Without KeepEvent, or
+// when the queue fails too, the store's error is the answer.
+func (s *Server) keep(ctx context.Context, key string, ev platformEvent, err error) error {
+	if s.cfg.KeepEvent == nil {
+		return err
+	}
+	b, merr := json.Marshal(ev)
+	if merr == nil {
+		merr = s.cfg.KeepEvent(ctx, key, b)
+	}
+	if merr != nil {
+		s.log.Warn("platform event could not be applied or kept", "event", ev.Event, "err", err, "keep", merr)
+		return err
+	}
+	s.log.Info("platform event kept, to be applied once the store answers", "event", ev.Event, "err", err)
 	return nil
 }
 
@@ -299,30 +326,28 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait+time.Second)
 	defer cancel()
 	applied, err := s.applyReceipt(actx, ev, s.cfg.ReceiptWait)
-	if applied || s.cfg.KeepReceipt == nil {
+	if applied {
 		return err
 	}
-	b, merr := json.Marshal(ev)
-	if merr == nil {
-		merr = s.cfg.KeepReceipt(ctx, ev.MsgID, b)
-	}
-	if merr != nil {
-		s.log.Warn("delivery receipt could not be applied or kept", "msgid", ev.MsgID, "err", err, "keep", merr)
-		return err
-	}
-	s.log.Info("delivery receipt kept, to be applied once the store answers", "msgid", ev.MsgID, "err", err)
-	return nil
+	return s.keep(ctx, strconv.FormatInt(ev.MsgID, 10), ev, err)
 }
 
 // receiptKeptFor bounds how long a kept receipt waits for the sent record of its msgid.
 const receiptKeptFor = 10 * time.Minute
 
-// ApplyKept applies a receipt kept by receipt, at kept; it reports whether the receipt is
+// ApplyKept applies a platform event kept at kept (see keep); it reports whether the event is
 // done with (applied, or not applicable) rather than to be tried again.
 func (s *Server) ApplyKept(ctx context.Context, event []byte, kept time.Time) bool {
 	var ev platformEvent
-	if err := json.Unmarshal(event, &ev); err != nil || ev.MsgID == 0 {
-		s.log.Warn("kept delivery receipt unreadable; dropped", "err", err)
+	if err := json.Unmarshal(event, &ev); err != nil {
+		s.log.Warn("kept platform event unreadable; dropped", "err", err)
+		return true
+	}
+	switch {
+	case ev.Event == "subscribe" || ev.Event == "unsubscribe":
+		return s.follow(ctx, ev) == nil
+	case ev.Event != "TEMPLATESENDJOBFINISH" || ev.MsgID == 0:
+		s.log.Warn("kept platform event of no known kind; dropped", "event", ev.Event)
 		return true
 	}
 	applied, err := s.applyReceipt(ctx, ev, 0)

@@ -131,6 +131,20 @@ func TestContentEncodingRefused(t *testing.T) {
 			t.Errorf("%s with gzip: %d %v %v", path, resp.StatusCode, oerr, err)
 		}
 	}
+
+	// The platform's callback and the sign-in forms refuse it too, before reading anything.
+	for _, path := range []string{
+		"/v1/infra/notification/mp/callback?signature=x&timestamp=1&nonce=n",
+		"/auth/realms/campus/login-actions/authenticate",
+		"/auth/realms/campus/login-actions/consent",
+		"/auth/realms/campus/protocol/openid-connect/logout",
+		"/auth/realms/campus/protocol/openid-connect/auth",
+	} {
+		a := e.doWith("POST", path, "", gzipped(t, "a=b"), map[string]string{"Content-Encoding": "gzip", "Content-Type": "application/x-www-form-urlencoded"})
+		if a.status != 415 || a.header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("%s with gzip: %d %s", path, a.status, a.body)
+		}
+	}
 }
 
 // TestBatchBodiesAreJSONTextAsAPushIs: a batch or results body is read as strictly as a single

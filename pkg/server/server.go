@@ -95,9 +95,10 @@ type Config struct {
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
-	// KeepReceipt, when set, keeps a delivery receipt that could not be applied because the
-	// store failed, for ApplyKept to apply later; nil answers such a receipt 503.
-	KeepReceipt func(ctx context.Context, msgID int64, event []byte) error
+	// KeepEvent, when set, keeps a platform event (a delivery receipt, a follow) that could not
+	// be applied because the store failed, under key, for ApplyKept to apply later; nil
+	// answers such an event 503.
+	KeepEvent func(ctx context.Context, key string, event []byte) error
 	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their
 	// delivery receipts, which the platform sends within seconds. Default 20,000 (about 7 MB).
 	SentCache int
@@ -248,7 +249,7 @@ func (s *Server) routes() {
 	e.POST("/v1/infra/notification/mp/batch", s.batch, s.bearer(s.pushReq))
 	e.POST("/v1/infra/notification/mp/results", s.batchResults, s.bearer(s.pushReq))
 	e.GET("/v1/infra/notification/mp/callback", s.callbackVerify)
-	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent)
+	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent, identityBody)
 	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.bearer(s.pushReq))
 
 	e.GET("/v1/meta/notification/mp/types", s.metaTypes)

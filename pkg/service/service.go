@@ -302,7 +302,7 @@ func (a *API) build(ctx context.Context) error {
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
-		KeepReceipt:   receipts.Keep,
+		KeepEvent:     receipts.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
 		Nonces: nonces, Location: loc, SignIn: signIn,
 		QueueReady: func() error {

@@ -72,8 +72,24 @@ func TestStoreOutage(t *testing.T) {
 		t.Logf("lookup with the store down answered %s in %s", d["state"], took)
 	}
 
+	// A follower who leaves while the store is down: the platform is told the event arrived
+	// (it would push it only three times), and it is applied once the store is back.
+	var leaver string
+	for _, b := range s.Info.Bindings {
+		if b.UserID == standalone.DemoUsers[2] {
+			leaver = b.OpenID
+		}
+	}
+	if err := s.Sim.Unsubscribe(context.Background(), leaver); err != nil {
+		t.Fatalf("unsubscribe with the store down: %v", err)
+	}
+
 	// Back: every push accepted meanwhile is delivered.
 	proxy.SetDown(false)
+	embeddedtest.Eventually(t, 60*time.Second, "the unsubscribe kept through the outage is applied", func() bool {
+		b, err := s.API.Store.Binding(context.Background(), standalone.DemoUsers[2])
+		return err == nil && !b.Following
+	})
 	for _, id := range ids {
 		embeddedtest.Eventually(t, 60*time.Second, id+" delivered after the outage", func() bool {
 			_, d, _ := lookup(id)
