@@ -111,6 +111,7 @@ type Server struct {
 	pushReq oauth.Requirement
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
+	docs     *apiDocs
 }
 
 // New builds the server and its routes.
@@ -148,6 +149,9 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger,
 		results: results,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
+	}
+	if s.docs, err = newAPIDocs(cfg.Realm); err != nil {
+		return nil, err
 	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
@@ -199,6 +203,8 @@ func (s *Server) routes() {
 
 	e.GET("/v1/meta/notification/mp/types", s.metaTypes)
 	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)
+	e.GET(OpenAPIPath, s.openAPI)
+	e.GET(DocsPath, s.apiDocsPage)
 
 	s.signInRoutes()
 
