@@ -1,7 +1,8 @@
 // Package schemas embeds the JSON Schemas of the service: the push body
 // (push.schema.json, generated from the rules of package push and tested to
-// agree with push.Parse) and any other *.json schema in this directory. The
-// metadata dictionary serves them as they are.
+// agree with push.Parse), the configuration, and the OpenAPI 3.1 description
+// of the interfaces (openapi.json, which refers to push.schema.json for the
+// push body). The metadata dictionary serves them.
 package schemas
 
 import "embed"

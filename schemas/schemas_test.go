@@ -9,8 +9,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// TestEveryFileCompiles checks that each embedded *.json is a JSON Schema
-// that compiles, so that a broken file fails here and not at start-up.
+// TestEveryFileCompiles checks that each embedded *.json but the OpenAPI
+// description (tested in openapi_test.go) is a JSON Schema that compiles, so
+// that a broken file fails here and not at start-up.
 func TestEveryFileCompiles(t *testing.T) {
 	names, err := fs.Glob(FS, "*.json")
 	if err != nil {
@@ -20,6 +21,9 @@ func TestEveryFileCompiles(t *testing.T) {
 		t.Fatal("no schema embedded")
 	}
 	for _, name := range names {
+		if name == "openapi.json" {
+			continue
+		}
 		b, err := FS.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -133,6 +133,7 @@ type Server struct {
 	cb callbackAuth
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
+	docs     *apiDocs
 }
 
 // New builds the server and its routes.
@@ -190,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
 	s.cb = cb
+	if s.docs, err = newAPIDocs(cfg.Realm); err != nil {
+		return nil, err
+	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	// The source address feeds rate limits and brute-force blocks, so a header is believed
@@ -254,6 +258,8 @@ func (s *Server) routes() {
 
 	e.GET("/v1/meta/notification/mp/types", s.metaTypes)
 	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)
+	e.GET(OpenAPIPath, s.openAPI)
+	e.GET(DocsPath, s.apiDocsPage)
 
 	s.signInRoutes()
 

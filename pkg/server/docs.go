@@ -1,0 +1,69 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/openapi"
+	"github.com/campus-it/ucs/pkg/pages"
+	"github.com/campus-it/ucs/schemas"
+)
+
+// Paths of the API documentation: the OpenAPI description and the page made from it.
+const (
+	OpenAPIPath = "/v1/meta/openapi.json"
+	DocsPath    = "/v1/meta/docs"
+)
+
+// apiDocs is the description this server serves and the page read from it, made once: both
+// depend only on the embedded description and the realm.
+type apiDocs struct {
+	spec []byte
+	page pages.APIDocsData
+}
+
+// newAPIDocs fills the realm this server answers for into the description: the realm
+// parameter of the /auth/realms/{realm} paths allows that one value.
+func newAPIDocs(realm string) (*apiDocs, error) {
+	v, err := openapi.Parse(schemas.OpenAPI())
+	if err != nil {
+		return nil, err
+	}
+	root, _ := v.(openapi.Object)
+	comps, _ := root.Get("components").(openapi.Object)
+	params, _ := comps.Get("parameters").(openapi.Object)
+	rp, _ := params.Get("realm").(openapi.Object)
+	schema, _ := rp.Get("schema").(openapi.Object)
+	if schema == nil {
+		return nil, fmt.Errorf("server: the OpenAPI description has no realm parameter")
+	}
+	schema.Set("enum", []any{realm})
+	spec, err := openapi.Marshal(root)
+	if err != nil {
+		return nil, err
+	}
+	page, err := openapi.Page(spec, OpenAPIPath)
+	if err != nil {
+		return nil, err
+	}
+	return &apiDocs{spec: spec, page: page}, nil
+}
+
+// openAPI serves the OpenAPI description: no token, like the metadata dictionary.
+func (s *Server) openAPI(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=300")
+	return c.Blob(http.StatusOK, "application/json", s.docs.spec)
+}
+
+// apiDocsPage serves the documentation page, with the pages' security headers: it runs no
+// script and loads nothing from elsewhere.
+func (s *Server) apiDocsPage(c echo.Context) error {
+	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+		d := s.docs.page
+		d.Nonce = nonce
+		return func(b *bytes.Buffer) error { return pages.APIDocs(b, d) }
+	})
+}
