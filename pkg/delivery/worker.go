@@ -57,7 +57,8 @@ type Config struct {
 	// serve its lookups from memory.
 	Announce func(store.Result)
 	// AnnounceSent, when set, tells the front ends of a message the platform accepted and the
-	// follower it went to, so that its delivery receipt finds it in memory.
+	// follower it went to, as soon as the platform answers, so that its delivery receipt finds
+	// it in memory even before (or while the store refuses) the sent record.
 	AnnounceSent func(r store.Result, openID string)
 	// StoreRetry is the delay before a message whose outcome could not be recorded is tried
 	// again. Default 5s.
@@ -357,6 +358,13 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		r.State, r.Reason, r.Finished = store.StateFailed, out.reason, now
 		recs = []store.Write{store.FinalRecord(r, now)}
 	}
+	if out.kind == outcomeSent && w.cfg.AnnounceSent != nil {
+		// Announced before it is recorded: the platform has the message whatever the store
+		// does, and its receipt comes within seconds. A store that cannot take the sent
+		// record now (it is retried) must not make the front ends refuse that receipt as
+		// one for a message this service never sent.
+		w.cfg.AnnounceSent(r, res.openID)
+	}
 	if err := w.cfg.Events.Write(ctx, recs...); err != nil {
 		log.Warn("recording outcome failed; message will be retried", "ucsId", m.UcsID, "err", err)
 		_ = msg.NakWithDelay(w.cfg.StoreRetry)
@@ -383,9 +391,6 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 		w.cfg.Metrics.Delivery(metrics.OutcomeSent, "")
 		log.Debug("delivery sent", "ucsId", m.UcsID, "attempt", attempt, "msgId", out.msgID)
-		if w.cfg.AnnounceSent != nil {
-			w.cfg.AnnounceSent(r, res.openID)
-		}
 		_ = msg.Ack()
 	}
 }
