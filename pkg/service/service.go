@@ -156,13 +156,13 @@ type API struct {
 	deps   Deps
 	conn   *connections
 	writer *store.Writer
-	// receipts keeps delivery receipts through store outages.
-	receipts *queue.Receipts
-	Server   *server.Server
-	Store    *store.Store
-	Keys     *keys.Set
-	oauth    *oauth.Service
-	Clients  *oauth.Clients
+	// events keeps platform events (receipts, follows) through store outages.
+	events  *queue.PlatformEvents
+	Server  *server.Server
+	Store   *store.Store
+	Keys    *keys.Set
+	oauth   *oauth.Service
+	Clients *oauth.Clients
 	// mirrors are the shared state buckets the front end follows.
 	mirrors []*queue.Mirror
 	closers []func()
@@ -286,11 +286,11 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, pause.Close)
-	receipts, err := queue.OpenReceipts(ctx, a.conn.js, QueueConfig(cfg))
+	events, err := queue.OpenPlatformEvents(ctx, a.conn.js, QueueConfig(cfg))
 	if err != nil {
 		return err
 	}
-	a.receipts = receipts
+	a.events = events
 	nonces, err := queue.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
@@ -302,7 +302,7 @@ func (a *API) build(ctx context.Context) error {
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
-		KeepEvent:     receipts.Keep,
+		KeepEvent:     events.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
 		Nonces: nonces, Location: loc, SignIn: signIn,
 		QueueReady: func() error {
@@ -396,7 +396,7 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	go a.refreshKeys(sweepCtx, time.Minute)
 	go func() {
 		// Receipts kept through a store outage are applied once it answers again.
-		if err := a.receipts.Run(sweepCtx, 5*time.Second, a.Server.ApplyKept); err != nil {
+		if err := a.events.Run(sweepCtx, 5*time.Second, a.Server.ApplyKept); err != nil {
 			a.deps.Logger.Error("applying kept delivery receipts stopped", "err", err)
 		}
 	}()

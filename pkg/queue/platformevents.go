@@ -10,65 +10,65 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ReceiptPrefix starts the subject of a kept platform event: a delivery receipt (the
+// PlatformEventPrefix starts the subject of a kept platform event: a delivery receipt (the
 // platform's msgid follows) or a follow event ("follow" follows).
-const ReceiptPrefix = "ucs.events.mp."
+const PlatformEventPrefix = "ucs.events.mp."
 
-// ReceiptStream is the name of the stream of kept platform events beside the push stream
+// PlatformEventStream is the name of the stream of kept platform events beside the push stream
 // named stream.
-func ReceiptStream(stream string) string { return stream + "_EVENTS" }
+func PlatformEventStream(stream string) string { return stream + "_EVENTS" }
 
-// receiptConsumer is the durable consumer every front end shares to apply kept receipts.
-const receiptConsumer = "apply"
+// platformEventConsumer is the durable consumer every front end shares to apply kept receipts.
+const platformEventConsumer = "apply"
 
-// ReceiptMaxAge is how long a kept receipt is tried: a receipt whose message the service
+// PlatformEventMaxAge is how long a kept receipt is tried: a receipt whose message the service
 // cannot find after a day is for no message it sent.
-const ReceiptMaxAge = 24 * time.Hour
+const PlatformEventMaxAge = 24 * time.Hour
 
-// Receipts keeps the platform's events (delivery receipts, follows and unfollows) that the
+// PlatformEvents keeps the platform's events (delivery receipts, follows and unfollows) that the
 // front end could not apply when they came because the store failed, until they can be. The
 // platform pushes an event three times within seconds and then drops it; an event kept here is
 // answered "success" and is not lost to a store outage.
-type Receipts struct {
+type PlatformEvents struct {
 	js     jetstream.JetStream
 	stream string
 	cons   jetstream.Consumer
 }
 
-// OpenReceipts creates or updates the stream of kept receipts beside the push stream of c,
+// OpenPlatformEvents creates or updates the stream of kept receipts beside the push stream of c,
 // with its replicas, and the consumer that applies them.
-func OpenReceipts(ctx context.Context, js jetstream.JetStream, c Config) (*Receipts, error) {
-	name := ReceiptStream(c.Stream)
+func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (*PlatformEvents, error) {
+	name := PlatformEventStream(c.Stream)
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        name,
 		Description: "events of the platform (receipts, follows) waiting to be applied",
-		Subjects:    []string{ReceiptPrefix + ">"},
+		Subjects:    []string{PlatformEventPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
-		MaxAge:      ReceiptMaxAge,
+		MaxAge:      PlatformEventMaxAge,
 		MaxBytes:    c.MaxBytes / 8,
 		Discard:     jetstream.DiscardNew,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", name, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
-		Durable:     receiptConsumer,
+		Durable:     platformEventConsumer,
 		Description: "front ends applying kept platform events",
 		AckPolicy:   jetstream.AckExplicitPolicy,
 		AckWait:     30 * time.Second,
 		MaxDeliver:  -1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure consumer %s: %w", receiptConsumer, err)
+		return nil, fmt.Errorf("ensure consumer %s: %w", platformEventConsumer, err)
 	}
-	return &Receipts{js: js, stream: name, cons: cons}, nil
+	return &PlatformEvents{js: js, stream: name, cons: cons}, nil
 }
 
 // Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
 // "follow") and returns once the stream acknowledged it.
-func (r *Receipts) Keep(ctx context.Context, key string, event []byte) error {
-	if _, err := r.js.Publish(ctx, ReceiptPrefix+key, event); err != nil {
+func (r *PlatformEvents) Keep(ctx context.Context, key string, event []byte) error {
+	if _, err := r.js.Publish(ctx, PlatformEventPrefix+key, event); err != nil {
 		return fmt.Errorf("keep platform event %s: %w", key, err)
 	}
 	return nil
@@ -77,7 +77,7 @@ func (r *Receipts) Keep(ctx context.Context, key string, event []byte) error {
 // Run applies kept receipts until ctx ends. apply, given the receipt and when it was kept,
 // reports whether it is done with (applied, or refused for good); a receipt that is not is
 // tried again after retry.
-func (r *Receipts) Run(ctx context.Context, retry time.Duration, apply func(ctx context.Context, event []byte, kept time.Time) bool) error {
+func (r *PlatformEvents) Run(ctx context.Context, retry time.Duration, apply func(ctx context.Context, event []byte, kept time.Time) bool) error {
 	it, err := r.cons.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.stream, err)
@@ -87,7 +87,7 @@ func (r *Receipts) Run(ctx context.Context, retry time.Duration, apply func(ctx 
 	// many come at once.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	sem := make(chan struct{}, receiptAppliers)
+	sem := make(chan struct{}, platformEventAppliers)
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -113,5 +113,5 @@ func (r *Receipts) Run(ctx context.Context, retry time.Duration, apply func(ctx 
 	}
 }
 
-// receiptAppliers bounds the kept receipts one front end applies at once.
-const receiptAppliers = 32
+// platformEventAppliers bounds the kept receipts one front end applies at once.
+const platformEventAppliers = 32
