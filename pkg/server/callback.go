@@ -286,8 +286,14 @@ func (s *Server) applyEvent(c echo.Context, plain []byte) error {
 	return nil
 }
 
+// followWait bounds the store's answer to a follow event: the platform waits 5 s for the
+// whole callback, and an event the store does not take in time is kept instead.
+const followWait = 2 * time.Second
+
 // follow applies a follow or unfollow; events apply in CreateTime order, whenever they come.
 func (s *Server) follow(ctx context.Context, ev platformEvent) error {
+	ctx, cancel := context.WithTimeout(ctx, followWait)
+	defer cancel()
 	if err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe", time.Unix(ev.CreateTime, 0)); err != nil {
 		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	}
