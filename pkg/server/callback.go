@@ -304,10 +304,22 @@ func (s *Server) follow(ctx context.Context, ev platformEvent) error {
 // it would push it only three times within seconds and then drop it. Without KeepEvent, or
 // when the queue fails too, the store's error is the answer.
 func (s *Server) keep(ctx context.Context, key string, ev platformEvent, err error) error {
+	return s.keepAs(ctx, key, keptEvent{Event: ev}, err)
+}
+
+// keptEvent is a platform event as kept. Unsent marks a receipt whose msgid no message had when
+// it came (see receipt).
+type keptEvent struct {
+	Event  platformEvent `json:"event"`
+	Unsent bool          `json:"unsent,omitempty"`
+}
+
+func (s *Server) keepAs(ctx context.Context, key string, k keptEvent, err error) error {
+	ev := k.Event
 	if s.cfg.KeepEvent == nil {
 		return err
 	}
-	b, merr := json.Marshal(ev)
+	b, merr := json.Marshal(k)
 	if merr == nil {
 		merr = s.cfg.KeepEvent(ctx, key, b)
 	}
@@ -331,24 +343,41 @@ func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
 	// the wait for the sent record is taken as down, and the receipt kept.
 	actx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait+time.Second)
 	defer cancel()
-	applied, err := s.applyReceipt(actx, ev, s.cfg.ReceiptWait)
+	applied, err := s.applyReceipt(actx, ev, s.cfg.ReceiptWait, false)
+	var e *Error
+	if applied && errors.As(err, &e) && e.Code == CodeNotFound && s.cfg.KeepEvent != nil {
+		// No message has this msgid yet. Either it is for no message of ours, or its sent
+		// record is late (the 404 has the platform push it again), or the platform took an
+		// attempt whose answer the worker never got (a time-out) and will answer the worker's
+		// next attempt with this msgid (client_msg_id), after the platform has given up on
+		// this receipt. For that last case it is kept too, and applied only to a message sent
+		// on a later attempt, so that a receipt planted ahead of a first send changes nothing.
+		_ = s.keepAs(ctx, strconv.FormatInt(ev.MsgID, 10), keptEvent{Event: ev, Unsent: true}, nil)
+		return err
+	}
 	if applied {
 		return err
 	}
 	return s.keep(ctx, strconv.FormatInt(ev.MsgID, 10), ev, err)
 }
 
-// receiptKeptFor bounds how long a kept receipt waits for the sent record of its msgid.
-const receiptKeptFor = 10 * time.Minute
+// receiptKeptFor bounds how long a kept receipt waits for the sent record of its msgid; a
+// receipt kept with no message of its msgid waits receiptUnsentFor, the time a worker takes to
+// try again after a time-out.
+const (
+	receiptKeptFor   = 10 * time.Minute
+	receiptUnsentFor = 2 * time.Minute
+)
 
 // ApplyKept applies a platform event kept at kept (see keep); it reports whether the event is
 // done with (applied, or not applicable) rather than to be tried again.
 func (s *Server) ApplyKept(ctx context.Context, event []byte, kept time.Time) bool {
-	var ev platformEvent
-	if err := json.Unmarshal(event, &ev); err != nil {
+	var k keptEvent
+	if err := json.Unmarshal(event, &k); err != nil {
 		s.log.Warn("kept platform event unreadable; dropped", "err", err)
 		return true
 	}
+	ev := k.Event
 	switch {
 	case ev.Event == "subscribe" || ev.Event == "unsubscribe":
 		return s.follow(ctx, ev) == nil
@@ -356,22 +385,27 @@ func (s *Server) ApplyKept(ctx context.Context, event []byte, kept time.Time) bo
 		s.log.Warn("kept platform event of no known kind; dropped", "event", ev.Event)
 		return true
 	}
-	applied, err := s.applyReceipt(ctx, ev, 0)
+	applied, err := s.applyReceipt(ctx, ev, 0, k.Unsent)
 	if !applied && err != nil {
 		return false // the store still fails
 	}
-	if err != nil && s.now().Sub(kept) < receiptKeptFor {
+	wait := receiptKeptFor
+	if k.Unsent {
+		wait = receiptUnsentFor
+	}
+	if err != nil && s.now().Sub(kept) < wait {
 		return false // not sent yet: the worker holding it records it once the store is back
 	}
 	return true
 }
 
 // applyReceipt applies a receipt. Only a msgid this service sent, reported for the follower
-// it was sent to, changes a result. The sent record is written by a worker once the platform
+// it was sent to, changes a result; with retriedOnly, only one sent on a second attempt or
+// later. The sent record is written by a worker once the platform
 // answered, and the platform may report before that write lands: a receipt waits up to wait
 // for it, then asks the platform to push it again. applied is false, with the error, when the
 // store failed.
-func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.Duration) (applied bool, err error) {
+func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.Duration, retriedOnly bool) (applied bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var (
@@ -408,6 +442,9 @@ func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.D
 		return false, &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	case openID != ev.FromUserName:
 		s.log.Warn("delivery receipt for another follower than the message's", "msgid", ev.MsgID, "ucsId", sent.UcsID)
+		return true, nil
+	case retriedOnly && sent.Attempts <= 1:
+		s.log.Warn("delivery receipt that came before its message's only send", "msgid", ev.MsgID, "ucsId", sent.UcsID)
 		return true, nil
 	}
 	final := store.Receipt(sent, ev.Status, s.now())

@@ -122,10 +122,16 @@ func (e *env) following(user string) bool {
 // markSent records that the platform accepted ucsID as msgID for openID, as a worker does.
 func (e *env) markSent(ucsID string, msgID int64, openID string) {
 	e.t.Helper()
+	e.markSentOn(ucsID, msgID, openID, 1)
+}
+
+// markSentOn records ucsID as sent on the given attempt.
+func (e *env) markSentOn(ucsID string, msgID int64, openID string, attempt int) {
+	e.t.Helper()
 	w := e.api.Store.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	now := e.clock.Now()
-	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
 	if err := w.Write(context.Background(), store.SentRecords(r, openID, now)...); err != nil {
 		e.t.Fatal(err)
 	}
@@ -240,7 +246,9 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 		n++
 		return e.callback(e.plainQuery(cbToken, "f"+strconv.Itoa(n)), body)
 	}
-	// Planted in advance for a msgid the platform will hand out later.
+	// Planted in advance for a msgid the platform will hand out later: refused, and stored
+	// nowhere a lookup reads (kept only for a message sent on a later attempt, see
+	// TestReceiptBeforeRetriedSend).
 	if a := post(receiptEvent("oA", 556, simulator.StatusUserBlock)); a.status != 404 {
 		t.Fatalf("receipt of an unsent msgid: %d %s", a.status, a.body)
 	}
@@ -268,6 +276,26 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	if d := e.result(tok, laterID); d["state"] != "delivered" || d["reason"] != nil {
 		t.Fatalf("the later message picked up a planted receipt: %v", d)
 	}
+}
+
+// TestReceiptBeforeRetriedSend: the platform took an attempt whose answer the worker never got
+// (a time-out), and its receipt comes, and is pushed again and given up by the platform, before
+// the worker's next attempt learns the msgid (the platform answers a repeated client_msg_id with
+// the first msgid). The receipt is kept and applied once the message is recorded as sent on
+// that later attempt; one for a message sent on its first attempt is not
+// (TestForgedReceiptsIgnored).
+func TestReceiptBeforeRetriedSend(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	const id = "01KEEEEEEEEEEEEEEEEEEEEEEE"
+	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 777, simulator.StatusUserBlock)); a.status != 404 {
+		t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
+	}
+	e.markSentOn(id, 777, "oA", 2)
+	embeddedtest.Eventually(t, 20*time.Second, "the kept receipt is applied", func() bool {
+		d := e.result(tok, id)
+		return d["state"] == "failed" && d["reason"] == simulator.StatusUserBlock
+	})
 }
 
 // TestFollowEventsInCreateTimeOrder: an older subscribe or unsubscribe that arrives after a

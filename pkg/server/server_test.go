@@ -114,6 +114,11 @@ func newEnvLogged(t testing.TB, mod func(*config.Config), logger *slog.Logger) *
 	}
 	ts := httptest.NewServer(api.Server)
 	t.Cleanup(ts.Close)
+	// What Serve runs beside the server: kept platform events are applied.
+	kctx, stopKept := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() { defer close(kept); _ = api.ApplyKeptEvents(kctx) }()
+	t.Cleanup(func() { stopKept(); <-kept })
 	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		t.Fatal(err)

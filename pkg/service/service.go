@@ -395,9 +395,8 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	go a.Store.RunSweeper(sweepCtx, time.Hour)
 	go a.refreshKeys(sweepCtx, time.Minute)
 	go func() {
-		// Receipts kept through a store outage are applied once it answers again.
-		if err := a.events.Run(sweepCtx, 5*time.Second, a.Server.ApplyKept); err != nil {
-			a.deps.Logger.Error("applying kept delivery receipts stopped", "err", err)
+		if err := a.ApplyKeptEvents(sweepCtx); err != nil {
+			a.deps.Logger.Error("applying kept platform events stopped", "err", err)
 		}
 	}()
 	errc := make(chan error, 1)
@@ -421,6 +420,12 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// ApplyKeptEvents applies the platform events kept through a store outage (or ahead of their
+// message), with every other front end, until ctx ends; Serve runs it.
+func (a *API) ApplyKeptEvents(ctx context.Context) error {
+	return a.events.Run(ctx, 5*time.Second, a.Server.ApplyKept)
 }
 
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
