@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
@@ -109,6 +110,11 @@ type Config struct {
 	Paused func() (queue.PauseState, bool)
 	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
 	Records Records
+	// Ops configures the operations page, GET /ops; nil (or no users) turns it off.
+	Ops *Ops
+	// Sandbox configures the sandbox phones, GET /sandbox, of the standalone stack; nil turns
+	// them off.
+	Sandbox *Sandbox
 	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and
 	// serves no /metrics.
 	Metrics *metrics.Metrics
@@ -132,6 +138,8 @@ type Server struct {
 	cb callbackAuth
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
+	// activity counts what the operations page shows; nil when it is off.
+	activity *activity.Recorder
 }
 
 // New builds the server and its routes.
@@ -189,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
 	s.cb = cb
+	if cfg.Ops != nil {
+		s.activity = cfg.Ops.Activity
+	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	// The source address feeds rate limits and brute-force blocks, so a header is believed
@@ -210,6 +221,11 @@ func New(cfg Config) (*Server, error) {
 // it. Anything but a final result is ignored.
 func (s *Server) Remember(r store.Result) {
 	if r.State.Final() {
+		// The LRU tells a repeated announcement (a receipt the platform pushed again) from a
+		// new result, so that the operations page counts each push once.
+		if _, seen := s.results.Peek(r.UcsID); !seen {
+			s.activity.Final(r)
+		}
 		s.results.Add(r.UcsID, r)
 	}
 }
@@ -224,12 +240,21 @@ type sentMessage struct {
 // its delivery receipt comes, so that the receipt costs no store read.
 func (s *Server) RememberSent(r store.Result, openID string) {
 	if r.State == store.StateSent && r.MsgID != 0 && openID != "" {
+		if _, seen := s.sent.Peek(r.MsgID); !seen {
+			s.activity.Sent(r)
+		}
 		s.sent.Add(r.MsgID, sentMessage{result: r, openID: openID})
 	}
 }
 
 // ServeHTTP serves a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// accepted counts n pushes accepted, for the metrics and the operations page.
+func (s *Server) accepted(n int) {
+	s.cfg.Metrics.Accepted(n)
+	s.activity.Accepted(n)
+}
 
 // Echo returns the underlying echo instance, for mounting further routes.
 func (s *Server) Echo() *echo.Echo { return s.e }
@@ -255,6 +280,8 @@ func (s *Server) routes() {
 	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)
 
 	s.signInRoutes()
+	s.opsRoutes()
+	s.sandboxRoutes()
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)
