@@ -32,7 +32,21 @@ type Chart struct {
 // ChartTick is a grid line with its label.
 type ChartTick struct {
 	At, To, LabelX, LabelY, Label string
+	Anchor                        string // the label's text-anchor
 }
+
+// Axis is how a chart's y axis reads: its labels, and the least top it has.
+type Axis struct {
+	Format  func(float64) string
+	AtLeast float64
+}
+
+// The axes of the operations page: counts never show fractions of a push; latencies start
+// at 10 ms.
+var (
+	CountAxis   = Axis{Format: FormatCount, AtLeast: 1}
+	SecondsAxis = Axis{Format: FormatSeconds, AtLeast: 0.01}
+)
 
 // ChartLine is a series as drawn: one polyline's points per run of values without a gap.
 type ChartLine struct {
@@ -50,8 +64,8 @@ const (
 )
 
 // NewChart lays out series over the points in time at (oldest first): the x axis is labelled
-// with the times in campus time, the y axis from 0 to a round maximum with format's labels.
-func NewChart(id, zh, en string, at []time.Time, format func(float64) string, series ...Series) Chart {
+// with the times in campus time, the y axis from 0 to a round maximum with y's labels.
+func NewChart(id, zh, en string, at []time.Time, y Axis, series ...Series) Chart {
 	c := Chart{ID: id, ZH: zh, EN: en, Width: chartW, Height: chartH, Left: num(padLeft)}
 	top := 0.0
 	for _, s := range series {
@@ -61,7 +75,7 @@ func NewChart(id, zh, en string, at []time.Time, format func(float64) string, se
 			}
 		}
 	}
-	top = niceCeil(top)
+	top = niceCeil(max(top, y.AtLeast))
 	plotW, plotH := float64(chartW-padLeft-padRight), float64(chartH-padTop-padBottom)
 	x := func(i int) float64 {
 		if len(at) < 2 {
@@ -69,14 +83,19 @@ func NewChart(id, zh, en string, at []time.Time, format func(float64) string, se
 		}
 		return padLeft + plotW*float64(i)/float64(len(at)-1)
 	}
-	y := func(v float64) float64 { return padTop + plotH*(1-v/top) }
+	yAt := func(v float64) float64 { return padTop + plotH*(1-v/top) }
 	for _, v := range []float64{0, top / 2, top} {
-		c.YTicks = append(c.YTicks, ChartTick{At: num(y(v)), To: num(chartW - padRight), LabelX: num(padLeft - 6),
-			LabelY: num(y(v) + 4), Label: format(v)})
+		c.YTicks = append(c.YTicks, ChartTick{At: num(yAt(v)), To: num(chartW - padRight), LabelX: num(padLeft - 6),
+			LabelY: num(yAt(v) + 4), Label: y.Format(v), Anchor: "end"})
 	}
 	if n := len(at); n > 0 {
-		for _, i := range []int{0, n / 4, n / 2, 3 * n / 4, n - 1} {
-			c.XTicks = append(c.XTicks, ChartTick{At: num(x(i)), LabelY: num(chartH - 8), Label: at[i].In(campusTime).Format("15:04")})
+		for k, i := range []int{0, n / 4, n / 2, 3 * n / 4, n - 1} {
+			// The first and last labels keep inside the picture.
+			anchor := map[int]string{0: "start", 4: "end"}[k]
+			if anchor == "" {
+				anchor = "middle"
+			}
+			c.XTicks = append(c.XTicks, ChartTick{At: num(x(i)), LabelY: num(chartH - 8), Label: at[i].In(campusTime).Format("15:04"), Anchor: anchor})
 		}
 	}
 	for k, s := range series {
@@ -99,7 +118,7 @@ func NewChart(id, zh, en string, at []time.Time, format func(float64) string, se
 				flush()
 				continue
 			}
-			pts = append(pts, num(x(i))+","+num(y(v)))
+			pts = append(pts, num(x(i))+","+num(yAt(v)))
 		}
 		flush()
 		c.Lines = append(c.Lines, line)
@@ -107,9 +126,10 @@ func NewChart(id, zh, en string, at []time.Time, format func(float64) string, se
 	return c
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten, at least 1, so the axis reads well.
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten, so the axis reads well; 1 for an
+// empty chart.
 func niceCeil(v float64) float64 {
-	if v <= 1 || math.IsNaN(v) || math.IsInf(v, 0) {
+	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))

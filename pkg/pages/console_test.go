@@ -19,7 +19,7 @@ func TestChartGeometry(t *testing.T) {
 	for i := range 5 {
 		at = append(at, start.Add(time.Duration(i)*time.Minute))
 	}
-	c := pages.NewChart("x", "中", "en", at, pages.FormatCount,
+	c := pages.NewChart("x", "中", "en", at, pages.CountAxis,
 		pages.Series{Name: "a", Values: []float64{0, 7, math.NaN(), 3, math.NaN()}})
 	if got := []string{c.YTicks[0].Label, c.YTicks[1].Label, c.YTicks[2].Label}; got[2] != "10" || got[1] != "5" || got[0] != "0" {
 		t.Errorf("y labels %v, want 0 5 10", got)
@@ -33,6 +33,13 @@ func TestChartGeometry(t *testing.T) {
 	}
 	if c.Lines[0].Class != "s1" {
 		t.Errorf("class %q", c.Lines[0].Class)
+	}
+	lat := pages.NewChart("l", "中", "en", at, pages.SecondsAxis, pages.Series{Values: []float64{0.064}})
+	if top := lat.YTicks[2].Label; top != "100ms" {
+		t.Errorf("a latency of 64ms is charted up to %s, want 100ms", top)
+	}
+	if lat.XTicks[0].Anchor != "start" || lat.XTicks[2].Anchor != "middle" || lat.XTicks[4].Anchor != "end" {
+		t.Errorf("x labels would leave the picture: %+v", lat.XTicks)
 	}
 	for v, want := range map[float64]string{0: "0", 0.25: "250ms", 1.5: "1.5s", 600: "10min"} {
 		if got := pages.FormatSeconds(v); got != want {
@@ -54,7 +61,7 @@ func TestConsolePagesEscape(t *testing.T) {
 		Counts:   []pages.OpsCount{{State: "accepted", ZH: "已受理", EN: "accepted", N: 3}},
 		Kinds:    []pages.OpsKind{{Kind: hostile, Count: 1}},
 		Failures: []pages.OpsFailure{{UcsID: "01JX", Reason: hostile, At: now}},
-		Charts:   []pages.Chart{pages.NewChart("c", "中", hostile, []time.Time{now}, pages.FormatCount, pages.Series{Name: "a", Label: hostile, Values: []float64{1}})},
+		Charts:   []pages.Chart{pages.NewChart("c", "中", hostile, []time.Time{now}, pages.CountAxis, pages.Series{Name: "a", Label: hostile, Values: []float64{1}})},
 		Nonce:    nonce})
 	if err != nil {
 		t.Fatal(err)

@@ -183,11 +183,11 @@ func opsCharts(snap activity.Snapshot) []pages.Chart {
 	}
 	total := func(v int64) string { return "· " + strconv.FormatInt(v, 10) }
 	return []pages.Chart{
-		pages.NewChart("throughput", "每分钟消息数", "Pushes per minute", at, pages.FormatCount,
+		pages.NewChart("throughput", "每分钟消息数", "Pushes per minute", at, pages.CountAxis,
 			pages.Series{Name: "accepted", Label: "受理 accepted", Summary: total(sumAcc), Values: acc},
 			pages.Series{Name: "delivered", Label: "送达 delivered", Summary: total(sumDel), Values: del},
 			pages.Series{Name: "failed", Label: "失败 failed", Summary: total(sumFail), Values: fail}),
-		pages.NewChart("latency", "端到端延迟（受理到送达）", "End-to-end latency, accepted to delivered", at, pages.FormatSeconds,
+		pages.NewChart("latency", "端到端延迟（受理到送达）", "End-to-end latency, accepted to delivered", at, pages.SecondsAxis,
 			pages.Series{Name: "p50", Label: "中位数 p50", Summary: "· " + lastP50, Values: p50},
 			pages.Series{Name: "p95", Label: "p95", Summary: "· " + lastP95, Values: p95}),
 	}

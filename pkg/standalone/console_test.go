@@ -121,7 +121,7 @@ func (b *browserPage) screenshot(name string) {
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
 	if err != nil {
 		b.t.Fatal(err)
 	}
