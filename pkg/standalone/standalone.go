@@ -567,6 +567,8 @@ Try it (paste into a shell):
 
 Message types and their fields:   curl -s %[1]s/v1/meta/notification/mp/types
 What the simulated platform got:  curl -s %[5]s/sim/messages
+The demo users' phones:           %[1]s/sandbox
+The operations page:              %[1]s/ops  (sign in as %[8]s, password in %[6]s)
 
 `, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
 		info, DemoClient, DemoUsers[0])
