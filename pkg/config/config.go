@@ -61,6 +61,8 @@ type Config struct {
 	Platform Platform `yaml:"platform"`
 	// Worker tunes delivery.
 	Worker Worker `yaml:"worker"`
+	// Ops configures the operations page.
+	Ops Ops `yaml:"ops"`
 	// ShutdownGrace bounds a graceful stop on SIGTERM: a front end answers what it has in
 	// flight, a worker finishes or returns what it holds, within it. Default 25s, under
 	// Kubernetes' 30 s; 1s to 10m.
@@ -68,6 +70,18 @@ type Config struct {
 	// Log is how both programs log.
 	Log Log `yaml:"log"`
 }
+
+// Ops configures the operations page, GET /ops.
+type Ops struct {
+	// Users are the campus user numbers who may open the operations page once signed in
+	// through the usual sign-in (oauth.identity_providers); anyone else signed in is refused
+	// with 403. Default empty: the page is off (404). At most 100, each 1 to 64 of A-Z a-z 0-9
+	// . _ -, none twice. Standalone: the first demo user when empty.
+	Users []string `yaml:"users"`
+}
+
+// MaxOpsUsers bounds ops.users: the list is read on every request of the page.
+const MaxOpsUsers = 100
 
 // Log configures logging.
 type Log struct {
@@ -644,6 +658,7 @@ func (c *Config) Validate(role Role) error {
 		}
 	}
 	c.validatePlatform(role, &p)
+	c.validateOps(&p)
 	w := c.Worker
 	if w.Concurrency < 1 || w.Concurrency > 4096 {
 		p.add("worker.concurrency: %d, must be 1 to 4096", w.Concurrency)
@@ -850,6 +865,27 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 
 // PushTypes are the push type codes a template can be configured for.
 var PushTypes = []string{"TDL", "EN", "JML", "WR", "JDS", "FWR", "MDAN", "AR", "OPPAN"}
+
+func (c *Config) validateOps(p *problems) {
+	users := c.Ops.Users
+	if len(users) > MaxOpsUsers {
+		p.add("ops.users: %d users, at most %d", len(users), MaxOpsUsers)
+	}
+	seen := map[string]bool{}
+	for i, u := range users {
+		switch {
+		case !validClientID(u): // a user number has the alphabet and length of a client id
+			p.add("ops.users[%d]: %q must be 1 to 64 of A-Z a-z 0-9 . _ -", i, u)
+		case seen[u]:
+			p.add("ops.users[%d]: %q appears twice", i, u)
+		}
+		seen[u] = true
+	}
+	idp := c.OAuth.IdentityProviders
+	if len(users) > 0 && idp.CAS.URL == "" && !idp.Local.Enabled {
+		p.add("ops.users: the operations page needs a sign-in: set oauth.identity_providers.cas.url or enable local")
+	}
+}
 
 // Client returns the registered client with the given id.
 func (c *Config) Client(id string) (Client, bool) {

@@ -268,6 +268,8 @@ func TestSchemaAgrees(t *testing.T) {
 		"log: {level: loud}",
 		"platform: {quota_reset: '25:00'}",
 		"platform: {max_rate: -1}",
+		"ops: {users: ['a b']}",
+		"ops: {users: ['1', '1']}",
 		"shutdown_grace: soon",
 		"platform: {appid: wx1, encoding_aes_key: tooShort}",
 		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",

@@ -260,7 +260,7 @@ func (s *Server) batch(c echo.Context) error {
 		r.UcsID = m.UcsID
 		ans.Accepted++
 	}
-	s.cfg.Metrics.Accepted(ans.Accepted)
+	s.accepted(ans.Accepted)
 	if idem != nil {
 		idem.finish(c.Request().Context(), failed)
 	}

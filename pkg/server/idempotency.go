@@ -180,7 +180,7 @@ func (r *idemRequest) republish(ctx context.Context, msgs map[int]push.Message) 
 			r.s.log.Warn("publishing a retried item failed", "ucsId", again[j].UcsID, "err", err)
 		}
 	}
-	r.s.cfg.Metrics.Accepted(len(again) - len(still))
+	r.s.accepted(len(again) - len(still))
 	if !slices.Equal(still, rec.Failed) {
 		r.finish(ctx, still)
 	}

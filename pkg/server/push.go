@@ -60,7 +60,7 @@ func (s *Server) push(c echo.Context) error {
 	id := msg.UcsID
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
-	s.cfg.Metrics.Accepted(1)
+	s.accepted(1)
 	return s.ok(c, pushAnswer{UcsID: id})
 }
 
@@ -109,7 +109,7 @@ func (s *Server) pushOnce(c echo.Context, idem *idemRequest, msg push.Message) e
 			return queueError(errs[0])
 		}
 		idem.finish(ctx, nil)
-		s.cfg.Metrics.Accepted(1)
+		s.accepted(1)
 		return s.ok(c, pushAnswer{UcsID: msg.UcsID})
 	}
 	rec := idem.replay

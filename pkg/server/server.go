@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
@@ -110,6 +111,11 @@ type Config struct {
 	Paused func() (queue.PauseState, bool)
 	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
 	Records Records
+	// Ops configures the operations page, GET /ops; nil (or no users) turns it off.
+	Ops *Ops
+	// Sandbox configures the sandbox phones, GET /sandbox, of the standalone stack; nil turns
+	// them off.
+	Sandbox *Sandbox
 	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and
 	// serves no /metrics.
 	Metrics *metrics.Metrics
@@ -134,6 +140,8 @@ type Server struct {
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
 	docs     *apiDocs
+	// activity counts what the operations page shows; nil when it is off.
+	activity *activity.Recorder
 }
 
 // New builds the server and its routes.
@@ -194,6 +202,9 @@ func New(cfg Config) (*Server, error) {
 	if s.docs, err = newAPIDocs(cfg.Realm); err != nil {
 		return nil, err
 	}
+	if cfg.Ops != nil {
+		s.activity = cfg.Ops.Activity
+	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	// The source address feeds rate limits and brute-force blocks, so a header is believed
@@ -215,6 +226,11 @@ func New(cfg Config) (*Server, error) {
 // it. Anything but a final result is ignored.
 func (s *Server) Remember(r store.Result) {
 	if r.State.Final() {
+		// The LRU tells a repeated announcement (a receipt the platform pushed again) from a
+		// new result, so that the operations page counts each push once.
+		if _, seen := s.results.Peek(r.UcsID); !seen {
+			s.activity.Final(r)
+		}
 		s.results.Add(r.UcsID, r)
 	}
 }
@@ -229,12 +245,21 @@ type sentMessage struct {
 // its delivery receipt comes, so that the receipt costs no store read.
 func (s *Server) RememberSent(r store.Result, openID string) {
 	if r.State == store.StateSent && r.MsgID != 0 && openID != "" {
+		if _, seen := s.sent.Peek(r.MsgID); !seen {
+			s.activity.Sent(r)
+		}
 		s.sent.Add(r.MsgID, sentMessage{result: r, openID: openID})
 	}
 }
 
 // ServeHTTP serves a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// accepted counts n pushes accepted, for the metrics and the operations page.
+func (s *Server) accepted(n int) {
+	s.cfg.Metrics.Accepted(n)
+	s.activity.Accepted(n)
+}
 
 // Echo returns the underlying echo instance, for mounting further routes.
 func (s *Server) Echo() *echo.Echo { return s.e }
@@ -262,6 +287,8 @@ func (s *Server) routes() {
 	e.GET(DocsPath, s.apiDocsPage)
 
 	s.signInRoutes()
+	s.opsRoutes()
+	s.sandboxRoutes()
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)

@@ -369,6 +369,9 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		if ok, err := s.finishOnce(c, ar); !ok {
 			return err
 		}
+		if ar.Return != "" {
+			return c.Redirect(http.StatusSeeOther, ar.Return)
+		}
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
 	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)

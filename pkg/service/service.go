@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/event"
 
+	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
@@ -46,6 +47,8 @@ type Deps struct {
 	// Registry holds the program's metrics, served at /metrics; nil makes a new one. Each
 	// program needs its own.
 	Registry *prometheus.Registry
+	// Sandbox, when set, serves the sandbox phones of the standalone stack at /sandbox.
+	Sandbox *server.Sandbox
 }
 
 func (d *Deps) fill() {
@@ -296,9 +299,14 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
+	var ops *server.Ops
+	if len(cfg.Ops.Users) > 0 {
+		ops = &server.Ops{Users: cfg.Ops.Users, Activity: activity.New(d.Now),
+			Backlog: a.conn.pending(cfg.NATS.Consumer), History: a.Store.History}
+	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	srv, err := server.New(server.Config{
-		Records: records, Metrics: a.Metrics, Paused: pause.Paused,
+		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,

@@ -30,6 +30,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -198,6 +199,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 		cfg.Platform.APIBase = url
+		deps.Sandbox = s.sandbox(cfg, seed)
+	}
+	if len(cfg.Ops.Users) == 0 {
+		// The operations page is on for the first demo user, who signs in with the password
+		// in standalone.json.
+		cfg.Ops.Users = []string{DemoUsers[0]}
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleStandalone); err != nil {
@@ -304,6 +311,33 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 	})
 	s.Sim = sim
 	return "http://" + ln.Addr().String(), nil
+}
+
+// sandbox is the sandbox phones of the demo users, drawn from what the simulator received.
+func (s *Stack) sandbox(cfg *config.Config, seed *seedState) *server.Sandbox {
+	sb := &server.Sandbox{Templates: map[string]server.SandboxTemplate{}}
+	for typ, tpl := range cfg.Platform.Templates {
+		fields := map[string]string{}
+		for field, kw := range tpl.Fields {
+			fields[kw] = field
+		}
+		sb.Templates[tpl.TemplateID] = server.SandboxTemplate{Type: typ, Fields: fields}
+	}
+	for _, b := range cfg.Bindings {
+		if slices.ContainsFunc(seed.info.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
+			sb.Phones = append(sb.Phones, server.SandboxPhone{UserID: b.UserID, OpenID: b.OpenID})
+		}
+	}
+	sim := s.Sim
+	sb.Received = func(openID string, n int) []server.SandboxMessage {
+		sent := sim.Recent(openID, n)
+		out := make([]server.SandboxMessage, len(sent))
+		for i, m := range sent {
+			out[i] = server.SandboxMessage{UcsID: m.ClientMsgID, TemplateID: m.TemplateID, URL: m.URL, Data: m.Data, At: m.At}
+		}
+		return out
+	}
+	return sb
 }
 
 // DefaultTemplates maps every push type onto a simulator template whose keywords are thing1,
@@ -533,6 +567,8 @@ Try it (paste into a shell):
 
 Message types and their fields:   curl -s %[1]s/v1/meta/notification/mp/types
 What the simulated platform got:  curl -s %[5]s/sim/messages
+The demo users' phones:           %[1]s/sandbox
+The operations page:              %[1]s/ops  (sign in as %[8]s, password in %[6]s)
 
 `, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
 		info, DemoClient, DemoUsers[0])

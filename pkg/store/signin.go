@@ -56,6 +56,9 @@ type AuthRequest struct {
 	Prompt string `json:"prompt,omitempty"`
 	// Account marks the sign-in to the account page: it ends there, with no client and no code.
 	Account bool `json:"account,omitempty"`
+	// Return, with Account, is the service's own page the sign-in ends at instead (the
+	// operations page's); set by the server, and sealed with the request like the rest.
+	Return string `json:"return,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Record is one of the records the store keeps of a push, for a person to read.
+type Record struct {
+	// Kind is final, sent or progress (see the keys of push_results).
+	Kind   string
+	Result Result
+}
+
+// The kinds of Record.
+const (
+	RecordFinal    = "final"
+	RecordSent     = "sent"
+	RecordProgress = "progress"
+)
+
+// History returns every record the store holds of ucsID, the most advanced first: its final
+// result, its sent result and the progress of its attempts, each if written. None is not an
+// error: a push no worker has reached has no record. It costs three reads by _id, the one
+// query the embedded FerretDB answers from an index.
+func (s *Store) History(ctx context.Context, ucsID string) ([]Record, error) {
+	var out []Record
+	for _, k := range []struct{ kind, id string }{
+		{RecordFinal, ucsID}, {RecordSent, ucsID + suffixSent}, {RecordProgress, ucsID + suffixProgress},
+	} {
+		r, err := s.getResult(ctx, k.id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, Record{Kind: k.kind, Result: r})
+		}
+	}
+	return out, nil
+}
