@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,6 +199,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 		cfg.Platform.APIBase = url
+		if cfg.Platform.OAuthBase == "" {
+			cfg.Platform.OAuthBase = url // the simulator serves the web authorization too
+		}
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleStandalone); err != nil {
@@ -265,6 +269,8 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 		AppID: p.AppID, Secret: p.Secret,
 		CallbackURL:   cfg.PublicURL + "/v1/infra/notification/mp/callback",
 		CallbackToken: p.CallbackToken, EncodingAESKey: cfg.Platform.EncodingAESKey,
+		// The binding page's host is the account's authorization domain, as on the platform.
+		WebAuthHosts: []string{publicHost(cfg.PublicURL)},
 		// /sim/messages is for a person to look at; the rest need not stay in memory.
 		MaxSent: 10_000,
 		Now:     o.Now,
@@ -304,6 +310,15 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 	})
 	s.Sim = sim
 	return "http://" + ln.Addr().String(), nil
+}
+
+// publicHost is the host[:port] of the front end's public address.
+func publicHost(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // DefaultTemplates maps every push type onto a simulator template whose keywords are thing1,

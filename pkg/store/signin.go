@@ -56,6 +56,9 @@ type AuthRequest struct {
 	Prompt string `json:"prompt,omitempty"`
 	// Account marks the sign-in to the account page: it ends there, with no client and no code.
 	Account bool `json:"account,omitempty"`
+	// Bind marks the sign-in of the binding page: the hash of the bind session it was started
+	// from, to which it hands the user number back; no client and no code.
+	Bind string `json:"bind,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`
