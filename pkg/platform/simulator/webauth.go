@@ -238,7 +238,7 @@ func (s *Simulator) renderAuthorize(w http.ResponseWriter, p authorizePage) {
 // phone's own account answers; here the person says which follower they are.
 var authorizeTmpl = htmltemplate.Must(htmltemplate.New("authorize").Parse(`<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>微信授权（模拟） WeChat authorization (simulated)</title>
+<title>微信授权（模拟） WeChat authorization (simulated)</title><link rel="icon" href="data:,">
 <style>
 body{font-family:system-ui,-apple-system,"PingFang SC","Microsoft YaHei",sans-serif;margin:0;background:#ededed;color:#191919}
 main{max-width:420px;margin:0 auto;padding:24px 16px}
