@@ -548,7 +548,9 @@ Try it (paste into a shell):
 
 Message types and their fields:   curl -s %[1]s/v1/meta/notification/mp/types
 What the simulated platform got:  curl -s %[5]s/sim/messages
+Bind a campus account to a follower (as a student, in a browser):  %[1]s/bind
+  (user %[9]s has no binding; its password is in %[6]s)
 
 `, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
-		info, DemoClient, DemoUsers[0])
+		info, DemoClient, DemoUsers[0], UnboundUser)
 }
