@@ -315,11 +315,11 @@ func TestBindRefusals(t *testing.T) {
 		if p := e.returned(t, other, code, state2, nil); p.status != 400 || !strings.Contains(p.body, "platform_40163") {
 			t.Fatalf("a used code: %d %s", p.status, p.body)
 		}
-		if p := get(t, other, e.base+"/bind"); p.status != http.StatusFound {
-			t.Fatalf("a used code made the page know a follower: %d", p.status)
-		}
 		if p := e.returned(t, other, "never-issued", state2, nil); p.status != 400 || !strings.Contains(p.body, "platform_40029") {
 			t.Fatalf("an unknown code: %d %s", p.status, p.body)
+		}
+		if p := get(t, other, e.base+"/bind"); p.status != http.StatusFound {
+			t.Fatalf("a used code made the page know a follower: %d", p.status)
 		}
 	})
 	t.Run("openid in the request is ignored", func(t *testing.T) {
