@@ -85,8 +85,7 @@ func newBindEnv(t *testing.T) *bindEnv {
 	return &bindEnv{base: base, sim: sim, store: api.Store, clock: clk}
 }
 
-// phone is the in-app browser: cookies, redirects followed, except to the platform's page
-// when stopAtPlatform is set.
+// phone is the in-app browser: cookies kept, redirects followed.
 func phone(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)

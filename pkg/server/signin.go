@@ -365,7 +365,11 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 
 // afterLogin asks for consent where it is needed, else answers the client.
 func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
-	if ar.Bind != "" && s.cfg.Bind != nil {
+	if ar.Bind != "" {
+		if s.cfg.Bind == nil {
+			// A replica without the binding page: the sign-in has nowhere to go.
+			return s.redirectError(c, ar, oauth.ErrTemporarilyUnavailable, "binding is not configured on this server")
+		}
 		return s.bindAfterLogin(c, ar, se)
 	}
 	if ar.Account {
