@@ -324,6 +324,11 @@ type Platform struct {
 	// APIBase is the platform API's base address, e.g. https://api.weixin.qq.com. Required
 	// for workers unless standalone, where empty means the built-in simulator.
 	APIBase string `yaml:"api_base"`
+	// OAuthBase is the origin of the platform's web authorization page
+	// (connect/oauth2/authorize), which the binding page sends students to; the code it
+	// returns is exchanged at APIBase. Default https://open.weixin.qq.com when APIBase is set;
+	// standalone with the simulator: the simulator.
+	OAuthBase string `yaml:"oauth_base"`
 	// AppID and Secret of the official account. Required with APIBase.
 	AppID  string `yaml:"appid"`
 	Secret string `yaml:"secret"`
@@ -556,6 +561,9 @@ func (c *Config) Defaults() {
 	if c.Platform.QuotaReset == "" {
 		c.Platform.QuotaReset = "00:00"
 	}
+	if c.Platform.OAuthBase == "" && c.Platform.APIBase != "" {
+		c.Platform.OAuthBase = DefaultOAuthBase
+	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = Duration(25 * time.Second)
 	}
@@ -566,6 +574,9 @@ func (c *Config) Defaults() {
 		c.Log.Level = "info"
 	}
 }
+
+// DefaultOAuthBase is the real platform's web authorization origin.
+const DefaultOAuthBase = "https://open.weixin.qq.com"
 
 // DefaultWorkerListen is where a worker serves its probes and metrics unless configured.
 const DefaultWorkerListen = "127.0.0.1:9091"
@@ -827,6 +838,12 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		if role != RoleWorker && len(pl.CallbackToken) < 3 {
 			// The front end checks the platform's signed event pushes; a worker takes none.
 			p.add("platform.callback_token: required with api_base, at least 3 characters")
+		}
+	}
+	if pl.OAuthBase != "" {
+		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" {
+			p.add("platform.oauth_base: %q is not an absolute http(s) URL without query", pl.OAuthBase)
 		}
 	}
 	if pl.EncodingAESKey != "" {

@@ -133,6 +133,27 @@ func TestCallbackTokenOnlyForTheFrontEnd(t *testing.T) {
 	}
 }
 
+// TestOAuthBase: the binding page's authorization origin defaults to the platform's with an
+// api_base, and must be an absolute http(s) address.
+func TestOAuthBase(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"},
+		Platform: config.Platform{APIBase: "https://api.weixin.qq.com", AppID: "wx1", Secret: "s", CallbackToken: "tok"}}
+	c.Defaults()
+	if c.Platform.OAuthBase != "https://open.weixin.qq.com" {
+		t.Fatalf("default %q", c.Platform.OAuthBase)
+	}
+	c.Platform.OAuthBase = "ftp://open.example.com"
+	err := c.Validate(config.RoleAPI)
+	if err == nil || !strings.Contains(err.Error(), `platform.oauth_base: "ftp://open.example.com" is not an absolute http(s) URL without query`) {
+		t.Fatalf("got %v", err)
+	}
+	none := &config.Config{}
+	none.Defaults()
+	if none.Platform.OAuthBase != "" {
+		t.Fatalf("an oauth_base without a platform: %q", none.Platform.OAuthBase)
+	}
+}
+
 func TestWorkerNeedsPlatform(t *testing.T) {
 	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
 	c.Defaults()
@@ -272,6 +293,8 @@ func TestSchemaAgrees(t *testing.T) {
 		"ops: {users: ['1', '1']}",
 		"shutdown_grace: soon",
 		"platform: {appid: wx1, encoding_aes_key: tooShort}",
+		"platform: {oauth_base: 'open.weixin.qq.com'}",
+		"platform: {oauth_base: 'https://open.weixin.qq.com/?x=1'}",
 		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {

@@ -556,6 +556,10 @@ func errCode(err error) string {
 	return "network"
 }
 
+// Forget drops what the worker cached of userID's binding, which a student just changed: the
+// next message to them reads the store.
+func (w *Worker) Forget(userID string) { w.bindings.Remove(userID) }
+
 type cachedBinding struct {
 	b       store.Binding
 	err     error

@@ -40,7 +40,8 @@ var (
 // "title" and "content" definitions cannot collide with another page's.
 func parse(page string) *template.Template {
 	return template.Must(template.New(page).
-		Funcs(template.FuncMap{"split": splitLanguages, "when": when}).
+		Funcs(template.FuncMap{"split": splitLanguages, "when": when,
+			"describeNotifications": func() ScopeText { return DescribeScope("notification.mp") }}).
 		ParseFS(templateFS, "templates/layout.html", "templates/"+page))
 }
 

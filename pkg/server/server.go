@@ -80,6 +80,8 @@ type Config struct {
 	Nonces Nonces
 	// SignIn configures the authorization code flow's browser side; nil turns it off.
 	SignIn *SignIn
+	// Bind configures the binding page (/bind), which needs SignIn too; nil turns it off.
+	Bind *Bind
 	// Location is the time zone of the envelope's time. Default Asia/Shanghai.
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
@@ -289,6 +291,7 @@ func (s *Server) routes() {
 	s.signInRoutes()
 	s.opsRoutes()
 	s.sandboxRoutes()
+	s.bindRoutes()
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)

@@ -365,6 +365,13 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 
 // afterLogin asks for consent where it is needed, else answers the client.
 func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	if ar.Bind != "" {
+		if s.cfg.Bind == nil {
+			// A replica without the binding page: the sign-in has nowhere to go.
+			return s.redirectError(c, ar, oauth.ErrTemporarilyUnavailable, "binding is not configured on this server")
+		}
+		return s.bindAfterLogin(c, ar, se)
+	}
 	if ar.Account {
 		if ok, err := s.finishOnce(c, ar); !ok {
 			return err
@@ -466,10 +473,14 @@ func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err 
 }
 
 func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
-	if ar.Account {
-		// A sign-in to the account page has no client to send an error to.
+	if ar.Account || ar.Bind != "" {
+		// A sign-in to the account or binding page has no client to send an error to.
+		again := "Open the account page again."
+		if ar.Bind != "" {
+			again = "Open the binding page again from the official account's menu."
+		}
 		return s.errorPage(c, http.StatusServiceUnavailable, "出错了 Something went wrong",
-			"The sign-in could not be completed. Open the account page again.", code)
+			"The sign-in could not be completed. "+again, code)
 	}
 	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: oauth.Description(desc)},
 		{Name: "state", Value: ar.State}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})

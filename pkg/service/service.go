@@ -280,6 +280,10 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bind, err := buildBind(ctx, cfg, a.Store, d, a.conn.nc, signIn)
+	if err != nil {
+		return err
+	}
 	records, err := queue.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
@@ -312,7 +316,7 @@ func (a *API) build(ctx context.Context) error {
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
 		KeepEvent:     events.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
-		Nonces: nonces, Location: loc, SignIn: signIn,
+		Nonces: nonces, Location: loc, SignIn: signIn, Bind: bind,
 		QueueReady: func() error {
 			if !a.conn.nc.IsConnected() {
 				return errors.New("not connected to nats")
@@ -543,6 +547,12 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		Now:        d.Now, Logger: d.Logger,
 	})
 	if err != nil {
+		writer.Close()
+		pause.Close()
+		conn.close()
+		return nil, err
+	}
+	if _, err := queue.SubscribeBindings(conn.nc, w.Forget); err != nil {
 		writer.Close()
 		pause.Close()
 		conn.close()

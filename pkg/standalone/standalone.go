@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,6 +200,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 		cfg.Platform.APIBase = url
+		if cfg.Platform.OAuthBase == "" {
+			cfg.Platform.OAuthBase = url // the simulator serves the web authorization too
+		}
 		deps.Sandbox = s.sandbox(cfg, seed)
 	}
 	if len(cfg.Ops.Users) == 0 {
@@ -272,6 +276,8 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 		AppID: p.AppID, Secret: p.Secret,
 		CallbackURL:   cfg.PublicURL + "/v1/infra/notification/mp/callback",
 		CallbackToken: p.CallbackToken, EncodingAESKey: cfg.Platform.EncodingAESKey,
+		// The binding page's host is the account's authorization domain, as on the platform.
+		WebAuthHosts: []string{publicHost(cfg.PublicURL)},
 		// /sim/messages is for a person to look at; the rest need not stay in memory.
 		MaxSent: 10_000,
 		Now:     o.Now,
@@ -338,6 +344,15 @@ func (s *Stack) sandbox(cfg *config.Config, seed *seedState) *server.Sandbox {
 		return out
 	}
 	return sb
+}
+
+// publicHost is the host[:port] of the front end's public address.
+func publicHost(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // DefaultTemplates maps every push type onto a simulator template whose keywords are thing1,
@@ -569,7 +584,9 @@ Message types and their fields:   curl -s %[1]s/v1/meta/notification/mp/types
 What the simulated platform got:  curl -s %[5]s/sim/messages
 The demo users' phones:           %[1]s/sandbox
 The operations page:              %[1]s/ops  (sign in as %[8]s, password in %[6]s)
+Bind a campus account to a follower (as a student, in a browser):  %[1]s/bind
+  (user %[9]s has no binding; its password is in %[6]s)
 
 `, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
-		info, DemoClient, DemoUsers[0])
+		info, DemoClient, DemoUsers[0], UnboundUser)
 }

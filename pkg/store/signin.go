@@ -59,6 +59,9 @@ type AuthRequest struct {
 	// Return, with Account, is the service's own page the sign-in ends at instead (the
 	// operations page's); set by the server, and sealed with the request like the rest.
 	Return string `json:"return,omitempty"`
+	// Bind marks the sign-in of the binding page: the hash of the bind session it was started
+	// from, to which it hands the user number back; no client and no code.
+	Bind string `json:"bind,omitempty"`
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`

@@ -45,6 +45,7 @@ func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/cgi-bin/stable_token", s.handleStableToken)
 	mux.HandleFunc("/cgi-bin/message/template/send", s.handleSend)
+	s.webAuthRoutes(mux)
 	s.adminRoutes(mux)
 	return mux
 }

@@ -12,6 +12,9 @@
 //     template and each keyword value are checked with the documented codes;
 //     client_msg_id de-duplicates per openid for ten minutes; an accepted
 //     send is pushed later as a TEMPLATESENDJOBFINISH event.
+//   - GET /connect/oauth2/authorize and GET /sns/oauth2/access_token: the web
+//     authorization (snsapi_base) that tells a page which follower opened it;
+//     its page lets a person pick the follower they are (webauth.go).
 //   - Event pushes to the callback URL carry signature, timestamp and nonce,
 //     and a failed push is retried three times. With an EncodingAESKey they
 //     are in safe mode: encrypted, with encrypt_type=aes and msg_signature.
@@ -87,6 +90,10 @@ type Config struct {
 	// Seed seeds the random source of faults and final statuses; 0 picks a
 	// random seed.
 	Seed uint64
+	// WebAuthHosts are the hosts (host[:port]) a web authorization may return to, the
+	// account's authorization domains (网页授权域名); others are refused with 10003. Empty:
+	// any host.
+	WebAuthHosts []string
 	// MaxSent bounds the accepted sends Sent keeps, the oldest dropped first, so a long run
 	// of the standalone service does not grow without end. Default 100,000 (about 30 MB).
 	MaxSent int
@@ -210,6 +217,8 @@ type Simulator struct {
 	nextMsgID int64
 	sent      []SentMessage
 	errors    map[int]int64
+	// web holds the codes of the web authorization; it has its own lock.
+	web webAuth
 
 	stats struct {
 		sends, accepted, deduplicated, serverErrors atomic.Int64

@@ -1,0 +1,386 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/pages"
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// The binding page ({public_url}/bind): a student opens it from the official account's menu in
+// the platform's in-app browser and binds their campus user number to the follower they are.
+//
+//  1. GET /bind without a bind session: the platform's silent web authorization (snsapi_base),
+//     with a state kept in a sealed cookie; the platform returns to /bind/platform with a code,
+//     which the server alone exchanges for the openid. The openid is kept in the sealed
+//     (encrypted and authenticated) bind cookie: the browser can neither read nor choose it.
+//  2. The campus sign-in (CAS or the local directory) of the sign-in flow, whose end hands the
+//     user number back to /bind/signed-in, sealed and tied to this bind session.
+//  3. Consent to bind and receive notifications (a form with a value derived from the bind
+//     session), then the binding is stored and shown; the same page unbinds.
+
+// BindStore keeps bindings; *store.Store implements it.
+type BindStore interface {
+	Binding(ctx context.Context, userID string) (store.Binding, error)
+	BindingOf(ctx context.Context, openID string) (store.Binding, error)
+	Bind(ctx context.Context, userID, openID string) (replaced string, err error)
+	Unbind(ctx context.Context, userID, openID string) error
+}
+
+// WebAuth is the platform's web authorization; *platform.WebAuth implements it.
+type WebAuth interface {
+	AuthorizeURL(redirectURI, state string) string
+	OpenID(ctx context.Context, code string) (string, error)
+}
+
+// Bind configures the binding page; it needs SignIn too. Without it /bind answers that binding
+// is not available.
+type Bind struct {
+	Store    BindStore
+	Platform WebAuth
+	// Sessions seals the bind cookie; Tickets the sign-in's hand-back of the user number.
+	Sessions, Tickets *oauth.Sealer
+	// Changed, when set, is told of every user number whose binding changed, so that workers
+	// forget what they cached of it.
+	Changed func(userID string)
+}
+
+const (
+	cookieBind = "UCS_BIND"
+	// bindAuthTTL bounds the platform's authorization, from the redirect to its return.
+	bindAuthTTL = 10 * time.Minute
+	// bindSessionTTL bounds a bind session once the follower is known: after it the page asks
+	// the platform again (silently, in the in-app browser).
+	bindSessionTTL = 30 * time.Minute
+	// bindTicketTTL bounds the hand-back of a finished sign-in to the page.
+	bindTicketTTL = 2 * time.Minute
+)
+
+// bindSession is what the bind cookie holds, sealed.
+type bindSession struct {
+	// ID names the session; sign-ins started from it carry its hash.
+	ID string `json:"id"`
+	// State is the platform authorization's state while it runs.
+	State string `json:"state,omitempty"`
+	// OpenID is the follower, as the platform's answer to the server said.
+	OpenID string `json:"openid,omitempty"`
+	// UserID is the campus user number once the student signed in here.
+	UserID  string    `json:"userid,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// bindTicket hands a finished campus sign-in back to the bind session it was started from.
+type bindTicket struct {
+	Bind    string    `json:"bind"` // hash of the bind session's ID
+	UserID  string    `json:"userid"`
+	Expires time.Time `json:"expires"`
+}
+
+// bindNotices are the outcomes the page reports, by the done parameter; nothing else of that
+// parameter reaches the page.
+var bindNotices = map[string]string{
+	"bound":     "绑定成功，您将通过公众号收到校园通知。 Bound: you will receive campus notifications through the official account.",
+	"unbound":   "已解除绑定。 Unbound: no more notifications reach this WeChat account.",
+	"cancelled": "已取消，未做任何更改。 Cancelled: nothing was changed.",
+}
+
+func (s *Server) bindRoutes() {
+	s.e.GET("/bind", s.bindPage)
+	s.e.POST("/bind", s.bindConsent)
+	s.e.GET("/bind/platform", s.bindPlatformReturn)
+	s.e.GET("/bind/signin", s.bindSignIn)
+	s.e.GET("/bind/signed-in", s.bindSignedIn)
+	s.e.POST("/bind/unbind", s.bindUnbind)
+}
+
+func (s *Server) bindAvailable(c echo.Context) (ok bool, err error) {
+	if idps, _ := s.identityProviders(); s.cfg.Bind == nil || len(idps) == 0 {
+		return false, s.errorPage(c, http.StatusNotFound, "未开放 Not available",
+			"Binding to the official account is not configured on this server.", "temporarily_unavailable")
+	}
+	return true, nil
+}
+
+// bindSessionOf opens the browser's bind cookie; ok false when there is none that is live.
+func (s *Server) bindSessionOf(c echo.Context) (bs bindSession, ok bool) {
+	v := cookieValue(c, cookieBind)
+	if v == "" || s.cfg.Bind.Sessions.Open(v, &bs) != nil || bs.ID == "" || !s.now().Before(bs.Expires) {
+		return bindSession{}, false
+	}
+	return bs, true
+}
+
+func (s *Server) setBindSession(c echo.Context, bs bindSession) error {
+	v, err := s.cfg.Bind.Sessions.Seal(bs)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+	}
+	c.SetCookie(&http.Cookie{Name: cookieBind, Value: v, Path: "/bind", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: s.secureCookies(), MaxAge: int(bs.Expires.Sub(s.now()) / time.Second)})
+	return nil
+}
+
+// bindCSRF is the value the page's forms carry: derived from the bind session, which only this
+// browser holds (sealed in its cookie), so another site can neither read nor forge it.
+func bindCSRF(bs bindSession) string { return oauth.Hash("bind-form\x00" + bs.ID)[:32] }
+
+// bindPage shows the page: after the platform's authorization when the follower is not known.
+func (s *Server) bindPage(c echo.Context) error {
+	if ok, err := s.bindAvailable(c); !ok {
+		return err
+	}
+	bs, ok := s.bindSessionOf(c)
+	if !ok || bs.OpenID == "" {
+		return s.bindAuthorize(c)
+	}
+	ctx := c.Request().Context()
+	d := pages.BindData{
+		Follower: shortOpenID(bs.OpenID), Notice: bindNotices[c.QueryParam("done")], CSRF: bindCSRF(bs),
+		Action: "/bind", UnbindAction: "/bind/unbind",
+	}
+	switch b, err := s.cfg.Bind.Store.BindingOf(ctx, bs.OpenID); {
+	case err == nil:
+		d.State, d.UserID, d.Since, d.Following = pages.BindBound, b.UserID, b.Updated, b.Following
+	case !errors.Is(err, store.ErrNotFound):
+		return &Error{Code: CodeUnavailable, Message: "the binding could not be read; try again", Internal: err}
+	case bs.UserID != "":
+		d.State, d.UserID = pages.BindConsent, bs.UserID
+		switch mine, err := s.cfg.Bind.Store.Binding(ctx, bs.UserID); {
+		case err == nil:
+			d.ElsewhereBound = mine.OpenID != bs.OpenID
+		case !errors.Is(err, store.ErrNotFound):
+			return &Error{Code: CodeUnavailable, Message: "the binding could not be read; try again", Internal: err}
+		}
+	default:
+		d.State = pages.BindSignIn
+		idps, def := s.identityProviders()
+		// The default provider first.
+		rank := func(idp string) int {
+			if idp == def {
+				return 0
+			}
+			return 1
+		}
+		slices.SortStableFunc(idps, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
+		for _, idp := range idps {
+			p := pages.BindProvider{URL: "/bind/signin?idp=" + idp}
+			switch idp {
+			case "cas":
+				p.ZH, p.EN = "统一身份认证登录", "Sign in with the campus single sign-on"
+			case "local":
+				p.ZH, p.EN = "校园账号登录", "Sign in with your campus account"
+			default:
+				continue
+			}
+			d.Providers = append(d.Providers, p)
+		}
+	}
+	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+		d.Nonce = nonce
+		return func(b *bytes.Buffer) error { return pages.Bind(b, d) }
+	})
+}
+
+// bindAuthorize starts the platform's web authorization in a new bind session.
+func (s *Server) bindAuthorize(c echo.Context) error {
+	bs := bindSession{ID: oauth.NewSecret()[:22], State: oauth.Hash(oauth.NewSecret())[:32], Expires: s.now().Add(bindAuthTTL)}
+	if err := s.setBindSession(c, bs); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusFound, s.cfg.Bind.Platform.AuthorizeURL(s.cfg.SignIn.PublicURL+"/bind/platform", bs.State))
+}
+
+// bindPlatformReturn is where the platform sends the browser back with a code: the state must
+// be this browser's, and the openid comes only from the server's exchange of the code.
+func (s *Server) bindPlatformReturn(c echo.Context) error {
+	if ok, err := s.bindAvailable(c); !ok {
+		return err
+	}
+	bs, ok := s.bindSessionOf(c)
+	if !ok || bs.State == "" || !sameSecret(c.QueryParam("state"), bs.State) {
+		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: the platform's answer does not belong to this browser's authorization")
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
+			"This answer does not belong to an authorization started in this browser. Open the page again from the official account's menu.", "invalid_state")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
+	defer cancel()
+	openID, err := s.cfg.Bind.Platform.OpenID(ctx, c.QueryParam("code"))
+	if err != nil {
+		var pe *platform.Error
+		if errors.As(err, &pe) {
+			// The code itself is never logged: it is a credential until it is used.
+			s.log.Warn("binding: the platform refused the authorization code", "errcode", pe.Code, "addr", c.RealIP())
+			return s.errorPage(c, http.StatusBadRequest, "微信授权失败 WeChat authorization failed",
+				"The platform did not confirm who you are (the link may have been used already or expired). Open the page again from the official account's menu.",
+				"platform_"+strconv.Itoa(pe.Code))
+		}
+		s.log.Error("binding: the platform's web authorization failed", "err", err)
+		return s.errorPage(c, http.StatusBadGateway, "微信授权失败 WeChat authorization failed",
+			"The platform could not be reached. Try again in a moment.", "temporarily_unavailable")
+	}
+	// A new session id: nothing started before the follower was known carries over.
+	next := bindSession{ID: oauth.NewSecret()[:22], OpenID: openID, Expires: s.now().Add(bindSessionTTL)}
+	if err := s.setBindSession(c, next); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/bind")
+}
+
+// bindSignIn starts the campus sign-in for the bind session.
+func (s *Server) bindSignIn(c echo.Context) error {
+	if ok, err := s.bindAvailable(c); !ok {
+		return err
+	}
+	bs, ok := s.bindSessionOf(c)
+	if !ok || bs.OpenID == "" {
+		return c.Redirect(http.StatusSeeOther, "/bind")
+	}
+	idps, idp := s.identityProviders()
+	if hint := c.QueryParam("idp"); hint != "" {
+		idp = hint
+	}
+	if !slices.Contains(idps, idp) {
+		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
+			"idp names no identity provider of this server (cas, local).", "invalid_request")
+	}
+	ar := store.AuthRequest{Bind: oauth.Hash(bs.ID), IDP: idp}
+	s.newFlow(c, &ar)
+	return s.startLogin(c, ar, "")
+}
+
+// bindAfterLogin ends a sign-in started from the binding page: the user number goes back to
+// the page sealed, for the bind session the sign-in was started from only.
+func (s *Server) bindAfterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	if ok, err := s.finishOnce(c, ar); !ok {
+		return err
+	}
+	t, err := s.cfg.Bind.Tickets.Seal(bindTicket{Bind: ar.Bind, UserID: se.UserID, Expires: s.now().Add(bindTicketTTL)})
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+	}
+	return c.Redirect(http.StatusSeeOther, "/bind/signed-in?t="+t)
+}
+
+// bindSignedIn takes the hand-back of a finished sign-in into the bind session.
+func (s *Server) bindSignedIn(c echo.Context) error {
+	if ok, err := s.bindAvailable(c); !ok {
+		return err
+	}
+	bs, ok := s.bindSessionOf(c)
+	var t bindTicket
+	if !ok || bs.OpenID == "" || s.cfg.Bind.Tickets.Open(c.QueryParam("t"), &t) != nil || !s.now().Before(t.Expires) ||
+		!sameSecret(t.Bind, oauth.Hash(bs.ID)) {
+		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: a sign-in handed back to another browser's binding page")
+		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
+			"This sign-in did not start from the binding page of this browser, or took too long. Open the page again from the official account's menu.", "expired")
+	}
+	bs.UserID = t.UserID
+	if err := s.setBindSession(c, bs); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/bind")
+}
+
+// bindForm checks a form of the page: posted from this browser's page of its bind session.
+// ok false: refused, the answer is written and the handler returns err at once.
+func (s *Server) bindForm(c echo.Context) (bs bindSession, ok bool, err error) {
+	if ok, err := s.bindAvailable(c); !ok {
+		return bs, false, err
+	}
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
+	bs, live := s.bindSessionOf(c)
+	if !live || bs.OpenID == "" {
+		return bs, false, s.errorPage(c, http.StatusForbidden, "页面已过期 Page expired",
+			"This page expired. Open it again from the official account's menu.", "expired")
+	}
+	if csrf := c.FormValue("csrf"); csrf == "" || !sameSecret(csrf, bindCSRF(bs)) {
+		s.securityEvent(c, metrics.EventCSRFRefused, "binding form refused: not from the binding page of this browser", "path", c.Path())
+		return bs, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
+			"This form did not come from the binding page of this browser.", "csrf")
+	}
+	return bs, true, nil
+}
+
+// bindConsent takes the consent form: bind, or cancel.
+func (s *Server) bindConsent(c echo.Context) error {
+	bs, ok, err := s.bindForm(c)
+	if !ok {
+		return err
+	}
+	if bs.UserID == "" {
+		return c.Redirect(http.StatusSeeOther, "/bind") // signed out meanwhile: sign in again
+	}
+	userID := bs.UserID
+	bs.UserID = "" // consent is asked once per sign-in, whatever the answer
+	if err := s.setBindSession(c, bs); err != nil {
+		return err
+	}
+	if c.FormValue("accept") == "" {
+		return c.Redirect(http.StatusSeeOther, "/bind?done=cancelled")
+	}
+	replaced, err := s.cfg.Bind.Store.Bind(c.Request().Context(), userID, bs.OpenID)
+	if err != nil {
+		return &Error{Code: CodeUnavailable, Message: "the binding could not be stored; try again", Internal: err}
+	}
+	s.log.Info("binding: bound", "user", userID)
+	s.bindChanged(userID, replaced)
+	return c.Redirect(http.StatusSeeOther, "/bind?done=bound")
+}
+
+// bindUnbind takes the unbind form: the follower's binding ends.
+func (s *Server) bindUnbind(c echo.Context) error {
+	bs, ok, err := s.bindForm(c)
+	if !ok {
+		return err
+	}
+	ctx := c.Request().Context()
+	b, err := s.cfg.Bind.Store.BindingOf(ctx, bs.OpenID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return c.Redirect(http.StatusSeeOther, "/bind?done=unbound") // already unbound
+	case err != nil:
+		return &Error{Code: CodeUnavailable, Message: "the binding could not be read; try again", Internal: err}
+	}
+	if err := s.cfg.Bind.Store.Unbind(ctx, b.UserID, bs.OpenID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return &Error{Code: CodeUnavailable, Message: "the binding could not be removed; try again", Internal: err}
+	}
+	s.log.Info("binding: unbound", "user", b.UserID)
+	s.bindChanged(b.UserID, "")
+	bs.UserID = ""
+	if err := s.setBindSession(c, bs); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/bind?done=unbound")
+}
+
+func (s *Server) bindChanged(userIDs ...string) {
+	if s.cfg.Bind.Changed == nil {
+		return
+	}
+	for _, u := range userIDs {
+		if u != "" {
+			s.cfg.Bind.Changed(u)
+		}
+	}
+}
+
+// shortOpenID shows enough of an openid for a student to tell two apart, not all of it: the
+// page may be seen over a shoulder.
+func shortOpenID(id string) string {
+	if len(id) <= 10 {
+		return id
+	}
+	return id[:6] + "…" + id[len(id)-4:]
+}

@@ -1,0 +1,83 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// TestBindByFollower: a binding made on the binding page is found by user number and by
+// openid; a follower binds one user number; a user number bound again moves; a follower's
+// record that no longer matches its binding (changed elsewhere) names no one; unbinding
+// checks the pair; and the follower state of the platform's events is kept throughout.
+func TestBindByFollower(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)
+	st := embeddedtest.Store(t, func() time.Time { return t0 })
+	of := func(openid string) string {
+		t.Helper()
+		b, err := st.BindingOf(ctx, openid)
+		if errors.Is(err, store.ErrNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.UserID
+	}
+
+	if replaced, err := st.Bind(ctx, "u1", "oA"); err != nil || replaced != "" {
+		t.Fatalf("bind: %q %v", replaced, err)
+	}
+	if b, err := st.Binding(ctx, "u1"); err != nil || b.OpenID != "oA" || !b.Following || !b.Updated.Equal(t0) {
+		t.Fatalf("binding %+v %v", b, err)
+	}
+	if of("oA") != "u1" {
+		t.Fatal("not found by openid")
+	}
+	// Another user number on the same follower replaces the first.
+	if replaced, err := st.Bind(ctx, "u2", "oA"); err != nil || replaced != "u1" {
+		t.Fatalf("rebind: %q %v", replaced, err)
+	}
+	if _, err := st.Binding(ctx, "u1"); !errors.Is(err, store.ErrNotFound) || of("oA") != "u2" {
+		t.Fatalf("u1 still bound: %v, oA → %q", err, of("oA"))
+	}
+	// The user number moves to another follower.
+	if _, err := st.Bind(ctx, "u2", "oB"); err != nil || of("oA") != "" || of("oB") != "u2" {
+		t.Fatalf("move: %v, oA → %q, oB → %q", err, of("oA"), of("oB"))
+	}
+	// Changed elsewhere (the configuration): the follower's record names no one any more.
+	if err := st.PutBinding(ctx, store.Binding{UserID: "u2", OpenID: "oC"}); err != nil || of("oB") != "" {
+		t.Fatalf("after a change elsewhere oB → %q (%v)", of("oB"), err)
+	}
+	// The platform's events still decide following; binding keeps them.
+	if err := st.SetFollowing(ctx, "oD", false, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Bind(ctx, "u3", "oD"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.Binding(ctx, "u3"); err != nil || b.Following {
+		t.Fatalf("binding an unsubscribed follower made it following: %+v %v", b, err)
+	}
+	if err := st.SetFollowing(ctx, "oD", true, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := st.Binding(ctx, "u3"); !b.Following || of("oD") != "u3" {
+		t.Fatalf("a subscribe after binding: %+v, oD → %q", b, of("oD"))
+	}
+	// Unbinding checks the pair.
+	if err := st.Unbind(ctx, "u3", "oA"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unbinding another follower's pair: %v", err)
+	}
+	if err := st.Unbind(ctx, "u3", "oD"); err != nil || of("oD") != "" {
+		t.Fatalf("unbind: %v, oD → %q", err, of("oD"))
+	}
+	if _, err := st.Binding(ctx, "u3"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("still bound: %v", err)
+	}
+}
