@@ -387,6 +387,33 @@ func TestClients(t *testing.T) {
 		wantExit(t, admin.ExitFailure, "-data", data, "clients", "rotate-secret", "nobody")
 	})
 
+	// Under -data, the new secret of a client the stack seeded is written to standalone.json,
+	// where the walk-through reads it and the next start loads it from.
+	t.Run("rotate-secret of a seeded client", func(t *testing.T) {
+		rot := decode[created](t, mustRun(t, "-data", data, "clients", "rotate-secret", standalone.TestClient, "--json"))
+		b, err := os.ReadFile(data + "/standalone.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info standalone.Info
+		if err := json.Unmarshal(b, &info); err != nil {
+			t.Fatal(err)
+		}
+		saved := ""
+		for _, c := range info.Clients {
+			if c.ClientID == standalone.TestClient {
+				saved = c.ClientSecret
+			}
+		}
+		if saved != rot.Secret || info.MongoDBURI != st.Info.MongoDBURI || len(info.Users) != len(st.Info.Users) {
+			t.Fatalf("standalone.json after the rotation: secret saved %v, %+v", saved == rot.Secret, info)
+		}
+		if fi, err := os.Stat(data + "/standalone.json"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("standalone.json: %v %v", fi.Mode(), err)
+		}
+		tokenWithin(t, within, a, standalone.TestClient, rot.Secret)
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		tok := tokenWithin(t, within, a, "reports", rep.Secret)["access_token"].(string)
 		o := mustRun(t, "-data", data, "clients", "delete", "reports", "--json")

@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -325,17 +328,68 @@ old secret stay valid until they expire; disable the client to end them at once.
 			if err != nil {
 				return notFound(args[0], err)
 			}
+			seeded := false
+			if a.data != "" {
+				if seeded, err = updateSeededSecret(a.data, c.ID, secret); err != nil {
+					fmt.Fprintf(a.env.Stderr, "warning: %v\n", err)
+				}
+			}
 			a.out(struct {
 				Client clientView `json:"client"`
 				Secret string     `json:"client_secret"`
 			}{view(c), secret}, func(w io.Writer) {
 				fmt.Fprintf(w, "New secret of client %s:\n\n  client_secret: %s\n\n", c.ID, secret)
 				fmt.Fprintf(w, "This is the only time it is shown. Every front end takes it, and refuses the old one, within %s.\n", oauth.ClientsReload)
-				fromFile(w, c)
+				if seeded {
+					fmt.Fprintf(w, "It is also written to %s, where the stack keeps its seeded clients.\n", filepath.Join(a.data, "standalone.json"))
+				} else {
+					fromFile(w, c)
+				}
 			})
 			return nil
 		},
 	}
+}
+
+// updateSeededSecret writes a rotated secret of a client the standalone stack seeded into its
+// standalone.json (mode 0600), where the walk-through reads it and the next start loads it; it
+// reports whether the client is one of those. The other contents of the file are kept as they
+// are.
+func updateSeededSecret(dir, id, secret string) (bool, error) {
+	path := filepath.Join(dir, "standalone.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	var info map[string]json.RawMessage
+	if err := json.Unmarshal(b, &info); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	var clients []map[string]any
+	if err := json.Unmarshal(info["clients"], &clients); err != nil {
+		return false, fmt.Errorf("%s: clients: %w", path, err)
+	}
+	found := false
+	for _, c := range clients {
+		if c["client_id"] == id {
+			c["client_secret"], found = secret, true
+		}
+	}
+	if !found {
+		return false, nil
+	}
+	if info["clients"], err = json.Marshal(clients); err != nil {
+		return false, err
+	}
+	out, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
+		return false, err
+	}
+	return true, os.Rename(tmp, path)
 }
 
 func clientsSetTTL() *command {
