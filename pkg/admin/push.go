@@ -335,7 +335,12 @@ func (p *pusher) follow(ctx context.Context, ucsID, userID string) (*pushTrace, 
 				return tr, nil
 			}
 		}
-		if err := wait(ctx, 200*time.Millisecond); err != nil {
+		// Often at first, to show the states a delivery passes through quickly; then less.
+		every := 50 * time.Millisecond
+		if time.Since(t0) > 3*time.Second {
+			every = 250 * time.Millisecond
+		}
+		if err := wait(ctx, every); err != nil {
 			return tr, fmt.Errorf("%s is %s, not final after the timeout", ucsID, orNone(tr.State))
 		}
 	}
