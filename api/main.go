@@ -1,6 +1,7 @@
 // Command api is the front end of the campus identity and notification service: the token
 // service, OpenID Connect endpoints, push and result lookup. With -standalone it also runs
-// everything it depends on in the process, for a developer's machine.
+// everything it depends on in the process, for a developer's machine. `api admin …` holds the
+// operators' commands (api admin --help).
 package main
 
 import (
@@ -22,6 +23,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "admin" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := runAdmin(ctx, os.Args[2:])
+		stop()
+		os.Exit(code)
+	}
 	var (
 		configPath = flag.String("config", "", "YAML configuration file (see deployments/config.example.yaml)")
 		standAlone = flag.Bool("standalone", false, "run the whole service in this process: embedded NATS, FerretDB, platform simulator and workers")

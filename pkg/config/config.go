@@ -755,67 +755,84 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	seen := map[string]bool{}
 	for i, cl := range o.Clients {
-		at := fmt.Sprintf("oauth.clients[%d]", i)
-		switch {
-		case !validClientID(cl.ClientID):
-			p.add("%s.client_id: %q must be 1 to 64 characters of letters, digits, '.', '_' or '-'", at, cl.ClientID)
-		case seen[cl.ClientID]:
-			p.add("%s.client_id: %q appears twice", at, cl.ClientID)
+		at := fmt.Sprintf("oauth.clients[%d].", i)
+		if seen[cl.ClientID] && validClientID(cl.ClientID) {
+			p.add("%sclient_id: %q appears twice", at, cl.ClientID)
 		}
 		seen[cl.ClientID] = true
-		switch {
-		case cl.ClientSecret != "" && cl.ClientSecretSHA256 != "":
-			p.add("%s: give client_secret or client_secret_sha256, not both", at)
-		case cl.ClientSecret == "" && cl.ClientSecretSHA256 == "":
-			p.add("%s: client_secret or client_secret_sha256 is required", at)
-		case cl.ClientSecret != "" && len(cl.ClientSecret) < 16:
-			p.add("%s.client_secret: %d characters, at least 16", at, len(cl.ClientSecret))
-		default:
-			if _, err := cl.SecretHash(); err != nil {
-				p.add("%s.%s", at, err)
-			}
+		cl.check(at, p)
+	}
+}
+
+// Validate checks one client as the configuration's oauth.clients[] are checked (the admin
+// commands create clients with it), and reports every problem at once.
+func (cl Client) Validate() error {
+	var p problems
+	cl.check("", &p)
+	return p.err()
+}
+
+// check adds the problems of cl to p, each named by prefix and the field.
+func (cl Client) check(prefix string, p *problems) {
+	at := strings.TrimSuffix(prefix, ".")
+	if at == "" {
+		at = "client"
+	}
+	if !validClientID(cl.ClientID) {
+		p.add("%sclient_id: %q must be 1 to 64 characters of letters, digits, '.', '_' or '-'", prefix, cl.ClientID)
+	}
+	switch {
+	case cl.ClientSecret != "" && cl.ClientSecretSHA256 != "":
+		p.add("%s: give client_secret or client_secret_sha256, not both", at)
+	case cl.ClientSecret == "" && cl.ClientSecretSHA256 == "":
+		p.add("%s: client_secret or client_secret_sha256 is required", at)
+	case cl.ClientSecret != "" && len(cl.ClientSecret) < 16:
+		p.add("%sclient_secret: %d characters, at least 16", prefix, len(cl.ClientSecret))
+	default:
+		if _, err := cl.SecretHash(); err != nil {
+			p.add("%s%s", prefix, err)
 		}
-		if len(cl.Grants) == 0 {
-			p.add("%s.grants: at least one grant is required", at)
+	}
+	if len(cl.Grants) == 0 {
+		p.add("%sgrants: at least one grant is required", prefix)
+	}
+	for _, g := range cl.Grants {
+		if !slices.Contains(oauth.KnownGrants, g) {
+			p.add("%sgrants: unknown grant %q", prefix, g)
 		}
-		for _, g := range cl.Grants {
-			if !slices.Contains(oauth.KnownGrants, g) {
-				p.add("%s.grants: unknown grant %q", at, g)
-			}
+	}
+	if len(cl.Scopes) == 0 {
+		p.add("%sscopes: at least one scope is required", prefix)
+	}
+	for _, s := range cl.Scopes {
+		if !slices.Contains(oauth.KnownScopes, s) {
+			p.add("%sscopes: unknown scope %q", prefix, s)
 		}
-		if len(cl.Scopes) == 0 {
-			p.add("%s.scopes: at least one scope is required", at)
+	}
+	if slices.Contains(cl.Grants, oauth.GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
+		p.add("%sredirect_uris: required for the authorization_code grant", prefix)
+	}
+	for _, r := range cl.RedirectURIs {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+			p.add("%sredirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
-		for _, s := range cl.Scopes {
-			if !slices.Contains(oauth.KnownScopes, s) {
-				p.add("%s.scopes: unknown scope %q", at, s)
-			}
+	}
+	for _, r := range cl.PostLogoutRedirectURIs {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+			p.add("%spost_logout_redirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
-		if slices.Contains(cl.Grants, oauth.GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
-			p.add("%s.redirect_uris: required for the authorization_code grant", at)
-		}
-		for _, r := range cl.RedirectURIs {
-			if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
-				p.add("%s.redirect_uris: %q is not an absolute URL without fragment", at, r)
-			}
-		}
-		for _, r := range cl.PostLogoutRedirectURIs {
-			if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
-				p.add("%s.post_logout_redirect_uris: %q is not an absolute URL without fragment", at, r)
-			}
-		}
-		if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
-			p.add("%s.access_token_ttl: %s, must be 60s to 24h", at, cl.AccessTokenTTL.D())
-		}
-		if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, oauth.GrantRefreshToken) {
-			p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
-		}
-		if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {
-			p.add("%s.id_token_signed_response_alg: %q, must be RS256 or ES256", at, cl.IDTokenAlg)
-		}
-		if cl.RateLimit < 0 {
-			p.add("%s.rate_limit: %v, must be positive (or 0 for the default)", at, cl.RateLimit)
-		}
+	}
+	if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
+		p.add("%saccess_token_ttl: %s, must be 60s to 24h", prefix, cl.AccessTokenTTL.D())
+	}
+	if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, oauth.GrantRefreshToken) {
+		p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
+	}
+	if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {
+		p.add("%sid_token_signed_response_alg: %q, must be RS256 or ES256", prefix, cl.IDTokenAlg)
+	}
+	if cl.RateLimit < 0 {
+		p.add("%srate_limit: %v, must be positive (or 0 for the default)", prefix, cl.RateLimit)
 	}
 }
 

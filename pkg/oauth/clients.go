@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,16 +30,26 @@ type Client struct {
 // Allows reports whether the client may use grant.
 func (c *Client) Allows(grant string) bool { return slices.Contains(c.Grants, grant) }
 
-// Clients is the registry of clients.
+// Clients is the registry of clients. It is replaced whole (Replace, Reload): a request reads
+// one consistent snapshot without a lock, which keeps the token endpoint and the bearer check
+// as cheap as when the registry never changed.
 type Clients struct {
-	byID map[string]*Client
-	ids  []string // in the order of the configuration
+	set        atomic.Pointer[clientSet]
+	defaultTTL time.Duration
 	// dummy is compared against when the client is unknown, so that an unknown id and a wrong
 	// secret take the same time.
 	dummy [32]byte
 }
 
-// Registration is a client as registered (configuration: oauth.clients).
+// clientSet is one snapshot of the registry.
+type clientSet struct {
+	byID map[string]*Client
+	ids  []string // in the order of registration
+	// disabled are the ids of registered clients an operator disabled: they are not in byID.
+	disabled map[string]bool
+}
+
+// Registration is a client as registered (configuration: oauth.clients; the store's clients).
 type Registration struct {
 	ID                     string
 	SecretHash             [32]byte // SHA-256 of the secret
@@ -53,15 +64,29 @@ type Registration struct {
 	// RefreshTokens nil or true: a client allowed the authorization code grant also gets the
 	// refresh token grant, as in Keycloak.
 	RefreshTokens *bool
+	// Disabled: the client gets no token and its tokens are refused.
+	Disabled bool
 }
 
 // NewClients builds the registry (registrations already validated).
 func NewClients(regs []Registration, defaultTTL time.Duration) *Clients {
-	r := &Clients{byID: make(map[string]*Client, len(regs))}
+	r := &Clients{defaultTTL: defaultTTL}
+	r.Replace(regs)
+	return r
+}
+
+// Replace makes regs the registry: from now on every request sees them, and tokens of a
+// client no longer among them, or disabled, are refused.
+func (r *Clients) Replace(regs []Registration) {
+	set := &clientSet{byID: make(map[string]*Client, len(regs)), disabled: map[string]bool{}}
 	for _, c := range regs {
+		if c.Disabled {
+			set.disabled[c.ID] = true
+			continue
+		}
 		ttl := c.AccessTokenTTL
 		if ttl == 0 {
-			ttl = defaultTTL
+			ttl = r.defaultTTL
 		}
 		grants := slices.Clone(c.Grants)
 		if slices.Contains(grants, GrantAuthorizationCode) && !slices.Contains(grants, GrantRefreshToken) &&
@@ -72,32 +97,35 @@ func NewClients(regs []Registration, defaultTTL time.Duration) *Clients {
 		if alg == "" {
 			alg = "RS256"
 		}
-		r.ids = append(r.ids, c.ID)
-		r.byID[c.ID] = &Client{
+		set.ids = append(set.ids, c.ID)
+		set.byID[c.ID] = &Client{
 			ID: c.ID, secretHash: c.SecretHash, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
 			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
 			RateLimit: c.RateLimit, IDTokenAlg: alg,
 		}
 	}
-	return r
+	r.set.Store(set)
 }
 
-// IDs returns the ids of every client, in the order of the configuration.
-func (r *Clients) IDs() []string { return r.ids }
+// IDs returns the ids of every enabled client, in the order of registration.
+func (r *Clients) IDs() []string { return r.set.Load().ids }
 
-// Lookup returns a client by id, without authenticating it.
+// Lookup returns an enabled client by id, without authenticating it.
 func (r *Clients) Lookup(id string) (*Client, bool) {
-	c, ok := r.byID[id]
+	c, ok := r.set.Load().byID[id]
 	return c, ok
 }
+
+// Disabled reports whether id is a registered client an operator disabled.
+func (r *Clients) Disabled(id string) bool { return r.set.Load().disabled[id] }
 
 // Authenticate returns the client when secret is its secret. Secrets are compared as SHA-256
 // hashes in constant time: they are high-entropy values, so a slow hash would add nothing but
 // cost to every grant.
 func (r *Clients) Authenticate(id, secret string) (*Client, bool) {
 	h := sha256.Sum256([]byte(secret))
-	c, ok := r.byID[id]
+	c, ok := r.set.Load().byID[id]
 	want := r.dummy
 	if ok {
 		want = c.secretHash
@@ -112,7 +140,7 @@ func (r *Clients) Authenticate(id, secret string) (*Client, bool) {
 // AnyPostLogoutRedirect reports whether target is a registered post-logout address of any
 // client (logout requests that name no client).
 func (r *Clients) AnyPostLogoutRedirect(target string) bool {
-	for _, c := range r.byID {
+	for _, c := range r.set.Load().byID {
 		if slices.Contains(c.PostLogoutRedirectURIs, target) {
 			return true
 		}

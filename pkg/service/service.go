@@ -5,6 +5,9 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,11 +233,15 @@ func (a *API) build(ctx context.Context) error {
 			}
 		}
 	}
-	regs, err := cfg.OAuth.Registrations()
-	if err != nil {
+	// The clients live in the store: the file's are loaded into it, then every client
+	// registered there (the admin commands' too) is read, and read again every ClientsReload.
+	if err := LoadClients(ctx, a.Store, cfg.OAuth.Clients); err != nil {
 		return err
 	}
-	clients := oauth.NewClients(regs, cfg.OAuth.AccessTokenTTL.D())
+	clients := oauth.NewClients(nil, cfg.OAuth.AccessTokenTTL.D())
+	if err := clients.Reload(ctx, a.Store); err != nil {
+		return fmt.Errorf("registered clients: %w", err)
+	}
 	a.Clients = clients
 	if err := LoadBindings(ctx, a.Store, cfg.Bindings); err != nil {
 		return err
@@ -378,6 +385,44 @@ func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Dep
 	return si, nil
 }
 
+// LoadClients writes the clients of the configuration into the store (store.SyncConfigClients
+// says how a start treats clients stored before). Only the hash of each secret is stored.
+func LoadClients(ctx context.Context, st *store.Store, cs []config.Client) error {
+	recs := make([]store.Client, 0, len(cs))
+	for _, c := range cs {
+		r, err := ClientRecord(c)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+	}
+	return st.SyncConfigClients(ctx, recs)
+}
+
+// ClientRecord returns a client of the configuration as the store keeps it, with the digest of
+// its entry (store.Client.ConfigDigest).
+func ClientRecord(c config.Client) (store.Client, error) {
+	h, err := c.SecretHash()
+	if err != nil {
+		return store.Client{}, fmt.Errorf("client %s: %w", c.ClientID, err)
+	}
+	r := store.Client{
+		ID: c.ClientID, SecretSHA256: hex.EncodeToString(h[:]), Grants: c.Grants, Scopes: c.Scopes,
+		RedirectURIs: c.RedirectURIs, PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent,
+		AccessTokenTTL: int64(c.AccessTokenTTL.D() / time.Second), Introspect: c.Introspect, RateLimit: c.RateLimit,
+		IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens, Source: store.SourceConfig,
+	}
+	// The digest covers every field the file gives, the secret only as its hash: a changed
+	// entry is loaded again, an unchanged one leaves what an operator changed alone.
+	b, err := json.Marshal(r)
+	if err != nil {
+		return r, err
+	}
+	d := sha256.Sum256(append(b, r.SecretSHA256...))
+	r.ConfigDigest = hex.EncodeToString(d[:])
+	return r, nil
+}
+
 // LoadBindings writes the bindings of the configuration into the store. A binding's openid is
 // taken as following until the platform's unsubscribe event says otherwise.
 func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding) error {
@@ -406,6 +451,7 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopSweep()
 	go a.Store.RunSweeper(sweepCtx, time.Hour)
 	go a.refreshKeys(sweepCtx, time.Minute)
+	go a.Clients.Follow(sweepCtx, a.Store, oauth.ClientsReload, a.deps.Logger)
 	go func() {
 		if err := a.ApplyKeptEvents(sweepCtx); err != nil {
 			a.deps.Logger.Error("applying kept platform events stopped", "err", err)

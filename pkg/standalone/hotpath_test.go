@@ -42,6 +42,12 @@ func (r *recorder) monitor() *event.CommandMonitor {
 			return
 		}
 		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
+		if e.CommandName == "find" && coll == "clients" {
+			// The registered clients are read whole at a front end's start and every
+			// oauth.ClientsReload in the background, never for a request, and they are tens of
+			// records: not a hot path, and not at a time the test can foresee.
+			return
+		}
 		r.cmds = append(r.cmds, command{name: e.CommandName, collection: coll, body: append(bson.Raw(nil), e.Command...)})
 	}}
 }

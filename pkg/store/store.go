@@ -32,6 +32,8 @@ const (
 	colBindings  = "bindings"
 	colFollowers = "followers"
 	colKeys      = "signing_keys"
+	// colClients holds the registered clients, keyed by client_id.
+	colClients = "clients"
 )
 
 var (
@@ -149,7 +151,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		return fmt.Errorf("list collections: %w", err)
 	}
 	for _, c := range []string{colResults, colMsgIDs, colBindings, colFollowers, colKeys,
-		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs, colUserSessions, colRevokedGrants} {
+		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs, colUserSessions, colRevokedGrants,
+		colClients} {
 		if slices.Contains(names, c) {
 			continue
 		}

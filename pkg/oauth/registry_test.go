@@ -1,0 +1,78 @@
+package oauth_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+func hashHex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// The registry follows the store: a disabled client is neither found nor authenticated, a
+// rotated secret replaces the old one, and a damaged record leaves the others registered.
+func TestClientsReload(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	ctx := context.Background()
+	for _, c := range []store.Client{
+		{ID: "a", SecretSHA256: hashHex("secret-of-a-0000"), Grants: []string{oauth.GrantClientCredentials}, Scopes: []string{oauth.ScopeFakeAPI}, AccessTokenTTL: 600},
+		{ID: "b", SecretSHA256: hashHex("secret-of-b-0000"), Grants: []string{oauth.GrantClientCredentials}, Scopes: []string{oauth.ScopeFakeAPI}, Disabled: true},
+		{ID: "damaged", SecretSHA256: "not hex", Grants: []string{oauth.GrantClientCredentials}, Scopes: []string{oauth.ScopeFakeAPI}},
+	} {
+		if err := st.CreateClient(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := oauth.NewClients(nil, 2*time.Hour)
+	err := r.Reload(ctx, st)
+	if err == nil || !strings.Contains(err.Error(), "client damaged") {
+		t.Fatalf("reload with a damaged record: %v", err)
+	}
+	if c, ok := r.Authenticate("a", "secret-of-a-0000"); !ok || c.AccessTokenTTL != 10*time.Minute {
+		t.Fatalf("a: %+v %v", c, ok)
+	}
+	if _, ok := r.Lookup("b"); ok || !r.Disabled("b") {
+		t.Fatal("a disabled client is registered")
+	}
+	if _, ok := r.Authenticate("b", "secret-of-b-0000"); ok {
+		t.Fatal("a disabled client authenticated")
+	}
+	if _, ok := r.Lookup("damaged"); ok {
+		t.Fatal("a damaged record was registered")
+	}
+
+	h, no := hashHex("new-secret-of-a-0000"), false
+	if _, err := st.UpdateClient(ctx, "a", store.ClientChange{SecretSHA256: &h}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateClient(ctx, "b", store.ClientChange{Disabled: &no}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteClient(ctx, "damaged"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Authenticate("a", "secret-of-a-0000"); ok {
+		t.Fatal("the old secret still works after a rotation")
+	}
+	if _, ok := r.Authenticate("a", "new-secret-of-a-0000"); !ok {
+		t.Fatal("the new secret does not work")
+	}
+	if c, ok := r.Lookup("b"); !ok || r.Disabled("b") || c.AccessTokenTTL != 2*time.Hour {
+		t.Fatalf("b enabled again: %+v %v", c, ok)
+	}
+	if ids := r.IDs(); strings.Join(ids, ",") != "a,b" {
+		t.Fatalf("ids: %v", ids)
+	}
+}

@@ -1,0 +1,117 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+func rows(n int, openID func(i int) string) []store.Binding {
+	out := make([]store.Binding, n)
+	for i := range out {
+		out[i] = store.Binding{UserID: fmt.Sprintf("3%09d", i), OpenID: openID(i)}
+	}
+	return out
+}
+
+func TestImportBindings(t *testing.T) {
+	now := t0
+	st := embeddedtest.Store(t, func() time.Time { return now })
+	ctx := context.Background()
+	// Stored before: users 0..99, bound to "old" openids.
+	for i, b := range rows(100, func(i int) string { return "old" + strconv.Itoa(i) }) {
+		if i%2 == 0 { // every other one is bound as the file will say
+			b.OpenID = "o" + strconv.Itoa(i)
+		}
+		if err := st.PutBinding(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The file: users 0..4999 (more than one insert batch), bound to "o<i>".
+	file := rows(5000, func(i int) string { return "o" + strconv.Itoa(i) })
+	now = t0.Add(time.Hour)
+	var last store.ImportProgress
+	res, err := st.ImportBindings(ctx, file, func(p store.ImportProgress) {
+		if p.Done < last.Done || p.Compared < last.Compared {
+			t.Errorf("progress went back: %+v after %+v", p, last)
+		}
+		last = p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.ImportResult{Inserted: 4900, Updated: 50, Unchanged: 50}); res != want {
+		t.Fatalf("first import: %+v, want %+v", res, want)
+	}
+	if last.Done != len(file) || last.Compared != 100 {
+		t.Fatalf("last progress %+v, want done %d after comparing 100", last, len(file))
+	}
+	for _, i := range []int{0, 1, 99, 100, 4999} {
+		b, err := st.Binding(ctx, fmt.Sprintf("3%09d", i))
+		if err != nil || b.OpenID != "o"+strconv.Itoa(i) {
+			t.Fatalf("user %d: %+v %v", i, b, err)
+		}
+		// Unchanged rows were not written: they keep the time they were stored.
+		wantAt := now
+		if i < 100 && i%2 == 0 {
+			wantAt = t0
+		}
+		if !b.Updated.Equal(wantAt) {
+			t.Fatalf("user %d updated at %v, want %v", i, b.Updated, wantAt)
+		}
+	}
+
+	// The same file again changes nothing, and writes nothing.
+	now = t0.Add(2 * time.Hour)
+	res, err = st.ImportBindings(ctx, file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.ImportResult{Unchanged: 5000}); res != want {
+		t.Fatalf("second import: %+v, want %+v", res, want)
+	}
+	if b, _ := st.Binding(ctx, "3000004999"); !b.Updated.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("a second import rewrote a binding: %v", b.Updated)
+	}
+	n := 0
+	if err := st.EachBinding(ctx, func(store.Binding) error { n++; return nil }); err != nil || n != 5000 {
+		t.Fatalf("%d bindings stored (%v), want 5000", n, err)
+	}
+
+	if _, err := st.ImportBindings(ctx, append(rows(2, func(int) string { return "x" }), rows(1, func(int) string { return "y" })...), nil); err == nil {
+		t.Fatal("rows with a user number twice were imported")
+	}
+}
+
+// BenchmarkImportBindings500k measures an import of 500,000 new bindings into the embedded
+// FerretDB, then the same file again (nothing to write). It needs UCS_IMPORT_500K=1: it takes
+// a minute and half a gigabyte of disk. Run it with -benchtime=1x.
+func BenchmarkImportBindings500k(b *testing.B) {
+	if os.Getenv("UCS_IMPORT_500K") == "" {
+		b.Skip("set UCS_IMPORT_500K=1 to run")
+	}
+	st := embeddedtest.Store(b, nil)
+	ctx := context.Background()
+	file := rows(500_000, func(i int) string { return fmt.Sprintf("o%027d", i) })
+	for b.Loop() {
+		t := time.Now()
+		res, err := st.ImportBindings(ctx, file, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		first := time.Since(t)
+		t = time.Now()
+		again, err := st.ImportBindings(ctx, file, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("first import %v (%+v), %.0f rows/s; again %v (%+v)", first.Round(time.Millisecond), res,
+			float64(len(file))/first.Seconds(), time.Since(t).Round(time.Millisecond), again)
+	}
+}
