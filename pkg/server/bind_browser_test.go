@@ -44,28 +44,8 @@ func TestBindPageInChromium(t *testing.T) {
 	base := stack.Info.BaseURL
 
 	ctx, problems := chromium(t)
-	run := func(actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	tb := tab{t: t, ctx: ctx}
+	run, text, eval := tb.run, tb.text, tb.eval
 	screenshot := func(name string) {
 		t.Helper()
 		dir := os.Getenv("UCS_SCREENSHOTS")

@@ -37,6 +37,39 @@ func chromium(t *testing.T) (context.Context, *console) {
 	return ctx, watchConsole(ctx)
 }
 
+// tab drives one browser tab in a test; a step that fails ends the test.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (b tab) run(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// text is the text of the first element css selects.
+func (b tab) text(css string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(css)))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// eval is the string a script evaluates to.
+func (b tab) eval(js string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
 // console is what a page wrote to the console as errors, and the browser's log entries of
 // level error (a CSP violation among them).
 type console struct {
@@ -79,28 +112,8 @@ func TestAccountPageInChromium(t *testing.T) {
 		t.Fatal(errc)
 	}
 
-	run := func(actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	tb := tab{t: t, ctx: ctx}
+	run, text, eval := tb.run, tb.text, tb.eval
 
 	run(chromedp.Navigate(e.issuer+"/account"),
 		chromedp.WaitVisible(chromedp.ID("username")),
