@@ -415,8 +415,9 @@ func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.D
 	for {
 		// A worker announced the message when it recorded it as sent; else (a missed
 		// announcement, another front end's restart) the store has it.
-		if m, ok := s.sent.Get(ev.MsgID); ok {
-			sent, openID, err = m.result, m.openID, nil
+		var ok bool
+		if sent, openID, ok = s.sent.Get(ev.MsgID); ok {
+			err = nil
 			break
 		}
 		// The read itself runs under the request's context: the wait ending in the middle of

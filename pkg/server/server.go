@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -93,7 +92,7 @@ type Config struct {
 	// which a worker may still be writing when the platform reports. Default 3s; the platform
 	// gives up on an answer after 5s and pushes the receipt again.
 	ReceiptWait time.Duration
-	// ResultCache bounds the final results kept in memory. Default 100,000 (about 35 MB).
+	// ResultCache bounds the final results kept in memory. Default 100,000 (about 25 MB).
 	ResultCache int
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
@@ -132,9 +131,9 @@ type Server struct {
 	loc     *time.Location
 	now     func() time.Time
 	log     *slog.Logger
-	results *lru.Cache[string, store.Result]
+	results *resultCache
 	// sent holds messages the platform accepted, by msgid, until their receipt.
-	sent *lru.Cache[int64, sentMessage]
+	sent *sentCache
 	// pushReq and lookupReq are the token requirements of the push interfaces.
 	pushReq oauth.Requirement
 	// cb authenticates the platform's callbacks.
@@ -184,14 +183,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ResultCache <= 0 {
 		cfg.ResultCache = 100_000
 	}
-	results, err := lru.New[string, store.Result](cfg.ResultCache)
+	results, err := newResultCache(cfg.ResultCache)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.SentCache <= 0 {
 		cfg.SentCache = 20_000
 	}
-	sent, err := lru.New[int64, sentMessage](cfg.SentCache)
+	sent, err := newSentCache(cfg.SentCache)
 	if err != nil {
 		return nil, err
 	}
@@ -230,27 +229,21 @@ func (s *Server) Remember(r store.Result) {
 	if r.State.Final() {
 		// The LRU tells a repeated announcement (a receipt the platform pushed again) from a
 		// new result, so that the operations page counts each push once.
-		if _, seen := s.results.Peek(r.UcsID); !seen {
+		if !s.results.Seen(r.UcsID) {
 			s.activity.Final(r)
 		}
 		s.results.Add(r.UcsID, r)
 	}
 }
 
-// sentMessage is a message the platform accepted, and the follower it went to.
-type sentMessage struct {
-	result store.Result
-	openID string
-}
-
 // RememberSent keeps a message the platform accepted (a worker recorded it as sent) until
 // its delivery receipt comes, so that the receipt costs no store read.
 func (s *Server) RememberSent(r store.Result, openID string) {
 	if r.State == store.StateSent && r.MsgID != 0 && openID != "" {
-		if _, seen := s.sent.Peek(r.MsgID); !seen {
+		if !s.sent.Seen(r.MsgID) {
 			s.activity.Sent(r)
 		}
-		s.sent.Add(r.MsgID, sentMessage{result: r, openID: openID})
+		s.sent.Add(r, openID)
 	}
 }
 

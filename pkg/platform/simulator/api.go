@@ -342,7 +342,7 @@ func (s *Simulator) dedupLocked(key dedupKey, now time.Time) (int64, bool) {
 		return 0, false
 	}
 	e, ok := s.dedup[key]
-	if !ok || now.Sub(e.at) >= dedupWindow {
+	if !ok || now.UnixNano()-e.at >= int64(dedupWindow) {
 		return 0, false
 	}
 	return e.msgID, true
@@ -351,12 +351,12 @@ func (s *Simulator) dedupLocked(key dedupKey, now time.Time) (int64, bool) {
 // rememberLocked records a send for de-duplication and forgets those past
 // the window, oldest first, so the map stays as small as the window allows.
 func (s *Simulator) rememberLocked(key dedupKey, id int64, now time.Time) {
-	s.dedup[key] = dedupEntry{msgID: id, at: now}
+	s.dedup[key] = dedupEntry{msgID: id, at: now.UnixNano()}
 	s.dedupFIFO = append(s.dedupFIFO, key)
 	for s.dedupHead < len(s.dedupFIFO) {
 		k := s.dedupFIFO[s.dedupHead]
 		if e, ok := s.dedup[k]; ok {
-			if now.Sub(e.at) < dedupWindow {
+			if now.UnixNano()-e.at < int64(dedupWindow) {
 				break
 			}
 			delete(s.dedup, k)

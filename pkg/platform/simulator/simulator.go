@@ -169,9 +169,11 @@ type follower struct {
 	refusing  bool // refuses messages from the account: 43101
 }
 
+// dedupEntry is a send remembered for de-duplication. It holds no pointer (the time is Unix
+// nanoseconds), so the garbage collector never scans the map, however many sends it holds.
 type dedupEntry struct {
 	msgID int64
-	at    time.Time
+	at    int64
 }
 
 // dedupKey is a 64-bit hash of an openid and a client_msg_id, 0 for a send without
@@ -250,7 +252,12 @@ func New(cfg Config) *Simulator {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: defaultCallbackTimeout}
+		// Each pushing goroutine keeps its connection to the receiver open between pushes, as
+		// the platform's pushers do: the default transport keeps two idle connections a host,
+		// and every other push would open (and the receiver accept) a connection of its own.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.CallbackWorkers
+		cfg.HTTPClient = &http.Client{Timeout: defaultCallbackTimeout, Transport: t}
 	}
 	seed := cfg.Seed
 	if seed == 0 {
