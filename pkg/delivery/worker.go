@@ -277,6 +277,10 @@ func (w *Worker) gate(ctx context.Context, msg jetstream.Msg, r store.Result) er
 	return nil
 }
 
+// sendingShownAfter is how long a first attempt is under way before it is recorded as
+// sending; until then a lookup reads queued.
+const sendingShownAfter = 250 * time.Millisecond
+
 // heartbeat is how often a message held back by a pause is reported in progress: well inside
 // the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
@@ -299,8 +303,18 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		UcsID: m.UcsID, ClientID: m.ClientID, UserID: m.UserID, Type: string(m.Type),
 		State: store.StateSending, Attempts: attempt, Accepted: time.UnixMilli(m.Accepted), Updated: w.cfg.Now(),
 	}
+	// stopSending keeps the first attempt's "sending" record from being written once the
+	// attempt's outcome is about to be.
+	stopSending := func() {}
 	if attempt == 1 {
-		w.cfg.Events.Post(store.FirstAttemptRecord(r, r.Updated))
+		// Recorded only once the attempt has been under way for sendingShownAfter: most
+		// attempts end sooner, and their outcome record alone says all a lookup needs,
+		// so the store takes three writes a message rather than four. Written late, the
+		// record changes nothing (FirstAttemptRecord never replaces).
+		first := store.FirstAttemptRecord(r, r.Updated)
+		t := time.AfterFunc(sendingShownAfter, func() { w.cfg.Events.Post(first) })
+		stopSending = func() { t.Stop() }
+		defer stopSending()
 	} else {
 		done, lastErr, err := w.earlier(ctx, m.UcsID)
 		if err != nil {
@@ -365,6 +379,7 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		// one for a message this service never sent.
 		w.cfg.AnnounceSent(r, res.openID)
 	}
+	stopSending()
 	if err := w.cfg.Events.Write(ctx, recs...); err != nil {
 		log.Warn("recording outcome failed; message will be retried", "ucsId", m.UcsID, "err", err)
 		_ = msg.NakWithDelay(w.cfg.StoreRetry)

@@ -233,3 +233,41 @@ func TestAnnouncesSent(t *testing.T) {
 		t.Fatal("nothing announced")
 	}
 }
+
+// An attempt that ends quickly is recorded by its outcome alone; one that takes longer shows
+// as sending while it lasts.
+func TestSendingRecordedOnlyForSlowAttempts(t *testing.T) {
+	r := newRig(t)
+	r.startWorker(quick)
+	ctx := context.Background()
+	kinds := func(id string) []string {
+		t.Helper()
+		h, err := r.st.History(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rec := range h {
+			out = append(out, rec.Kind+":"+string(rec.Result.State))
+		}
+		return out
+	}
+
+	fast := r.publish("u-follows", "TDL", tdl)
+	r.waitState(fast, store.StateSent)
+
+	r.sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
+	slow := r.publish("u-follows", "TDL", tdl)
+	res := r.waitState(slow, store.StateSending)
+	if res.Attempts != 1 {
+		t.Fatalf("sending record %+v", res)
+	}
+	r.waitState(slow, store.StateSent)
+	if got := kinds(slow); !slices.Contains(got, store.RecordProgress+":"+string(store.StateSending)) {
+		t.Fatalf("a slow send left no sending record: %v", got)
+	}
+	// Seconds later, through the same writer: a late record of the fast send would be in.
+	if got := kinds(fast); slices.Contains(got, store.RecordProgress+":"+string(store.StateSending)) {
+		t.Fatalf("a send answered at once left a sending record: %v", got)
+	}
+}
