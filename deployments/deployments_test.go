@@ -358,8 +358,58 @@ func TestDeploymentsAreHardened(t *testing.T) {
 				t.Errorf("%s: %v", at, err)
 			}
 			checkConfigWiring(t, m, d, c, at)
+			checkMemoryLimit(t, c, at)
 		}
 	}
+}
+
+// checkMemoryLimit wants GOMEMLIMIT set to between 80% and 95% of the container's memory limit,
+// so that the collector works harder near the limit instead of the process being killed at it.
+func checkMemoryLimit(t *testing.T, c map[string]any, at string) {
+	t.Helper()
+	limit, err := k8sBytes(str(dig(c, "resources", "limits", "memory")))
+	if err != nil {
+		t.Errorf("%s: resources.limits.memory: %v", at, err)
+		return
+	}
+	e, ok := envVar(c, "GOMEMLIMIT")
+	if !ok {
+		t.Errorf("%s: env GOMEMLIMIT is not set (the Go runtime does not read the container's memory limit)", at)
+		return
+	}
+	soft, err := goMemLimit(str(e["value"]))
+	if err != nil {
+		t.Errorf("%s: GOMEMLIMIT: %v", at, err)
+		return
+	}
+	if r := float64(soft) / float64(limit); r < 0.8 || r > 0.95 {
+		t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of limits.memory %d bytes, want 80%% to 95%%", at, str(e["value"]), 100*r, limit)
+	}
+}
+
+// k8sBytes reads a Kubernetes memory quantity with a binary or decimal suffix, or none.
+func k8sBytes(q string) (int64, error) {
+	return scaled(q, map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 1e3, "M": 1e6, "G": 1e9, "": 1})
+}
+
+// goMemLimit reads GOMEMLIMIT as the Go runtime does: a byte count with an optional B, KiB,
+// MiB, GiB or TiB suffix.
+func goMemLimit(v string) (int64, error) {
+	return scaled(v, map[string]int64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "": 1})
+}
+
+// scaled reads a whole number followed by one of the suffixes of units.
+func scaled(v string, units map[string]int64) (int64, error) {
+	i := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(v)
+	}
+	n, err := strconv.ParseInt(v[:i], 10, 64)
+	unit, ok := units[v[i:]]
+	if err != nil || !ok || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size", v)
+	}
+	return n * unit, nil
 }
 
 // checkImageRef wants an explicit tag other than latest, or a digest.
