@@ -334,9 +334,17 @@ func cpuSplit(api *proc) func(what string, n int) {
 	a0, s0 := api.cpu(), selfCPU()
 	return func(what string, n int) {
 		n = max(n, 1)
-		log.Printf("%s: per request, the stack used %s of processor and the load generator %s",
-			what, (api.cpu()-a0)/time.Duration(n), (selfCPU()-s0)/time.Duration(n))
+		log.Printf("%s: per %s, the stack used %s of processor and the load generator %s",
+			what, cpuUnit(what), (api.cpu()-a0)/time.Duration(n), (selfCPU()-s0)/time.Duration(n))
 	}
+}
+
+// cpuUnit is what a cpuSplit count counts: the messages of a batch push, else requests.
+func cpuUnit(what string) string {
+	if what == "batch push" {
+		return "message"
+	}
+	return "request"
 }
 
 // selfCPU is the processor time this process has used.
@@ -393,12 +401,14 @@ func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(
 	}
 	const e2eN = 100_000
 	waitProfile := profile("batch")
+	cpu := cpuSplit(api)
 	t0 := time.Now()
 	batchIDs, err := c.pushBatches(e2eN, 16)
 	if err != nil {
 		return nil, err
 	}
 	bt := time.Since(t0)
+	cpu("batch push", len(batchIDs))
 	waitProfile()
 	bRate := float64(len(batchIDs)) / bt.Seconds()
 	rows = append(rows, row{
