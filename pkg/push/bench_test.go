@@ -96,3 +96,20 @@ func BenchmarkMessageEncode(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecodeMessage(b *testing.B) {
+	req, err := Parse([]byte(tdlBody))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := req.Message(NewID(time.Now()), "oa-client", time.Now()).Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeMessage(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package push
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -53,10 +52,15 @@ func (r Request) Message(ucsID, clientID string, accepted time.Time) Message {
 // half the time and a third of the allocations of encoding/json here (every
 // push passes here); invalid UTF-8, which a validated push never has, is
 // written as U+FFFD, and a nil Data as null, as encoding/json would. Any
-// reader of JSON decodes it; DecodeMessage uses encoding/json.
+// reader of JSON decodes it.
 func (m Message) Encode() ([]byte, error) { return jsonv2.Marshal(m, encodeOptions) }
 
 var encodeOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsonv2.FormatNilMapAsNull(true))
+
+// decodeOptions read a message as encoding/json would (names matched without regard to case,
+// the last of repeated names kept, invalid UTF-8 as U+FFFD), in two thirds of its time and a
+// quarter of its allocations (BenchmarkDecodeMessage): every delivery passes here.
+var decodeOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true), jsonv2.MatchCaseInsensitiveNames(true))
 
 // DecodeMessage reads a Message encoded by Encode. It rejects a message
 // without ucsId, clientId, userId or type, or with a type that is not one of
@@ -65,7 +69,7 @@ var encodeOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsonv2.F
 // worker can read what a newer api wrote during a rolling update.
 func DecodeMessage(b []byte) (Message, error) {
 	var m Message
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := jsonv2.Unmarshal(b, &m, decodeOptions); err != nil {
 		return Message{}, fmt.Errorf("push: decode message: %w", err)
 	}
 	switch {

@@ -6,6 +6,9 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func equalMessage(a, b Message) bool {
@@ -81,13 +84,56 @@ func TestDecodeMessage(t *testing.T) {
 			t.Errorf("DecodeMessage(%s) error = %v, want %s", body, err, want)
 		}
 	}
-	// Errors of encoding/json are wrapped; their text is its own.
+	// Errors of the JSON reader are wrapped; their text is its own.
 	for _, body := range []string{`{`, `{"ucsId":"i","clientId":"c","userId":"u","type":"AR","time":"1"}`} {
 		_, err := DecodeMessage([]byte(body))
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
+		var se *jsontext.SyntacticError
+		var te *jsonv2.SemanticError
 		if err == nil || !strings.HasPrefix(err.Error(), "push: decode message: ") || !errors.As(err, &se) && !errors.As(err, &te) {
-			t.Errorf("DecodeMessage(%s) error = %v, want a wrapped encoding/json error", body, err)
+			t.Errorf("DecodeMessage(%s) error = %v, want a wrapped error of the JSON reader", body, err)
 		}
 	}
+	// Read as encoding/json reads it: names in any case, the last of a repeated name, invalid
+	// UTF-8 as U+FFFD.
+	lenient := "{\"UCSID\":\"i\",\"clientId\":\"c\",\"userId\":\"x\",\"userId\":\"u\",\"type\":\"AR\",\"data\":{\"title\":\"a\xffb\"}}"
+	var want Message
+	if err := json.Unmarshal([]byte(lenient), &want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeMessage([]byte(lenient)); err != nil || !equalMessage(got, want) || got.UcsID != "i" || got.UserID != "u" || got.Data["title"] != "a\uFFFDb" {
+		t.Errorf("DecodeMessage(%q) = %+v, %v; encoding/json reads %+v", lenient, got, err, want)
+	}
+}
+
+// FuzzDecodeMessage: DecodeMessage reads any input as encoding/json does, failing where it
+// fails and otherwise giving the same message or refusing one that lacks what a delivery needs.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"ucsId":"01HX","clientId":"c","userId":"u","type":"AR","data":{"title":"t"},"accepted":1}`,
+		`{"UcsId":"i","CLIENTID":"c","userId":"u","userId":"v","type":"TDL","data":{"a":"\ud800"},"time":5,"url":null}`,
+		`{"ucsId":"i","clientId":"c","userId":"u","type":"AR","data":null,"x":[1,{"y":2}]}`,
+		`{"ucsId":"i","clientId":"c","userId":"u","type":"AR","time":1.5}`,
+		`[]`, `null`, `{`, "{\"ucsId\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := DecodeMessage(b)
+		var want Message
+		if jerr := json.Unmarshal(b, &want); jerr != nil {
+			if err == nil {
+				t.Fatalf("DecodeMessage(%q) = %+v; encoding/json fails: %v", b, got, jerr)
+			}
+			return
+		}
+		if err != nil {
+			if want.UcsID != "" && want.ClientID != "" && want.UserID != "" && spec(string(want.Type)) != nil {
+				t.Fatalf("DecodeMessage(%q) fails: %v; encoding/json reads %+v", b, err, want)
+			}
+			return
+		}
+		if !equalMessage(got, want) {
+			t.Fatalf("DecodeMessage(%q) = %+v; encoding/json reads %+v", b, got, want)
+		}
+	})
 }
