@@ -150,9 +150,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Deliveries under way finish even when ctx ends: a half-recorded attempt would only be
 	// repeated later.
 	work := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, w.cfg.Concurrency)
+	// Concurrency handlers live as long as Run: a goroutine started for each message would
+	// grow its stack again for every delivery (the HTTP client's calls run deep).
+	jobs := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	for range w.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range jobs {
+				w.Handle(work, msg)
+			}
+		}()
+	}
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
 	for ctx.Err() == nil {
 		if !w.waitUnpaused(ctx) {
 			break
@@ -193,12 +207,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.cfg.Logger.Warn("fetching messages failed", "err", err)
 				continue
 			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				w.Handle(work, msg)
-			}()
+			jobs <- msg // waits for a free handler
 		}
 		close(watched)
 	}
