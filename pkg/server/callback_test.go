@@ -381,6 +381,11 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	embeddedtest.Eventually(t, 10*time.Second, "the encrypted receipt applied", func() bool {
 		return e.result(tok, id)["state"] == "delivered"
 	})
+	// The simulator counts a push once it has read the answer, which may come a moment after
+	// the receipt's result is visible.
+	embeddedtest.Eventually(t, 10*time.Second, "the simulator counting its three pushes answered", func() bool {
+		return sim.Stats().CallbacksDelivered == 3
+	})
 	if st := sim.Stats(); st.CallbacksFailed != 0 || st.CallbacksDelivered != 3 {
 		t.Fatalf("simulator pushes: %+v", st)
 	}
