@@ -75,3 +75,14 @@ func BenchmarkTokenGrant(b *testing.B) {
 		hammer(b, 1, "POST", e.url+"/v1/token", form, "", body, "tokens/s")
 	})
 }
+
+// BenchmarkBatchPush measures batches of 1,000 pushes over loopback HTTP: validation of each
+// item and an asynchronous publish of each to JetStream, answered once every PubAck is in.
+func BenchmarkBatchPush(b *testing.B) {
+	e := newEnv(b)
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	hammer(b, 4, "POST", e.url+"/v1/infra/notification/mp/batch", "application/json", e.token("pusher", pushSecret), batchBody(items...), "batches/s")
+}
