@@ -207,7 +207,7 @@ func run() error {
 		return c.lookupState(half[rand.IntN(len(half))], "queued")
 	})
 	wait()
-	cpuQ("queued lookups", lq.n)
+	cpuQ("queued lookups", "request", lq.n)
 	api.logRSS("queued lookups")
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of queued ucsIds (%d held), 64 callers", len(ids)),
@@ -253,7 +253,7 @@ func run() error {
 	log.Printf("lookups of delivered pushes (%d records, %d never looked up)", total, len(fresh))
 	cpu := cpuSplit(api)
 	ld := each("lookup-delivered", fresh)
-	cpu("distinct delivered lookups", ld.n)
+	cpu("distinct delivered lookups", "request", ld.n)
 	rows = append(rows, row{
 		name:   fmt.Sprintf("lookups of distinct delivered ucsIds, %d records, 64 callers", total),
 		figure: fmt.Sprintf("%.0f/s p99 %s", ld.rate(), ms(ld.p(99))),
@@ -320,7 +320,7 @@ func repeatedLookups(c *client, api *proc, delivered []string) row {
 	cpu := cpuSplit(api)
 	defer profileAt(os.Getenv("BENCH_PPROF"), "lookup-repeated", *duration)()
 	lr := c.load(*duration, 64, func(int) (int, error) { return c.lookupState(hot[rand.IntN(len(hot))], "delivered") })
-	cpu("repeated lookups", lr.n)
+	cpu("repeated lookups", "request", lr.n)
 	return row{
 		name:   "repeated lookups of 1,000 delivered ucsIds, 64 callers",
 		figure: fmt.Sprintf("%.0f/s p99 %s", lr.rate(), ms(lr.p(99))),
@@ -329,22 +329,14 @@ func repeatedLookups(c *client, api *proc, delivered []string) row {
 }
 
 // cpuSplit starts counting the processor used by the stack and by this load generator; the
-// function returned logs each one's share per request.
-func cpuSplit(api *proc) func(what string, n int) {
+// function returned logs each one's share per unit counted (a request, a message).
+func cpuSplit(api *proc) func(what, unit string, n int) {
 	a0, s0 := api.cpu(), selfCPU()
-	return func(what string, n int) {
+	return func(what, unit string, n int) {
 		n = max(n, 1)
 		log.Printf("%s: per %s, the stack used %s of processor and the load generator %s",
-			what, cpuUnit(what), (api.cpu()-a0)/time.Duration(n), (selfCPU()-s0)/time.Duration(n))
+			what, unit, (api.cpu()-a0)/time.Duration(n), (selfCPU()-s0)/time.Duration(n))
 	}
-}
-
-// cpuUnit is what a cpuSplit count counts: the messages of a batch push, else requests.
-func cpuUnit(what string) string {
-	if what == "batch push" {
-		return "message"
-	}
-	return "request"
 }
 
 // selfCPU is the processor time this process has used.
@@ -408,7 +400,7 @@ func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(
 		return nil, err
 	}
 	bt := time.Since(t0)
-	cpu("batch push", len(batchIDs))
+	cpu("batch push", "message", len(batchIDs))
 	waitProfile()
 	bRate := float64(len(batchIDs)) / bt.Seconds()
 	rows = append(rows, row{
