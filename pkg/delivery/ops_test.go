@@ -147,6 +147,17 @@ func TestQuotaPause(t *testing.T) {
 	if !st.Until.Equal(reset) || !strings.HasPrefix(st.Reason, "45009") {
 		t.Fatalf("pause %+v, want until %s", st, reset)
 	}
+	// A send that passed the gate before its worker saw the pause may still be on its way;
+	// once every message is recorded as held at the gate, none is.
+	embeddedtest.Eventually(t, 10*time.Second, "every message held at the gate", func() bool {
+		for _, id := range ids {
+			res, err := r.st.Current(ctx, id)
+			if err != nil || res.State != store.StateQueued || !strings.Contains(res.LastError, "45009") {
+				return false
+			}
+		}
+		return true
+	})
 	sends := r.sim.Stats().Sends
 	// Held messages are not retried against the platform while paused.
 	time.Sleep(time.Second) // a span in which nothing may happen; nothing is waited for
