@@ -315,7 +315,9 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	// stopSending keeps the first attempt's "sending" record from being written once the
 	// attempt's outcome is about to be.
 	stopSending := func() {}
-	if attempt == 1 {
+	// A push published again (a batch's chunk expanded twice, a retried request) may have
+	// been delivered under an earlier copy: its first attempt reads that copy's outcome.
+	if attempt == 1 && msg.Headers().Get(queue.HeaderAgain) == "" {
 		// Recorded only once the attempt has been under way for sendingShownAfter: most
 		// attempts end sooner, and their outcome record alone says all a lookup needs,
 		// so the store takes three writes a message rather than four. Written late, the
@@ -332,7 +334,8 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		if done {
-			// A previous attempt was recorded but its ack was lost (a worker died in between).
+			// A previous attempt (or copy) was recorded but its ack was lost (a worker died
+			// in between).
 			_ = msg.Ack()
 			return
 		}

@@ -271,3 +271,39 @@ func TestSendingRecordedOnlyForSlowAttempts(t *testing.T) {
 		t.Fatalf("a send answered at once left a sending record: %v", got)
 	}
 }
+
+// TestCopyMarkedAgainIsNotSentTwice: a copy of a push that was already delivered, published
+// again with Ucs-Again (a batch's chunk expanded twice), is answered from the first copy's
+// recorded outcome without calling the platform; an unmarked copy would be sent again.
+func TestCopyMarkedAgainIsNotSentTwice(t *testing.T) {
+	r := newRig(t)
+	r.startWorker(quick)
+	ctx := context.Background()
+	id := r.publish("u-follows", "TDL", tdl)
+	first := r.waitState(id, store.StateSent)
+	st, err := r.js.Stream(ctx, r.qcfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the first copy leaves the queue", empty)
+	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "TDL", Data: tdl, Accepted: first.Accepted.UnixMilli()}
+	if errs := r.pub.PublishBatch(ctx, []push.Message{m}, queue.PublishOptions{Again: true}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the marked copy is answered and leaves the queue", empty)
+	if s := r.sim.Stats(); s.Accepted != 1 || s.Deduplicated != 0 {
+		t.Fatalf("platform: %d sends, %d repeats; the marked copy was sent", s.Accepted, s.Deduplicated)
+	}
+	if res, err := r.st.Current(ctx, id); err != nil || res.State != store.StateSent || res.MsgID != first.MsgID {
+		t.Fatalf("result after the copy: %+v %v", res, err)
+	}
+	// Unmarked, the same copy reaches the platform (which drops it by its client_msg_id).
+	if errs := r.pub.PublishBatch(ctx, []push.Message{m}, queue.PublishOptions{}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the unmarked copy is sent", func() bool { return r.sim.Stats().Deduplicated == 1 })
+}

@@ -104,3 +104,101 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+// Blocks interleaved with single ids, all in one millisecond: every id is unique and valid,
+// the whole sequence increases, and each block's ids share their block and are numbered in
+// order from 0.
+func TestNewBlock(t *testing.T) {
+	now := time.UnixMilli(1714800000000)
+	var all []string
+	for round := range 200 {
+		all = append(all, NewID(now))
+		n := 1 + round*37%MaxBatchForTest
+		blk := NewBlock(now, n)
+		if len(blk) != n {
+			t.Fatalf("NewBlock(%d) made %d ids", n, len(blk))
+		}
+		for i, id := range blk {
+			if !ValidID(id) {
+				t.Fatalf("block id %q is not valid", id)
+			}
+			if BlockOf(id) != BlockOf(blk[0]) || BlockIndex(id) != i || BlockID(BlockOf(id), i) != id {
+				t.Fatalf("id %d of a block: %s (block %s, index %d), first %s", i, id, BlockOf(id), BlockIndex(id), blk[0])
+			}
+			if u := ulid.MustParseStrict(id); u.Time() != uint64(now.UnixMilli()) {
+				t.Fatalf("block id %s has time %d", id, u.Time())
+			}
+		}
+		all = append(all, blk...)
+	}
+	if !slices.IsSorted(all) {
+		t.Error("ids of blocks and single ids made one after another do not increase")
+	}
+	seen := map[string]bool{}
+	for _, id := range all {
+		if seen[id] {
+			t.Fatalf("duplicate id %s", id)
+		}
+		seen[id] = true
+	}
+	// A single id names no block another id shares.
+	single := NewID(now)
+	if other := NewID(now); BlockOf(other) == BlockOf(single) && BlockIndex(other) == BlockIndex(single) {
+		t.Error("two ids are the same")
+	}
+}
+
+// MaxBatchForTest is a batch's size bound, as the front end uses blocks.
+const MaxBatchForTest = 1000
+
+func TestNewBlockConcurrentWithNewID(t *testing.T) {
+	now := time.UnixMilli(1714800000000)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	add := func(ids ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if seen[id] {
+				t.Errorf("duplicate id %s", id)
+			}
+			seen[id] = true
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				if w%2 == 0 {
+					add(NewID(now))
+				} else {
+					add(NewBlock(now, 1+i%50)...)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestBlockOfMalformed(t *testing.T) {
+	if BlockIndex("not an id") != -1 || BlockIndex("01hx4z6q8g7r2m3n5p9s0t1v2w") != -1 {
+		t.Error("BlockIndex of a malformed id is not -1")
+	}
+	if BlockOf("short") != "" {
+		t.Error("BlockOf of a short text is not empty")
+	}
+	for _, c := range []struct {
+		block string
+		i     int
+	}{{"01HX4Z6Q8G7R2M3N5P9S0T", -1}, {"01HX4Z6Q8G7R2M3N5P9S0T", MaxBlock}, {"", 0}, {"01HX4Z6Q8G7R2M3N5P9S0T1", 0}, {"01hx4z6q8g7r2m3n5p9s0t", 0}} {
+		if got := BlockID(c.block, c.i); got != "" {
+			t.Errorf("BlockID(%q, %d) = %q, want none", c.block, c.i, got)
+		}
+	}
+	if got := BlockID("01HX4Z6Q8G7R2M3N5P9S0T", MaxBlock-1); got != "01HX4Z6Q8G7R2M3N5P9S0TZZZZ" {
+		t.Errorf("last id of a block = %q", got)
+	}
+	if got := BlockID("81HX4Z6Q8G7R2M3N5P9S0T", 0); got != "" {
+		t.Errorf("BlockID of a block beyond the ULID range = %q", got)
+	}
+}

@@ -1,11 +1,13 @@
 package push
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"time"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"time"
 )
 
 // Message is what the api publishes to the queue and the workers deliver:
@@ -85,4 +87,60 @@ func DecodeMessage(b []byte) (Message, error) {
 		return Message{}, errors.New("push: decode message: unknown type " + quote(string(m.Type), 32))
 	}
 	return m, nil
+}
+
+// EncodeChunk returns ms as one JSON array of their encodings (as Encode writes each), the
+// body of a chunk: the messages of one block (NewBlock), stored in the queue together.
+func EncodeChunk(ms []Message) ([]byte, error) { return jsonv2.Marshal(ms, encodeOptions) }
+
+// ChunkItems calls f with each item of a chunk in order, as raw JSON that DecodeMessage reads
+// (a slice of chunk); it stops at f's first error and returns it. A chunk that is not a JSON
+// array is an error.
+func ChunkItems(chunk []byte, f func(i int, item []byte) error) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(chunk), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return errors.New("push: chunk: not a JSON array")
+	}
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("push: chunk: item %d: %w", i, err)
+		}
+		// ReadValue gives the input verbatim; the slice of chunk outlives the decoder's buffer.
+		end := int(dec.InputOffset())
+		if err := f(i, chunk[end-len(v):end:end]); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("push: chunk: %w", err)
+	}
+	return nil
+}
+
+// ErrNotInChunk is returned by ChunkItem for an index past a chunk's end.
+var ErrNotInChunk = errors.New("push: chunk: no such item")
+
+// ChunkItem decodes item i of a chunk, skipping the items before it without decoding them.
+func ChunkItem(chunk []byte, i int) (Message, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(chunk), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return Message{}, errors.New("push: chunk: not a JSON array")
+	}
+	for j := 0; j < i; j++ {
+		if dec.PeekKind() == ']' {
+			return Message{}, ErrNotInChunk
+		}
+		if err := dec.SkipValue(); err != nil {
+			return Message{}, fmt.Errorf("push: chunk: item %d: %w", j, err)
+		}
+	}
+	if dec.PeekKind() == ']' {
+		return Message{}, ErrNotInChunk
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return Message{}, fmt.Errorf("push: chunk: item %d: %w", i, err)
+	}
+	return DecodeMessage(v)
 }

@@ -137,3 +137,65 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestChunk(t *testing.T) {
+	req, err := Parse([]byte(tdlBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := req.Time.Add(1500)
+	ids := NewBlock(now, 5)
+	var ms []Message
+	for _, id := range ids {
+		ms = append(ms, req.Message(id, "oa-client", now))
+	}
+	b, err := EncodeChunk(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = ChunkItems(b, func(i int, item []byte) error {
+		got, err := DecodeMessage(item)
+		if err != nil {
+			return err
+		}
+		if i != n || !equalMessage(got, ms[i]) {
+			t.Errorf("item %d (call %d): %+v, want %+v", i, n, got, ms[i])
+		}
+		// Each item is one JSON object, which a worker reads as a single push.
+		if jsontext.Value(item).Kind() != '{' {
+			t.Errorf("item %d is %s, not an object", i, item)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != len(ms) {
+		t.Fatalf("ChunkItems: %d items, %v", n, err)
+	}
+	for i := range ms {
+		got, err := ChunkItem(b, i)
+		if err != nil || !equalMessage(got, ms[i]) {
+			t.Errorf("ChunkItem(%d) = %+v, %v", i, got, err)
+		}
+	}
+	if _, err := ChunkItem(b, len(ms)); !errors.Is(err, ErrNotInChunk) {
+		t.Errorf("ChunkItem past the end: %v", err)
+	}
+	stop := errors.New("stop")
+	if err := ChunkItems(b, func(i int, _ []byte) error {
+		if i == 2 {
+			return stop
+		}
+		return nil
+	}); !errors.Is(err, stop) {
+		t.Errorf("ChunkItems did not return f's error: %v", err)
+	}
+	for _, bad := range []string{``, `{}`, `[{"ucsId":"x"`, `[1,`, `"x"`} {
+		if err := ChunkItems([]byte(bad), func(int, []byte) error { return nil }); err == nil {
+			t.Errorf("ChunkItems(%q) = nil", bad)
+		}
+		if _, err := ChunkItem([]byte(bad), 1); err == nil || errors.Is(err, ErrNotInChunk) && bad != `[1,` {
+			t.Errorf("ChunkItem(%q) = %v", bad, err)
+		}
+	}
+}

@@ -56,9 +56,12 @@ type DeadLetters struct{ js jetstream.JetStream }
 func NewDeadLetters(js jetstream.JetStream) *DeadLetters { return &DeadLetters{js: js} }
 
 // Copy stores msg (a message of the push stream) in the dead-letter stream with reason, and
-// returns once the stream acknowledged it.
+// returns once the stream acknowledged it. A dead chunk's subject ends in batch.<its block>.
 func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string) error {
 	ucsID := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
+	if blk, ok := strings.CutPrefix(msg.Subject(), ChunkPrefix); ok {
+		ucsID = "batch." + blk
+	}
 	out := nats.NewMsg(DeadLetterPrefix + ucsID)
 	out.Data = msg.Data()
 	out.Header.Set(HeaderReason, reason)

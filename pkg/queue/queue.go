@@ -26,6 +26,27 @@ const SubjectPrefix = "ucs.push.mp."
 // Subject is the subject the push ucsID is published on.
 func Subject(ucsID string) string { return SubjectPrefix + ucsID }
 
+// ChunkPrefix starts the subject of a chunk: the pushes of one batch request that share a block
+// of ucsIds (push.NewBlock), stored as one message, which the workers' expander turns into
+// single pushes on their own subjects. The block follows the prefix, so that a lookup finds a
+// push still in its chunk by its ucsId alone.
+const ChunkPrefix = "ucs.push.batch."
+
+// ChunkSubject is the subject of the chunk that holds ucsID, if it is in one.
+func ChunkSubject(ucsID string) string { return ChunkPrefix + push.BlockOf(ucsID) }
+
+// ChunkBytes is the size a batch's pushes are gathered into chunks up to (by their bodies):
+// large enough that the queue stores a few messages for a thousand pushes, small enough that a
+// lookup reading one push out of its chunk stays cheap.
+const ChunkBytes = 64 << 10
+
+// HeaderAgain marks a message that may have been published before: its worker reads what an
+// earlier copy recorded before sending it.
+const HeaderAgain = "Ucs-Again"
+
+// ExpandConsumer is the name of the durable consumer of chunks, beside the workers' consumer.
+func ExpandConsumer(consumer string) string { return consumer + "_expand" }
+
 // Config describes the stream and its consumer.
 type Config struct {
 	// Stream is the stream's name.
@@ -51,7 +72,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "template message pushes accepted by the front end, awaiting delivery",
-		Subjects:    []string{SubjectPrefix + ">"},
+		Subjects:    []string{SubjectPrefix + ">", ChunkPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -60,7 +81,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		Discard:     jetstream.DiscardNew,
 		// Lookups read waiting messages by subject from any replica, without a consumer.
 		AllowDirect: true,
-		// A subject is one push: a second message under the same ucsId is refused, never stored.
+		// A subject is one push (or one chunk): a second message under the same ucsId is
+		// refused, never stored.
 		MaxMsgsPerSubject:    1,
 		DiscardNewPerSubject: true,
 		// A push sent again under an Idempotency-Key carries its ucsId as message id: within
@@ -92,6 +114,25 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jets
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", c.Consumer, err)
+	}
+	return cons, nil
+}
+
+// EnsureExpandConsumer creates the durable pull consumer of chunks every worker shares, or
+// updates it.
+func EnsureExpandConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	name := ExpandConsumer(c.Consumer)
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "delivery workers expanding batch chunks",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 64,
+		FilterSubject: ChunkPrefix + ">",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", name, err)
 	}
 	return cons, nil
 }
@@ -139,65 +180,139 @@ const batchWindow = 256
 // batchAckWait bounds the wait for one message's PubAck in a batch.
 const batchAckWait = 10 * time.Second
 
+// PublishOptions say how PublishBatch publishes.
+type PublishOptions struct {
+	// Dedupe gives each message its ucsId (a chunk: its block) as message id, so that
+	// publishing it again within DedupeWindow stores nothing new; a message the stream already
+	// holds counts as stored.
+	Dedupe bool
+	// Again marks the messages as possibly published before (a retried request): a worker
+	// reads what an earlier copy recorded before it sends one.
+	Again bool
+}
+
+// unit is what PublishBatch stores as one stream message: ms[from:to], a chunk when chunk.
+type unit struct {
+	from, to int
+	chunk    bool
+}
+
+// units groups ms: a run of two or more whose ucsIds number one block from index 0 on
+// (push.NewBlock), in order, is a chunk; every other message stands alone.
+func units(ms []push.Message) []unit {
+	var us []unit
+	for i := 0; i < len(ms); {
+		j := i + 1
+		if push.BlockIndex(ms[i].UcsID) == 0 {
+			blk := push.BlockOf(ms[i].UcsID)
+			for j < len(ms) && push.BlockOf(ms[j].UcsID) == blk && push.BlockIndex(ms[j].UcsID) == j-i {
+				j++
+			}
+		}
+		us = append(us, unit{from: i, to: j, chunk: j-i > 1})
+		i = j
+	}
+	return us
+}
+
 // PublishBatch stores every message of ms in the stream with asynchronous publishes, at most
 // batchWindow awaiting their PubAck at once, and returns once each has its answer: errs[i] is
-// nil for a message the stream acknowledged (its ucsId may be given out), else why not. After
-// the first failure the messages not yet sent are not tried (the queue is unavailable); they
-// get that error too. With dedupe, each message carries its ucsId as message id, so that
-// publishing it again (a retried request) stores nothing new: for a message the stream
-// already holds, the answer is success.
-func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, dedupe bool) []error {
+// nil for a message the stream acknowledged (its ucsId may be given out), else why not. A run
+// of messages numbered by one block (push.NewBlock) is stored as one chunk, which stands or
+// falls as one, unless it is too large for one message. After the first failure the messages
+// not yet sent are not tried (the queue is unavailable); they get that error too.
+func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) []error {
 	errs := make([]error, len(ms))
-	futs := make([]jetstream.PubAckFuture, len(ms))
+	us := units(ms)
+	futs := make([]jetstream.PubAckFuture, 0, len(us))
+	sent := make([]unit, 0, len(us))
 	ctx, cancel := context.WithTimeout(ctx, batchAckWait)
 	defer cancel()
 	var failed error
-	waited := 0
-	wait := func(i int) {
-		f := futs[i]
-		if f == nil {
-			return
+	fail := func(u unit, err error) {
+		for i := u.from; i < u.to; i++ {
+			errs[i] = err
 		}
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if !(dedupe && alreadyStored(err)) {
-				errs[i] = publishError(ms[i].UcsID, err)
-			}
-		case <-ctx.Done():
-			errs[i] = fmt.Errorf("publish %s: %w", ms[i].UcsID, ctx.Err())
-		}
-		if errs[i] != nil && failed == nil {
-			failed = errs[i]
+		if failed == nil {
+			failed = err
 		}
 	}
-	for i := range ms {
-		for i-waited >= batchWindow {
+	waited := 0
+	wait := func(k int) {
+		u, f := sent[k], futs[k]
+		var err error
+		select {
+		case <-f.Ok():
+		case perr := <-f.Err():
+			if !(o.Dedupe && alreadyStored(perr)) {
+				err = publishError(ms[u.from].UcsID, perr)
+			}
+		case <-ctx.Done():
+			err = fmt.Errorf("publish %s: %w", ms[u.from].UcsID, ctx.Err())
+		}
+		if err != nil {
+			fail(u, err)
+		}
+	}
+	limit := int(p.js.Conn().MaxPayload()) - 4<<10 // room for the headers
+	var publish func(u unit)
+	publish = func(u unit) {
+		for len(sent)-waited >= batchWindow {
 			wait(waited)
 			waited++
 		}
 		if failed != nil {
-			errs[i] = failed
-			continue
+			fail(u, failed)
+			return
 		}
-		b, err := ms[i].Encode()
+		first := ms[u.from].UcsID
+		msg := &nats.Msg{Subject: Subject(first)}
+		if o.Dedupe || o.Again {
+			msg.Header = nats.Header{}
+		}
+		var err error
+		if u.chunk {
+			msg.Subject = ChunkSubject(first)
+			msg.Data, err = push.EncodeChunk(ms[u.from:u.to])
+			if err == nil && len(msg.Data) > limit {
+				// Too large for one message: each push on its own subject.
+				for i := u.from; i < u.to; i++ {
+					publish(unit{from: i, to: i + 1})
+				}
+				return
+			}
+		} else {
+			msg.Data, err = ms[u.from].Encode()
+		}
 		if err != nil {
-			errs[i] = fmt.Errorf("encode message: %w", err)
-			continue
+			for i := u.from; i < u.to; i++ {
+				errs[i] = fmt.Errorf("encode message: %w", err)
+			}
+			return
 		}
 		var opts []jetstream.PublishOpt
-		if dedupe {
-			opts = append(opts, jetstream.WithMsgID(ms[i].UcsID))
+		if o.Dedupe {
+			id := first
+			if u.chunk {
+				id = push.BlockOf(first)
+			}
+			opts = append(opts, jetstream.WithMsgID(id))
 		}
-		f, err := p.js.PublishAsync(Subject(ms[i].UcsID), b, opts...)
+		if o.Again {
+			msg.Header.Set(HeaderAgain, "1")
+		}
+		f, err := p.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
-			errs[i] = publishError(ms[i].UcsID, err)
-			failed = errs[i]
-			continue
+			fail(u, publishError(first, err))
+			return
 		}
-		futs[i] = f
+		futs = append(futs, f)
+		sent = append(sent, u)
 	}
-	for ; waited < len(ms); waited++ {
+	for _, u := range us {
+		publish(u)
+	}
+	for ; waited < len(sent); waited++ {
 		wait(waited)
 	}
 	return errs
@@ -222,12 +337,17 @@ func publishError(ucsID string, err error) error {
 
 // Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.
 type Waiting struct {
-	nc       *nats.Conn
-	st       jetstream.Stream
-	consumer string
+	nc *nats.Conn
+	st jetstream.Stream
+	// pushes is the workers' consumer of single pushes, chunks that of chunks.
+	pushes, chunks *progress
+}
 
+// progress is how far a consumer has handed out messages, read at most every deliveredEvery.
+type progress struct {
+	name      string
 	mu        sync.Mutex
-	delivered uint64    // the highest stream sequence the workers' consumer has handed out
+	delivered uint64    // the highest stream sequence the consumer has handed out
 	checked   time.Time // when delivered was read
 }
 
@@ -238,44 +358,106 @@ const deliveredEvery = 250 * time.Millisecond
 // NewWaiting returns a reader of st, as EnsureStream returned it on js (its configuration
 // allows direct gets); consumer is the workers' durable consumer.
 func NewWaiting(js jetstream.JetStream, st jetstream.Stream, consumer string) *Waiting {
-	return &Waiting{nc: js.Conn(), st: st, consumer: consumer}
+	return &Waiting{nc: js.Conn(), st: st, pushes: &progress{name: consumer}, chunks: &progress{name: ExpandConsumer(consumer)}}
 }
 
 // ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, or finished
 // (a worker acknowledges a message only after recording its outcome).
 var ErrNotWaiting = errors.New("not in the push queue")
 
-// Get returns the push ucsID while it waits in the stream, with a direct get by its subject,
-// and whether a worker may have received it yet: a push behind every message the workers'
-// consumer has handed out has no attempt to report.
+// Get returns the push ucsID while it waits in the stream, with a direct get by its subject
+// (or, for a push of a batch not yet expanded, by its chunk's), and whether a worker may have
+// received it yet: a push behind every message the workers' consumer has handed out has no
+// attempt to report.
 func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, bool, error) {
-	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(ucsID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return push.Message{}, false, ErrNotWaiting
+	m, seq, err := w.single(ctx, ucsID)
+	if err == nil {
+		return m, seq <= w.pushes.seq(ctx, w.st), nil
 	}
-	if err != nil {
-		return push.Message{}, false, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+	if !errors.Is(err, ErrNotWaiting) {
+		return push.Message{}, false, err
 	}
-	m, err := push.DecodeMessage(raw.Data)
+	m, seq, err = w.inChunk(ctx, ucsID)
 	if err != nil {
 		return push.Message{}, false, err
 	}
-	return m, raw.Sequence <= w.deliveredSeq(ctx), nil
+	if seq > w.chunks.seq(ctx, w.st) {
+		return m, false, nil // no worker has the chunk: nothing of it is under way
+	}
+	// Its chunk is being expanded: the push may be on its own subject by now, even under way.
+	if m2, seq2, err := w.single(ctx, ucsID); err == nil {
+		return m2, seq2 <= w.pushes.seq(ctx, w.st), nil
+	}
+	return m, true, nil
+}
+
+// single reads the push on its own subject, with its stream sequence.
+func (w *Waiting) single(ctx context.Context, ucsID string) (push.Message, uint64, error) {
+	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(ucsID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return push.Message{}, 0, ErrNotWaiting
+	}
+	if err != nil {
+		return push.Message{}, 0, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+	}
+	m, err := push.DecodeMessage(raw.Data)
+	return m, raw.Sequence, err
+}
+
+// inChunk reads the push out of the chunk its ucsId names, with the chunk's stream sequence.
+func (w *Waiting) inChunk(ctx context.Context, ucsID string) (push.Message, uint64, error) {
+	i := push.BlockIndex(ucsID)
+	if i < 0 {
+		return push.Message{}, 0, ErrNotWaiting
+	}
+	raw, err := w.st.GetLastMsgForSubject(ctx, ChunkSubject(ucsID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return push.Message{}, 0, ErrNotWaiting
+	}
+	if err != nil {
+		return push.Message{}, 0, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+	}
+	m, err := push.ChunkItem(raw.Data, i)
+	if errors.Is(err, push.ErrNotInChunk) || err == nil && m.UcsID != ucsID {
+		return push.Message{}, 0, ErrNotWaiting
+	}
+	return m, raw.Sequence, err
 }
 
 // FromLeader is Get answered by the stream's leader. Any replica answers a direct get, and one
 // may not yet hold a push the others acknowledged a moment ago; before a lookup says a push does
 // not exist, the leader is asked.
 func (w *Waiting) FromLeader(ctx context.Context, ucsID string) (push.Message, error) {
-	req, err := json.Marshal(struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{Subject(ucsID)})
+	data, err := w.leaderGet(ctx, ChunkSubject(ucsID))
+	if err == nil {
+		m, err := push.ChunkItem(data, push.BlockIndex(ucsID))
+		if err == nil && m.UcsID == ucsID {
+			return m, nil
+		}
+		if err != nil && !errors.Is(err, push.ErrNotInChunk) {
+			return push.Message{}, err
+		}
+	} else if !errors.Is(err, ErrNotWaiting) {
+		return push.Message{}, err
+	}
+	data, err = w.leaderGet(ctx, Subject(ucsID))
 	if err != nil {
 		return push.Message{}, err
 	}
+	return push.DecodeMessage(data)
+}
+
+// leaderGet reads the last message on subject from the stream's leader.
+func (w *Waiting) leaderGet(ctx context.Context, subject string) ([]byte, error) {
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
 	reply, err := w.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+w.st.CachedInfo().Config.Name, req)
 	if err != nil {
-		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, err)
 	}
 	var resp struct {
 		Message *struct {
@@ -284,41 +466,41 @@ func (w *Waiting) FromLeader(ctx context.Context, ucsID string) (push.Message, e
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return push.Message{}, ErrNotWaiting
+		return nil, ErrNotWaiting
 	case resp.Error != nil:
-		return push.Message{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, resp.Error)
+		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, resp.Error)
 	case resp.Message == nil:
-		return push.Message{}, fmt.Errorf("get %s from the queue's leader: empty answer", ucsID)
+		return nil, fmt.Errorf("get %s from the queue's leader: empty answer", subject)
 	}
-	return push.DecodeMessage(resp.Message.Data)
+	return resp.Message.Data, nil
 }
 
-// deliveredSeq is how far the workers' consumer has handed out messages, read at most every
+// seq is how far the consumer has handed out messages of st, read at most every
 // deliveredEvery; a consumer that does not exist yet has handed out nothing. When it cannot be
 // read, every message counts as reached.
-func (w *Waiting) deliveredSeq(ctx context.Context) uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if time.Since(w.checked) < deliveredEvery {
-		return w.delivered
+func (p *progress) seq(ctx context.Context, st jetstream.Stream) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.checked) < deliveredEvery {
+		return p.delivered
 	}
-	c, err := w.st.Consumer(ctx, w.consumer)
+	c, err := st.Consumer(ctx, p.name)
 	var info *jetstream.ConsumerInfo
 	if err == nil {
 		info, err = c.Info(ctx)
 	}
 	switch {
 	case err == nil:
-		w.delivered = info.Delivered.Stream
+		p.delivered = info.Delivered.Stream
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		w.delivered = 0
+		p.delivered = 0
 	default:
 		return ^uint64(0)
 	}
-	w.checked = time.Now()
-	return w.delivered
+	p.checked = time.Now()
+	return p.delivered
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -216,6 +217,10 @@ func (s *Server) batch(c echo.Context) error {
 	ans := batchAnswer{Results: make([]batchItem, len(items))}
 	msgs := make([]push.Message, 0, len(items))
 	at := make([]int, 0, len(items)) // index of each message in items
+	// The good items are gathered into chunks of about queue.ChunkBytes (by their bodies),
+	// each numbered by a block of ucsIds, which the queue stores as one message.
+	var chunks []int // where each chunk starts in msgs
+	size := 0
 	for i, raw := range items {
 		ans.Results[i].Index = i
 		req, err := push.Parse(raw)
@@ -228,8 +233,21 @@ func (s *Server) batch(c echo.Context) error {
 			ans.Rejected++
 			continue
 		}
-		msgs = append(msgs, req.Message(push.NewID(now), claims.Azp, now))
+		if len(chunks) == 0 || size+len(raw) > queue.ChunkBytes {
+			chunks, size = append(chunks, len(msgs)), 0
+		}
+		size += len(raw)
+		msgs = append(msgs, req.Message("", claims.Azp, now))
 		at = append(at, i)
+	}
+	for k, from := range chunks {
+		to := len(msgs)
+		if k+1 < len(chunks) {
+			to = chunks[k+1]
+		}
+		for j, id := range push.NewBlock(now, to-from) {
+			msgs[from+j].UcsID = id
+		}
 	}
 	if idem != nil {
 		ids := make([]string, len(items))
@@ -247,7 +265,7 @@ func (s *Server) batch(c echo.Context) error {
 			return err
 		}
 	}
-	errs := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, idem != nil)
+	errs := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, queue.PublishOptions{Dedupe: idem != nil})
 	var failed []int
 	for j, m := range msgs {
 		r := &ans.Results[at[j]]

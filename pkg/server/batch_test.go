@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -101,8 +103,25 @@ func TestBatchPush(t *testing.T) {
 	if d.Results[1].UcsID != "" || len(d.Results[1].Errors) != 1 || d.Results[1].Errors[0] != "data.info: 23 characters, at most 20" {
 		t.Errorf("bad item: %+v", d.Results[1])
 	}
-	if n := e.streamMsgs(); n != 2 {
-		t.Fatalf("stream holds %d messages, want the 2 good ones", n)
+	if n := e.streamPushes(); n != 2 {
+		t.Fatalf("stream holds %d pushes, want the 2 good ones", n)
+	}
+	// Both are stored together, as one chunk named by their block of ucsIds, in request order.
+	id0, id2 := d.Results[0].UcsID, d.Results[2].UcsID
+	if n := e.streamMsgs(); n != 1 || push.BlockOf(id0) != push.BlockOf(id2) || push.BlockIndex(id0) != 0 || push.BlockIndex(id2) != 1 {
+		t.Fatalf("stream holds %d messages for ids %s and %s, want one chunk", n, id0, id2)
+	}
+	chunk, err := e.limitStream(-1).GetLastMsgForSubject(context.Background(), queue.ChunkSubject(id0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{id0, id2} {
+		if m, err := push.ChunkItem(chunk.Data, i); err != nil || m.UcsID != want || m.ClientID != "pusher" {
+			t.Errorf("chunk item %d: %+v, %v", i, m, err)
+		}
+	}
+	if _, err := push.ChunkItem(chunk.Data, 2); !errors.Is(err, push.ErrNotInChunk) {
+		t.Errorf("chunk holds a third item: %v", err)
 	}
 	// Each accepted item is a push like any other: looked up by its ucsId.
 	for _, i := range []int{0, 2} {
@@ -130,8 +149,8 @@ func TestBatchPush(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 %q", name, a.status, a.body, c.want)
 		}
 	}
-	if n := e.streamMsgs(); n != 2 {
-		t.Fatalf("refused batches published: stream holds %d", n)
+	if n := e.streamPushes(); n != 2 {
+		t.Fatalf("refused batches published: stream holds %d pushes", n)
 	}
 	// The same token rules as a single push.
 	if a := e.doWith("POST", "/v1/infra/notification/mp/batch", e.token("fake-api-test", fakeSecret), batchBody(goodItemN(1)), nil); a.status != 401 {
@@ -139,29 +158,41 @@ func TestBatchPush(t *testing.T) {
 	}
 }
 
-// TestBatchQueueFailsPartWay fills the stream so that it refuses a batch part-way: the items it
-// stored keep their ucsIds, the others say to retry them, and the status is 503.
+// bigItemN is goodItemN(i) padded with spaces to over a third of a chunk, so that a chunk
+// holds two of them.
+func bigItemN(i int) string {
+	return "{" + strings.Repeat(" ", queue.ChunkBytes/3) + goodItemN(i)[1:]
+}
+
+// TestBatchQueueFailsPartWay fills the stream so that it refuses a batch part-way (the batch
+// spans three chunks, the stream takes two): the items it stored keep their ucsIds, the others
+// say to retry them, and the status is 503.
 func TestBatchQueueFailsPartWay(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
 	ctx := context.Background()
-	st := e.limitStream(3)
+	st := e.limitStream(2)
 	items := make([]string, 6)
 	for i := range items {
-		items[i] = goodItemN(i)
+		items[i] = bigItemN(i)
 	}
 	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(items...), nil)
 	if a.status != 503 || a.header.Get("Retry-After") == "" {
 		t.Fatalf("batch into a full stream: %d %s", a.status, a.body)
 	}
 	d := a.batch(t)
-	if d.Accepted != 3 || d.Rejected != 3 {
-		t.Fatalf("accepted %d rejected %d, want 3 and 3: %s", d.Accepted, d.Rejected, a.body)
+	if d.Accepted != 4 || d.Rejected != 2 {
+		t.Fatalf("accepted %d rejected %d, want 4 and 2: %s", d.Accepted, d.Rejected, a.body)
 	}
 	for _, r := range d.Results {
 		if r.UcsID != "" {
-			if _, err := st.GetLastMsgForSubject(ctx, "ucs.push.mp."+r.UcsID); err != nil {
-				t.Errorf("item %d has ucsId %s but the stream lacks it: %v", r.Index, r.UcsID, err)
+			chunk, err := st.GetLastMsgForSubject(ctx, queue.ChunkSubject(r.UcsID))
+			if err != nil {
+				t.Errorf("item %d has ucsId %s but the stream lacks its chunk: %v", r.Index, r.UcsID, err)
+				continue
+			}
+			if m, err := push.ChunkItem(chunk.Data, push.BlockIndex(r.UcsID)); err != nil || m.UcsID != r.UcsID {
+				t.Errorf("item %d: its chunk holds %+v, %v", r.Index, m, err)
 			}
 			continue
 		}
@@ -249,8 +280,8 @@ func TestIdempotencyKey(t *testing.T) {
 	if b1.status != 200 {
 		t.Fatalf("batch: %d %s", b1.status, b1.body)
 	}
-	if n := e.streamMsgs(); n != 3 {
-		t.Fatalf("stream holds %d, want 3", n)
+	if n := e.streamPushes(); n != 3 {
+		t.Fatalf("stream holds %d pushes, want 3", n)
 	}
 
 	// Another front end on the same NATS and MongoDB.
@@ -271,8 +302,8 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Errorf("retried batch: %d %s, want %s", b2.status, b2.body, b1.body)
 		}
 	}
-	if n := e.streamMsgs(); n != 3 {
-		t.Fatalf("retries published: stream holds %d, want 3", n)
+	if n, msgs := e.streamPushes(), e.streamMsgs(); n != 3 || msgs != 2 {
+		t.Fatalf("retries published: stream holds %d pushes in %d messages, want 3 in 2", n, msgs)
 	}
 
 	conflict := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(7), key)
@@ -292,8 +323,8 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Errorf("Idempotency-Key %q: %d %s", bad, a.status, a.body)
 		}
 	}
-	if n := e.streamMsgs(); n != 4 {
-		t.Fatalf("stream holds %d, want 4 (the other client's push)", n)
+	if n := e.streamPushes(); n != 4 {
+		t.Fatalf("stream holds %d pushes, want 4 (the other client's push)", n)
 	}
 }
 
@@ -303,9 +334,9 @@ func TestIdempotencyKey(t *testing.T) {
 func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	e.limitStream(2)
+	e.limitStream(1) // the first of the batch's two chunks
 	key := map[string]string{"Idempotency-Key": "retry-me"}
-	body := batchBody(goodItemN(0), goodItemN(1), goodItemN(2), goodItemN(3))
+	body := batchBody(bigItemN(0), bigItemN(1), bigItemN(2), bigItemN(3))
 	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
 	if first.status != 503 || first.batch(t).Accepted != 2 {
 		t.Fatalf("first: %d %s", first.status, first.body)
@@ -324,11 +355,11 @@ func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
 			t.Errorf("item %d: ucsId %s, first answer %s", i, d.Results[i].UcsID, r.UcsID)
 		}
 	}
-	if n := e.streamMsgs(); n != 4 {
-		t.Fatalf("stream holds %d, want 4", n)
+	if n := e.streamPushes(); n != 4 {
+		t.Fatalf("stream holds %d pushes, want 4", n)
 	}
 	third := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
-	if fmt.Sprint(third.batch(t)) != fmt.Sprint(d) || e.streamMsgs() != 4 {
+	if fmt.Sprint(third.batch(t)) != fmt.Sprint(d) || e.streamPushes() != 4 {
 		t.Errorf("third: %s", third.body)
 	}
 }

@@ -172,7 +172,9 @@ func (r *idemRequest) republish(ctx context.Context, msgs map[int]push.Message) 
 			at = append(at, i)
 		}
 	}
-	errs := r.s.cfg.Publisher.PublishBatch(ctx, again, true)
+	// Marked as published again: the first request's messages may have been stored (their
+	// PubAck lost) and delivered long enough ago that the stream's dedupe window is over.
+	errs := r.s.cfg.Publisher.PublishBatch(ctx, again, queue.PublishOptions{Dedupe: true, Again: true})
 	var still []int
 	for j, err := range errs {
 		if err != nil {

@@ -104,7 +104,7 @@ func (s *Server) pushOnce(c echo.Context, idem *idemRequest, msg push.Message) e
 		}
 	}
 	if idem.owner {
-		if errs := s.cfg.Publisher.PublishBatch(ctx, []push.Message{msg}, true); errs[0] != nil {
+		if errs := s.cfg.Publisher.PublishBatch(ctx, []push.Message{msg}, queue.PublishOptions{Dedupe: true}); errs[0] != nil {
 			idem.finish(ctx, []int{0})
 			return queueError(errs[0])
 		}
@@ -220,7 +220,9 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	case !errors.Is(lerr, queue.ErrNotWaiting):
 		return r, lerr
 	}
-	return r, err
+	// A push of a batch may have left its chunk and been delivered in the meantime (a worker
+	// records the outcome before the queue lets go of it): the store has it now, if anyone.
+	return s.cfg.Store.Current(ctx, id)
 }
 
 // lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.

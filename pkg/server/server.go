@@ -28,9 +28,9 @@ import (
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
 type Publisher interface {
 	Publish(ctx context.Context, m push.Message) error
-	// PublishBatch publishes ms together and answers each one's error; with dedupe, a
-	// message the stream already holds is not stored twice.
-	PublishBatch(ctx context.Context, ms []push.Message, dedupe bool) []error
+	// PublishBatch publishes ms together and answers each one's error; a run of messages
+	// numbered by one block (push.NewBlock) is stored as one chunk.
+	PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) []error
 }
 
 // Store is what the front end reads and writes; *store.Store implements it.

@@ -123,30 +123,51 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	return &connections{nc: nc, js: js, stream: stream, st: st}, nil
 }
 
-// pending reads the messages of the stream the consumer has not finished: those it has not
-// handed out yet, and those handed out and not yet answered.
+// pending reads the messages of the stream the workers have not finished: those their
+// consumers have not handed out yet, and those handed out and not yet answered. A batch's
+// chunk waiting to be expanded counts as one until a worker expands it.
 func (c *connections) pending(consumer string) func() (float64, error) {
 	return func() (float64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		cons, err := c.stream.Consumer(ctx, consumer)
+		n, err := c.consumerPending(ctx, consumer)
+		if err != nil {
+			return 0, err
+		}
+		chunks, err := c.stream.Consumer(ctx, queue.ExpandConsumer(consumer))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			// No worker has started yet: every message in the stream waits.
-			info, err := c.stream.Info(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return float64(info.State.Msgs), nil
+			return n, nil // counted with the stream's messages, or no batch came yet
 		}
 		if err != nil {
 			return 0, err
 		}
-		info, err := cons.Info(ctx)
+		info, err := chunks.Info(ctx)
 		if err != nil {
 			return 0, err
 		}
-		return float64(info.NumPending + uint64(info.NumAckPending)), nil
+		return n + float64(info.NumPending+uint64(info.NumAckPending)), nil
 	}
+}
+
+// consumerPending reads the messages the workers' consumer has not finished.
+func (c *connections) consumerPending(ctx context.Context, consumer string) (float64, error) {
+	cons, err := c.stream.Consumer(ctx, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// No worker has started yet: every message in the stream waits.
+		info, err := c.stream.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return float64(info.State.Msgs), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return float64(info.NumPending + uint64(info.NumAckPending)), nil
 }
 
 func (c *connections) close() {
@@ -523,6 +544,7 @@ type Worker struct {
 	conn    *connections
 	writer  *store.Writer
 	w       *delivery.Worker
+	ex      *queue.Expander
 	pc      *platform.Client
 	pause   *queue.Pause
 	Metrics *metrics.Metrics
@@ -548,6 +570,11 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	}
 	qc := QueueConfig(cfg)
 	cons, err := queue.EnsureConsumer(ctx, conn.js, qc)
+	if err != nil {
+		conn.close()
+		return nil, err
+	}
+	chunks, err := queue.EnsureExpandConsumer(ctx, conn.js, qc)
 	if err != nil {
 		conn.close()
 		return nil, err
@@ -604,7 +631,9 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
+	ex := queue.NewExpander(conn.js, chunks)
+	ex.DeadLetter, ex.Logger = queue.NewDeadLetters(conn.js).Copy, d.Logger
+	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, ex: ex, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
 }
 
 // Run delivers until ctx ends, then stops within shutdown_grace: it fetches nothing more, hands
@@ -614,7 +643,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 // platform's idempotency key keeps the user from getting it twice.
 func (w *Worker) Run(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- w.w.Run(ctx) }()
+	go func() {
+		// Chunks of batch requests are expanded beside the deliveries; both stop fetching
+		// when ctx ends and finish what they hold.
+		expanded := make(chan error, 1)
+		go func() { expanded <- w.ex.Run(ctx) }()
+		err := w.w.Run(ctx)
+		done <- errors.Join(err, <-expanded)
+	}()
 	select {
 	case err := <-done:
 		return err

@@ -1,0 +1,253 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+)
+
+// subjects lists the subjects of the messages st holds, with the Ucs-Again header of each.
+func subjects(t *testing.T, st jetstream.Stream) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[m.Subject]; dup {
+			t.Fatalf("subject %s holds two messages", m.Subject)
+		}
+		out[m.Subject] = m.Header.Get(queue.HeaderAgain)
+	}
+	return out
+}
+
+// TestChunks: a run of pushes numbered by one block is stored as one chunk, read back by any of
+// its ucsIds while it waits, and expanded into single pushes on their own subjects; a chunk
+// expanded again stores no second copy of a push still waiting and marks a copy of one already
+// delivered, so that its worker looks the first copy's outcome up.
+func TestChunks(t *testing.T) {
+	js, cfg, st := newStream(t)
+	ctx := context.Background()
+	p := queue.NewPublisher(js)
+	w := queue.NewWaiting(js, st, cfg.Consumer)
+	now := time.Now()
+	before := push.NewID(now)
+	block := push.NewBlock(now, 5)
+	after := push.NewID(now)
+	ms := []push.Message{msg(before)}
+	for _, id := range block {
+		ms = append(ms, msg(id))
+	}
+	ms = append(ms, msg(after))
+	for i, err := range p.PublishBatch(ctx, ms, queue.PublishOptions{}) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	want := map[string]string{queue.Subject(before): "", queue.ChunkSubject(block[0]): "", queue.Subject(after): ""}
+	if got := subjects(t, st); len(got) != 3 || got[queue.ChunkSubject(block[0])] != "" || !sameKeys(got, want) {
+		t.Fatalf("stream holds %v, want %v", got, want)
+	}
+
+	// While the chunk waits, its pushes are read from it, and none has been reached.
+	for _, id := range block {
+		m, reached, err := w.Get(ctx, id)
+		if err != nil || m.UcsID != id || reached {
+			t.Fatalf("push %s in its chunk: %+v reached=%v %v", id, m, reached, err)
+		}
+		if m, err := w.FromLeader(ctx, id); err != nil || m.UcsID != id {
+			t.Fatalf("push %s in its chunk, from the leader: %+v %v", id, m, err)
+		}
+	}
+	beyond := push.BlockID(push.BlockOf(block[0]), 7)
+	if _, _, err := w.Get(ctx, beyond); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("an index past the chunk's end: %v", err)
+	}
+	if _, err := w.FromLeader(ctx, beyond); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("an index past the chunk's end, from the leader: %v", err)
+	}
+
+	// Expanded: each push on its own subject, the chunk gone.
+	chunks, err := queue.EnsureExpandConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := queue.NewExpander(js, chunks)
+	expanded := make(chan int, 10)
+	ex.Expanded = func(n int) { expanded <- n }
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("expander: %v", err)
+		}
+	})
+	if n := <-expanded; n != len(block) {
+		t.Fatalf("expanded %d pushes, want %d", n, len(block))
+	}
+	want = map[string]string{queue.Subject(before): "", queue.Subject(after): ""}
+	for _, id := range block {
+		want[queue.Subject(id)] = ""
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the chunk leaves the stream once expanded", func() bool {
+		got := subjects(t, st)
+		return len(got) == len(want) && sameKeys(got, want)
+	})
+	for _, id := range block {
+		if m, _, err := w.Get(ctx, id); err != nil || m.UcsID != id {
+			t.Fatalf("expanded push %s: %+v %v", id, m, err)
+		}
+	}
+	for sub, again := range subjects(t, st) {
+		if again != "" {
+			t.Errorf("%s is marked as published again on its first expansion", sub)
+		}
+	}
+
+	// A worker delivers the first push of the block; the same chunk is then published again.
+	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cons.Fetch(len(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := false
+	for m := range got.Messages() {
+		if m.Subject() == queue.Subject(block[0]) {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			delivered = true
+		} else if err := m.Nak(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !delivered {
+		t.Fatal("the worker's consumer did not hand out the block's first push")
+	}
+	for i, err := range p.PublishBatch(ctx, ms[1:6], queue.PublishOptions{Again: true}) {
+		if err != nil {
+			t.Fatalf("again: message %d: %v", i, err)
+		}
+	}
+	if n := <-expanded; n != len(block) {
+		t.Fatalf("expanded again %d pushes, want %d", n, len(block))
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the chunk expanded again leaves the stream", func() bool {
+		got := subjects(t, st)
+		return len(got) == len(want) && sameKeys(got, want)
+	})
+	for sub, again := range subjects(t, st) {
+		if (again != "") != (sub == queue.Subject(block[0])) {
+			t.Errorf("%s: Ucs-Again %q; only the copy of the delivered push is new, and marked", sub, again)
+		}
+	}
+}
+
+func sameKeys(a, b map[string]string) bool {
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// TestUnreadableChunk: a chunk that cannot be read goes to the dead letters and leaves the
+// queue, rather than coming back forever.
+func TestUnreadableChunk(t *testing.T) {
+	js, cfg, st := newStream(t)
+	ctx := context.Background()
+	if err := queue.EnsureDeadLetters(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	blk := push.BlockOf(push.NewBlock(time.Now(), 2)[0])
+	if _, err := js.Publish(ctx, queue.ChunkPrefix+blk, []byte(`[{"ucsId":`)); err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := queue.EnsureExpandConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := queue.NewExpander(js, chunks)
+	ex.DeadLetter = queue.NewDeadLetters(js).Copy
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(runCtx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	dlq, err := js.Stream(ctx, queue.DeadLetterStream(cfg.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the unreadable chunk is dead-lettered and leaves the queue", func() bool {
+		di, err1 := dlq.Info(ctx)
+		si, err2 := st.Info(ctx)
+		return err1 == nil && err2 == nil && di.State.Msgs == 1 && si.State.Msgs == 0
+	})
+	m, err := dlq.GetLastMsgForSubject(ctx, queue.DeadLetterPrefix+"batch."+blk)
+	if err != nil || !strings.HasPrefix(m.Header.Get(queue.HeaderReason), "unreadable chunk") {
+		t.Fatalf("dead letter: %+v %v", m, err)
+	}
+}
+
+// TestChunkTooLargeForOneMessage: a block whose chunk would pass the server's largest message
+// is stored as single pushes, each read back by its ucsId.
+func TestChunkTooLargeForOneMessage(t *testing.T) {
+	js, cfg, st := newStream(t)
+	ctx := context.Background()
+	sc := st.CachedInfo().Config
+	sc.MaxBytes = 16 << 20
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	ids := push.NewBlock(time.Now(), 12)
+	var ms []push.Message
+	for _, id := range ids {
+		m := msg(id)
+		m.Data["info"] = strings.Repeat("作", 40_000) // 120 KB: the twelve pass 1 MiB
+		ms = append(ms, m)
+	}
+	for i, err := range queue.NewPublisher(js).PublishBatch(ctx, ms, queue.PublishOptions{}) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	got := subjects(t, st)
+	w := queue.NewWaiting(js, st, cfg.Consumer)
+	for _, id := range ids {
+		if _, ok := got[queue.Subject(id)]; !ok {
+			t.Errorf("push %s is not on its own subject: %v", id, got)
+		}
+		if m, _, err := w.Get(ctx, id); err != nil || m.UcsID != id {
+			t.Errorf("push %s: %v", id, err)
+		}
+	}
+	if len(got) != len(ids) {
+		t.Errorf("stream holds %d messages, want %d", len(got), len(ids))
+	}
+}
