@@ -251,3 +251,44 @@ func TestChunkTooLargeForOneMessage(t *testing.T) {
 		t.Errorf("stream holds %d messages, want %d", len(got), len(ids))
 	}
 }
+
+// BenchmarkExpand: chunks of 160 pushes (a thousand-push batch makes about six) expanded into
+// single pushes, the NATS server in the same process; reported per push.
+func BenchmarkExpand(b *testing.B) {
+	_, js := embeddedtest.JetStream(b)
+	ctx := context.Background()
+	cfg := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 4 << 30, MaxAge: time.Hour, AckWait: 30 * time.Second}
+	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+		b.Fatal(err)
+	}
+	chunks, err := queue.EnsureExpandConsumer(ctx, js, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const per = 160
+	p := queue.NewPublisher(js)
+	n := (b.N + per - 1) / per
+	for range n {
+		var ms []push.Message
+		for _, id := range push.NewBlock(time.Now(), per) {
+			ms = append(ms, msg(id))
+		}
+		for _, err := range p.PublishBatch(ctx, ms, queue.PublishOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ex := queue.NewExpander(js, chunks)
+	done := make(chan int, n)
+	ex.Expanded = func(k int) { done <- k }
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	b.ResetTimer()
+	go func() { _ = ex.Run(runCtx) }()
+	for range n {
+		<-done
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*per), "ns/push")
+}
