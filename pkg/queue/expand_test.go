@@ -292,3 +292,64 @@ func BenchmarkExpand(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*per), "ns/push")
 }
+
+// TestGather: pushes published at once from many goroutines are each stored once, under the
+// ucsId Gather answered, most of them together with others; each is read back by its ucsId.
+// After Close, Gather refuses.
+func TestGather(t *testing.T) {
+	js, cfg, st := newStream(t)
+	sc := st.CachedInfo().Config
+	sc.MaxBytes = 64 << 20
+	ctx := context.Background()
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewPublisher(js)
+	const senders, each = 64, 50
+	ids := make(chan string, senders*each)
+	errs := make(chan error, senders)
+	for range senders {
+		go func() {
+			for range each {
+				m := msg("")
+				m.Accepted = time.Now().UnixMilli()
+				id, err := p.Gather(ctx, m)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids <- id
+			}
+			errs <- nil
+		}()
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(ids)
+	w := queue.NewWaiting(js, st, cfg.Consumer)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] || !push.ValidID(id) {
+			t.Fatalf("ucsId %q repeated or malformed", id)
+		}
+		seen[id] = true
+		if m, _, err := w.Get(ctx, id); err != nil || m.UcsID != id {
+			t.Fatalf("push %s: %+v %v", id, m, err)
+		}
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != senders*each || info.State.Msgs >= senders*each {
+		t.Fatalf("%d pushes stored in %d messages: none were gathered", len(seen), info.State.Msgs)
+	}
+	t.Logf("%d pushes stored in %d messages", len(seen), info.State.Msgs)
+	p.Close()
+	if _, err := p.Gather(ctx, msg("")); !errors.Is(err, queue.ErrClosed) {
+		t.Fatalf("Gather after Close: %v", err)
+	}
+}

@@ -150,10 +150,138 @@ var ErrFull = errors.New("the push queue is full")
 // Publisher publishes accepted pushes.
 type Publisher struct {
 	js jetstream.JetStream
+
+	// Gather's pushes wait in in for the group they are stored with.
+	in        chan *gathered
+	startOnce sync.Once
+	// mu orders Gather's hand-overs before Close: once isClosed is set, nothing more comes.
+	mu       sync.RWMutex
+	isClosed bool
+	closed   chan struct{}
 }
 
-// NewPublisher returns a publisher on js.
-func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+// NewPublisher returns a publisher on js. Close it once nothing publishes any more.
+func NewPublisher(js jetstream.JetStream) *Publisher {
+	return &Publisher{js: js, in: make(chan *gathered, gatherMax*gatherInFlight), closed: make(chan struct{})}
+}
+
+// Group commit: pushes that arrive while earlier groups await their PubAck are stored together.
+const (
+	// gatherMax bounds the pushes of one group (one chunk in the stream).
+	gatherMax = 128
+	// gatherInFlight bounds the groups awaiting their PubAck at once; while that many do,
+	// new pushes wait and gather for the next group.
+	gatherInFlight = 4
+)
+
+// ErrClosed is returned by Gather once the publisher is closed.
+var ErrClosed = errors.New("the publisher is closed")
+
+type gathered struct {
+	m    push.Message
+	err  error
+	done chan struct{}
+}
+
+// Gather stores the new push m in the stream and returns the ucsId it gave it, once the stream
+// acknowledged it: only then may the ucsId be given to the caller. Pushes that arrive while
+// earlier ones await their PubAck are stored together (group commit), as one chunk whose block
+// of ucsIds (push.NewBlock) they share, so that under load the stream stores a message for
+// many pushes; a push that arrives alone is stored alone, at once. m.UcsID is ignored.
+func (p *Publisher) Gather(ctx context.Context, m push.Message) (string, error) {
+	p.startOnce.Do(func() { go p.gatherLoop() })
+	g := &gathered{m: m, done: make(chan struct{})}
+	p.mu.RLock()
+	if p.isClosed {
+		p.mu.RUnlock()
+		return "", ErrClosed
+	}
+	select {
+	case p.in <- g:
+		p.mu.RUnlock()
+	case <-ctx.Done():
+		p.mu.RUnlock()
+		return "", ctx.Err()
+	}
+	// Once handed over, the push may be stored whatever ctx does: its answer is awaited
+	// (at most batchAckWait), so that a push is never stored without its outcome known.
+	<-g.done
+	return g.m.UcsID, g.err
+}
+
+// gatherLoop makes the groups of Gather: it waits for a free slot of gatherInFlight, takes
+// every push waiting (up to gatherMax) and publishes them together.
+func (p *Publisher) gatherLoop() {
+	slots := make(chan struct{}, gatherInFlight)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-p.closed:
+			p.failWaiting()
+			return
+		}
+		var first *gathered
+		select {
+		case first = <-p.in:
+		case <-p.closed:
+			p.failWaiting()
+			return
+		}
+		group := append(make([]*gathered, 0, 8), first)
+	fill:
+		for len(group) < gatherMax {
+			select {
+			case g := <-p.in:
+				group = append(group, g)
+			default:
+				break fill
+			}
+		}
+		go func() {
+			defer func() { <-slots }()
+			p.publishGroup(group)
+		}()
+	}
+}
+
+// publishGroup numbers group with a block of ucsIds and stores it.
+func (p *Publisher) publishGroup(group []*gathered) {
+	ms := make([]push.Message, len(group))
+	for i, id := range push.NewBlock(time.UnixMilli(group[0].m.Accepted), len(group)) {
+		ms[i] = group[i].m
+		ms[i].UcsID = id
+		group[i].m.UcsID = id
+	}
+	errs := p.PublishBatch(context.Background(), ms, PublishOptions{})
+	for i, g := range group {
+		g.err = errs[i]
+		close(g.done)
+	}
+}
+
+// failWaiting answers the pushes still waiting for a group when the publisher closes.
+func (p *Publisher) failWaiting() {
+	for {
+		select {
+		case g := <-p.in:
+			g.err = ErrClosed
+			close(g.done)
+		default:
+			return
+		}
+	}
+}
+
+// Close stops Gather: pushes still waiting for a group get ErrClosed. Groups being published
+// finish.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isClosed {
+		p.isClosed = true
+		close(p.closed)
+	}
+}
 
 // Publish stores m in the stream and returns once the stream acknowledged it; only then may
 // its ucsId be given to the caller. Every push is published once, under a ucsId made for it,

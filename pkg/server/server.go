@@ -27,7 +27,9 @@ import (
 
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
 type Publisher interface {
-	Publish(ctx context.Context, m push.Message) error
+	// Gather publishes the new push m, stored together with the pushes that arrive with it,
+	// and returns the ucsId it gave it once the queue acknowledged it.
+	Gather(ctx context.Context, m push.Message) (string, error)
 	// PublishBatch publishes ms together and answers each one's error; a run of messages
 	// numbered by one block (push.NewBlock) is stored as one chunk.
 	PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) []error

@@ -654,7 +654,7 @@ func TestQueuedVisibleBehindBacklog(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := e.streamMsgs(); n != 3000 {
+	if n := e.streamPushes(); n != 3000 {
 		t.Fatalf("backlog of %d, want 3000", n)
 	}
 	a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, goodBody)

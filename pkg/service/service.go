@@ -337,10 +337,12 @@ func (a *API) build(ctx context.Context) error {
 			Backlog: a.conn.pending(cfg.NATS.Consumer), History: a.Store.History}
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
+	pub := queue.NewPublisher(a.conn.js)
+	a.closers = append(a.closers, pub.Close)
 	srv, err := server.New(server.Config{
 		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
-		Publisher: queue.NewPublisher(a.conn.js), Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
+		Publisher: pub, Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
 		Announce:      queue.NewFinals(a.conn.nc).Announce,
 		KeepEvent:     events.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
