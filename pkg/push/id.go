@@ -31,6 +31,17 @@ var ids = struct {
 // from crypto/rand. NewID is safe for concurrent use. A now before 1970 is
 // taken as 1970.
 func NewID(now time.Time) string {
+	return generate(now, "NewID", func(uint64) (string, bool) {
+		var s [ulid.EncodedSize]byte
+		_ = ids.id.MarshalTextTo(s[:]) // cannot fail: s has the size
+		return string(s[:]), true
+	})
+}
+
+// generate makes the next id of the generator for now's millisecond in ids.id, with ids
+// locked, and returns what use makes of it; use answers false when that millisecond has no
+// room left, and the next one is borrowed, which keeps the order.
+func generate[T any](now time.Time, name string, use func(ms uint64) (T, bool)) T {
 	ms := uint64(0)
 	if t := now.UnixMilli(); t > 0 {
 		ms = min(uint64(t), ulid.MaxTime())
@@ -43,19 +54,19 @@ func NewID(now time.Time) string {
 			err = ids.entropy.MonotonicRead(ms, ids.id[6:])
 		}
 		if err == nil {
-			var s [ulid.EncodedSize]byte
-			_ = ids.id.MarshalTextTo(s[:]) // cannot fail: s has the size
-			return string(s[:])
+			if v, ok := use(ms); ok {
+				return v
+			}
+			err = ulid.ErrMonotonicOverflow
 		}
 		if !errors.Is(err, ulid.ErrMonotonicOverflow) || ms == ulid.MaxTime() {
 			// crypto/rand does not fail on supported systems, and a
 			// clock in the year 10889 is not one to trust: either is
 			// a broken machine, not a condition to handle.
-			panic("push: NewID: " + err.Error())
+			panic("push: " + name + ": " + err.Error())
 		}
 		// The random part ran over its 80 bits (about once in 2^48
-		// IDs of one millisecond): borrow the next millisecond,
-		// which keeps the order.
+		// IDs of one millisecond): borrow the next millisecond.
 		ms++
 	}
 }
@@ -81,38 +92,21 @@ func NewBlock(now time.Time, n int) []string {
 	if n < 1 || n > MaxBlock {
 		panic("push: NewBlock: n out of range")
 	}
-	ms := uint64(0)
-	if t := now.UnixMilli(); t > 0 {
-		ms = min(uint64(t), ulid.MaxTime())
-	}
-	ids.Lock()
-	defer ids.Unlock()
-	for {
-		err := ids.id.SetTime(ms)
-		if err == nil {
-			err = ids.entropy.MonotonicRead(ms, ids.id[6:])
+	return generate(now, "NewBlock", func(ms uint64) ([]string, bool) {
+		// The block starts at the first multiple of MaxBlock above the id just made, so
+		// that it holds nothing made before; the generator is then moved past its end, so
+		// that it holds nothing made after.
+		hi := binary.BigEndian.Uint16(ids.id[6:8])
+		lo := binary.BigEndian.Uint64(ids.id[8:16])
+		lo = lo&^(MaxBlock-1) + MaxBlock
+		if lo == 0 {
+			hi++
 		}
-		if err == nil {
-			// The block starts at the first multiple of MaxBlock above the id just made,
-			// so that it holds nothing made before; the generator is then moved past its
-			// end, so that it holds nothing made after.
-			hi := binary.BigEndian.Uint16(ids.id[6:8])
-			lo := binary.BigEndian.Uint64(ids.id[8:16])
-			lo = lo&^(MaxBlock-1) + MaxBlock
-			if lo == 0 {
-				hi++
-			}
-			if hi == 0 && lo == 0 {
-				err = ulid.ErrMonotonicOverflow
-			} else {
-				return block(ms, hi, lo, n)
-			}
+		if hi == 0 && lo == 0 {
+			return nil, false
 		}
-		if !errors.Is(err, ulid.ErrMonotonicOverflow) || ms == ulid.MaxTime() {
-			panic("push: NewBlock: " + err.Error()) // as in NewID
-		}
-		ms++
-	}
+		return block(ms, hi, lo, n), true
+	})
 }
 
 // block makes the ids of the block starting at (hi, lo) in millisecond ms, and moves the
