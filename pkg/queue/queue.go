@@ -171,7 +171,7 @@ const (
 	gatherMax = 128
 	// gatherInFlight bounds the groups awaiting their PubAck at once; while that many do,
 	// new pushes wait and gather for the next group.
-	gatherInFlight = 4
+	gatherInFlight = 2
 )
 
 // ErrClosed is returned by Gather once the publisher is closed.
