@@ -86,8 +86,7 @@ const blockChars = ulid.EncodedSize - BlockBits/5
 // so that what holds them together can be found from any one of them. Like NewID's, they sort
 // by time and after every ucsId this process made before, and every later one sorts after
 // them. They are not guessable from outside the block (its 60 random bits come from
-// crypto/rand), but each is from the others: a block is for pushes of one sender, and a
-// lookup answers only the sender's own ucsIds.
+// crypto/rand), but each is from the others: a block must hold the pushes of one client only.
 func NewBlock(now time.Time, n int) []string {
 	if n < 1 || n > MaxBlock {
 		panic("push: NewBlock: n out of range")

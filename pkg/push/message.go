@@ -121,26 +121,24 @@ func ChunkItems(chunk []byte, f func(i int, item []byte) error) error {
 // ErrNotInChunk is returned by ChunkItem for an index past a chunk's end.
 var ErrNotInChunk = errors.New("push: chunk: no such item")
 
-// ChunkItem decodes item i of a chunk, skipping the items before it without decoding them.
+// ChunkItem decodes item i of a chunk, reading past the items before it without decoding them.
 func ChunkItem(chunk []byte, i int) (Message, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(chunk), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-		return Message{}, errors.New("push: chunk: not a JSON array")
-	}
-	for j := 0; j < i; j++ {
-		if dec.PeekKind() == ']' {
-			return Message{}, ErrNotInChunk
+	var item []byte
+	err := ChunkItems(chunk, func(j int, v []byte) error {
+		if j == i {
+			item = v
+			return errFound
 		}
-		if err := dec.SkipValue(); err != nil {
-			return Message{}, fmt.Errorf("push: chunk: item %d: %w", j, err)
-		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return DecodeMessage(item)
+	case err != nil:
+		return Message{}, err
 	}
-	if dec.PeekKind() == ']' {
-		return Message{}, ErrNotInChunk
-	}
-	v, err := dec.ReadValue()
-	if err != nil {
-		return Message{}, fmt.Errorf("push: chunk: item %d: %w", i, err)
-	}
-	return DecodeMessage(v)
+	return Message{}, ErrNotInChunk
 }
+
+// errFound stops ChunkItems at the item ChunkItem wants.
+var errFound = errors.New("found")

@@ -28,9 +28,7 @@ type Expander struct {
 	Retry time.Duration
 	// DeadLetter, when set, keeps a copy of a chunk that cannot be read.
 	DeadLetter func(ctx context.Context, msg jetstream.Msg, reason string) error
-	// Expanded, when set, is told how many pushes each chunk held.
-	Expanded func(n int)
-	Logger   *slog.Logger
+	Logger     *slog.Logger
 }
 
 // NewExpander returns an expander of the chunks cons (EnsureExpandConsumer) hands out,
@@ -82,35 +80,20 @@ func (e *Expander) Expand(ctx context.Context, msg jetstream.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, batchAckWait)
 	defer cancel()
-	var (
-		futs []jetstream.PubAckFuture
-		ids  []string
-	)
+	var ids []string
 	var pubErr error
-	wait := func(k int) {
-		select {
-		case <-futs[k].Ok():
-		case err := <-futs[k].Err():
-			// A copy of the push already waits on its subject: nothing to add.
-			if !alreadyStored(err) && pubErr == nil {
-				pubErr = publishError(ids[k], err)
-			}
-		case <-ctx.Done():
-			if pubErr == nil {
-				pubErr = ctx.Err()
-			}
+	acks := ackWindow{ctx: ctx, answer: func(k int, err error) {
+		// A copy of the push already waiting on its subject leaves nothing to add.
+		if err != nil && !alreadyStored(err) && pubErr == nil {
+			pubErr = publishError(ids[k], err)
 		}
-	}
-	waited := 0
+	}}
 	readErr := push.ChunkItems(msg.Data(), func(i int, item []byte) error {
 		id := push.BlockID(block, i)
 		if id == "" {
 			return fmt.Errorf("item %d is outside the chunk's block %q", i, block)
 		}
-		for len(futs)-waited >= batchWindow {
-			wait(waited)
-			waited++
-		}
+		acks.room()
 		if pubErr != nil {
 			return errStopExpanding
 		}
@@ -123,13 +106,11 @@ func (e *Expander) Expand(ctx context.Context, msg jetstream.Msg) {
 			pubErr = publishError(id, err)
 			return errStopExpanding
 		}
-		futs = append(futs, f)
+		acks.add(f)
 		ids = append(ids, id)
 		return nil
 	})
-	for ; waited < len(futs); waited++ {
-		wait(waited)
-	}
+	acks.drain()
 	switch {
 	case pubErr != nil:
 		e.Logger.Warn("expanding a chunk failed; it will be tried again", "chunk", block, "err", pubErr)
@@ -140,7 +121,7 @@ func (e *Expander) Expand(ctx context.Context, msg jetstream.Msg) {
 		// (whole). The pushes read before the fault are published; the rest go to the dead
 		// letters with the chunk.
 		reason := "unreadable chunk: " + readErr.Error()
-		e.Logger.Error("unreadable chunk", "chunk", block, "pushes", len(futs), "err", readErr)
+		e.Logger.Error("unreadable chunk", "chunk", block, "pushes", len(ids), "err", readErr)
 		if e.DeadLetter != nil {
 			if err := e.DeadLetter(ctx, msg, reason); err != nil {
 				e.Logger.Warn("dead-lettering a chunk failed; it will be tried again", "chunk", block, "err", err)
@@ -154,9 +135,6 @@ func (e *Expander) Expand(ctx context.Context, msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		// It comes back after the ack wait and is expanded again, harmlessly.
 		e.Logger.Warn("acknowledging a chunk failed", "chunk", block, "err", err)
-	}
-	if e.Expanded != nil {
-		e.Expanded(len(futs))
 	}
 }
 

@@ -91,8 +91,6 @@ func TestChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := queue.NewExpander(js, chunks)
-	expanded := make(chan int, 10)
-	ex.Expanded = func(n int) { expanded <- n }
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ex.Run(runCtx) }()
@@ -102,9 +100,6 @@ func TestChunks(t *testing.T) {
 			t.Errorf("expander: %v", err)
 		}
 	})
-	if n := <-expanded; n != len(block) {
-		t.Fatalf("expanded %d pushes, want %d", n, len(block))
-	}
 	want = map[string]string{queue.Subject(before): "", queue.Subject(after): ""}
 	for _, id := range block {
 		want[queue.Subject(id)] = ""
@@ -151,9 +146,6 @@ func TestChunks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("again: message %d: %v", i, err)
 		}
-	}
-	if n := <-expanded; n != len(block) {
-		t.Fatalf("expanded again %d pushes, want %d", n, len(block))
 	}
 	embeddedtest.Eventually(t, 5*time.Second, "the chunk expanded again leaves the stream", func() bool {
 		got := subjects(t, st)
@@ -280,22 +272,27 @@ func BenchmarkExpand(b *testing.B) {
 		}
 	}
 	ex := queue.NewExpander(js, chunks)
-	done := make(chan int, n)
-	ex.Expanded = func(k int) { done <- k }
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	b.ResetTimer()
 	go func() { _ = ex.Run(runCtx) }()
-	for range n {
-		<-done
+	for {
+		info, err := chunks.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*per), "ns/push")
 }
 
-// TestGather: pushes published at once from many goroutines are each stored once, under the
-// ucsId Gather answered, most of them together with others; each is read back by its ucsId.
-// After Close, Gather refuses.
+// TestGather: pushes published at once from many goroutines, for two clients, are each stored
+// once, under the ucsId Gather answered, most of them together with others, never in a block
+// with another client's; each is read back by its ucsId. After Close, Gather refuses.
 func TestGather(t *testing.T) {
 	js, cfg, st := newStream(t)
 	sc := st.CachedInfo().Config
@@ -308,10 +305,11 @@ func TestGather(t *testing.T) {
 	const senders, each = 64, 50
 	ids := make(chan string, senders*each)
 	errs := make(chan error, senders)
-	for range senders {
+	for k := range senders {
 		go func() {
 			for range each {
 				m := msg("")
+				m.ClientID = []string{"c", "d"}[k%2]
 				m.Accepted = time.Now().UnixMilli()
 				id, err := p.Gather(ctx, m)
 				if err != nil {
@@ -331,14 +329,20 @@ func TestGather(t *testing.T) {
 	close(ids)
 	w := queue.NewWaiting(js, st, cfg.Consumer)
 	seen := map[string]bool{}
+	clients := map[string]string{} // of each block
 	for id := range ids {
 		if seen[id] || !push.ValidID(id) {
 			t.Fatalf("ucsId %q repeated or malformed", id)
 		}
 		seen[id] = true
-		if m, _, err := w.Get(ctx, id); err != nil || m.UcsID != id {
+		m, _, err := w.Get(ctx, id)
+		if err != nil || m.UcsID != id {
 			t.Fatalf("push %s: %+v %v", id, m, err)
 		}
+		if c, ok := clients[push.BlockOf(id)]; ok && c != m.ClientID {
+			t.Fatalf("block %s holds pushes of clients %s and %s", push.BlockOf(id), c, m.ClientID)
+		}
+		clients[push.BlockOf(id)] = m.ClientID
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
@@ -351,5 +355,28 @@ func TestGather(t *testing.T) {
 	p.Close()
 	if _, err := p.Gather(ctx, msg("")); !errors.Is(err, queue.ErrClosed) {
 		t.Fatalf("Gather after Close: %v", err)
+	}
+}
+
+// TestNumber: a request's messages are numbered in runs of at most ChunkBytes of bodies (a body
+// larger than that alone), each run a block from index 0, so PublishBatch stores each as one
+// chunk.
+func TestNumber(t *testing.T) {
+	third := queue.ChunkBytes / 3
+	sizes := []int{third, third, third, third, queue.ChunkBytes + 1, 10, 10}
+	ms := make([]push.Message, len(sizes))
+	queue.Number(ms, sizes, time.Now())
+	runs := [][]int{{0, 1, 2}, {3}, {4}, {5, 6}}
+	for _, run := range runs {
+		for j, i := range run {
+			if push.BlockOf(ms[i].UcsID) != push.BlockOf(ms[run[0]].UcsID) || push.BlockIndex(ms[i].UcsID) != j {
+				t.Errorf("message %d: %s, want index %d of the block of message %d", i, ms[i].UcsID, j, run[0])
+			}
+		}
+	}
+	for k := 1; k < len(runs); k++ {
+		if push.BlockOf(ms[runs[k][0]].UcsID) == push.BlockOf(ms[runs[k-1][0]].UcsID) {
+			t.Errorf("runs %d and %d share a block", k-1, k)
+		}
 	}
 }

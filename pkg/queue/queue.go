@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,23 @@ func ChunkSubject(ucsID string) string { return ChunkPrefix + push.BlockOf(ucsID
 // large enough that the queue stores a few messages for a thousand pushes, small enough that a
 // lookup reading one push out of its chunk stays cheap.
 const ChunkBytes = 64 << 10
+
+// Number gives the messages of one request their ucsIds, as the queue stores them together:
+// runs of about ChunkBytes of request bodies (sizes[i] is message i's), each numbered by a block
+// of ucsIds made at now (push.NewBlock), which PublishBatch stores as one chunk.
+func Number(ms []push.Message, sizes []int, now time.Time) {
+	for from := 0; from < len(ms); {
+		to, size := from, 0
+		for to < len(ms) && (to == from || size+sizes[to] <= ChunkBytes) {
+			size += sizes[to]
+			to++
+		}
+		for i, id := range push.NewBlock(now, to-from) {
+			ms[from+i].UcsID = id
+		}
+		from = to
+	}
+}
 
 // HeaderAgain marks a message that may have been published before: its worker reads what an
 // earlier copy recorded before sending it.
@@ -185,9 +203,10 @@ type gathered struct {
 
 // Gather stores the new push m in the stream and returns the ucsId it gave it, once the stream
 // acknowledged it: only then may the ucsId be given to the caller. Pushes that arrive while
-// earlier ones await their PubAck are stored together (group commit), as one chunk whose block
-// of ucsIds (push.NewBlock) they share, so that under load the stream stores a message for
-// many pushes; a push that arrives alone is stored alone, at once. m.UcsID is ignored.
+// earlier ones await their PubAck are stored together (group commit), those of one client as
+// one chunk whose block of ucsIds (push.NewBlock) they share, so that under load the stream
+// stores a message for many pushes; a push that arrives alone is stored alone, at once.
+// m.UcsID is ignored.
 func (p *Publisher) Gather(ctx context.Context, m push.Message) (string, error) {
 	p.startOnce.Do(func() { go p.gatherLoop() })
 	g := &gathered{m: m, done: make(chan struct{})}
@@ -244,13 +263,23 @@ func (p *Publisher) gatherLoop() {
 	}
 }
 
-// publishGroup numbers group with a block of ucsIds and stores it.
+// publishGroup numbers group and stores it: the pushes of each client together, as one chunk
+// numbered by a block of its own, since the ucsIds of a block are guessable from one another.
 func (p *Publisher) publishGroup(group []*gathered) {
+	slices.SortStableFunc(group, func(a, b *gathered) int { return strings.Compare(a.m.ClientID, b.m.ClientID) })
 	ms := make([]push.Message, len(group))
-	for i, id := range push.NewBlock(time.UnixMilli(group[0].m.Accepted), len(group)) {
-		ms[i] = group[i].m
-		ms[i].UcsID = id
-		group[i].m.UcsID = id
+	for from := 0; from < len(group); {
+		to := from + 1
+		for to < len(group) && group[to].m.ClientID == group[from].m.ClientID {
+			to++
+		}
+		for i, id := range push.NewBlock(time.UnixMilli(group[from].m.Accepted), to-from) {
+			group[from+i].m.UcsID = id
+		}
+		from = to
+	}
+	for i, g := range group {
+		ms[i] = g.m
 	}
 	errs := p.PublishBatch(context.Background(), ms, PublishOptions{})
 	for i, g := range group {
@@ -283,18 +312,11 @@ func (p *Publisher) Close() {
 	}
 }
 
-// Publish stores m in the stream and returns once the stream acknowledged it; only then may
-// its ucsId be given to the caller. Every push is published once, under a ucsId made for it,
-// so the stream needs no de-duplication by message id (and keeps no table of ids for it).
+// Publish stores m, under the ucsId it carries, in the stream and returns once the stream
+// acknowledged it; only then may its ucsId be given to the caller. A second push under the
+// same ucsId is refused while the first waits.
 func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
-	b, err := m.Encode()
-	if err != nil {
-		return fmt.Errorf("encode message: %w", err)
-	}
-	if _, err := p.js.Publish(ctx, Subject(m.UcsID), b); err != nil {
-		return publishError(m.UcsID, err)
-	}
-	return nil
+	return p.PublishBatch(ctx, []push.Message{m}, PublishOptions{})[0]
 }
 
 // DedupeWindow is how long the stream remembers the message ids of pushes published with
@@ -307,6 +329,45 @@ const batchWindow = 256
 
 // batchAckWait bounds the wait for one message's PubAck in a batch.
 const batchAckWait = 10 * time.Second
+
+// ackWindow keeps at most batchWindow publishes awaiting their PubAck, and hands each answer,
+// in publishing order, to answer: nil for a stored message, else the publish's error.
+type ackWindow struct {
+	ctx    context.Context
+	futs   []jetstream.PubAckFuture
+	waited int
+	answer func(k int, err error)
+}
+
+// room waits until one more publish may await its PubAck.
+func (a *ackWindow) room() {
+	for len(a.futs)-a.waited >= batchWindow {
+		a.next()
+	}
+}
+
+// add counts a publish as awaiting its PubAck; it is the k-th, from 0.
+func (a *ackWindow) add(f jetstream.PubAckFuture) { a.futs = append(a.futs, f) }
+
+// next waits for the oldest publish's answer.
+func (a *ackWindow) next() {
+	var err error
+	select {
+	case <-a.futs[a.waited].Ok():
+	case err = <-a.futs[a.waited].Err():
+	case <-a.ctx.Done():
+		err = a.ctx.Err()
+	}
+	a.answer(a.waited, err)
+	a.waited++
+}
+
+// drain waits for every answer.
+func (a *ackWindow) drain() {
+	for a.waited < len(a.futs) {
+		a.next()
+	}
+}
 
 // PublishOptions say how PublishBatch publishes.
 type PublishOptions struct {
@@ -352,7 +413,6 @@ func units(ms []push.Message) []unit {
 func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) []error {
 	errs := make([]error, len(ms))
 	us := units(ms)
-	futs := make([]jetstream.PubAckFuture, 0, len(us))
 	sent := make([]unit, 0, len(us))
 	ctx, cancel := context.WithTimeout(ctx, batchAckWait)
 	defer cancel()
@@ -365,30 +425,16 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 			failed = err
 		}
 	}
-	waited := 0
-	wait := func(k int) {
-		u, f := sent[k], futs[k]
-		var err error
-		select {
-		case <-f.Ok():
-		case perr := <-f.Err():
-			if !(o.Dedupe && alreadyStored(perr)) {
-				err = publishError(ms[u.from].UcsID, perr)
-			}
-		case <-ctx.Done():
-			err = fmt.Errorf("publish %s: %w", ms[u.from].UcsID, ctx.Err())
+	acks := ackWindow{ctx: ctx, answer: func(k int, err error) {
+		u := sent[k]
+		if err != nil && !(o.Dedupe && alreadyStored(err)) {
+			fail(u, publishError(ms[u.from].UcsID, err))
 		}
-		if err != nil {
-			fail(u, err)
-		}
-	}
+	}}
 	limit := int(p.js.Conn().MaxPayload()) - 4<<10 // room for the headers
 	var publish func(u unit)
 	publish = func(u unit) {
-		for len(sent)-waited >= batchWindow {
-			wait(waited)
-			waited++
-		}
+		acks.room()
 		if failed != nil {
 			fail(u, failed)
 			return
@@ -434,15 +480,13 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 			fail(u, publishError(first, err))
 			return
 		}
-		futs = append(futs, f)
+		acks.add(f)
 		sent = append(sent, u)
 	}
 	for _, u := range us {
 		publish(u)
 	}
-	for ; waited < len(sent); waited++ {
-		wait(waited)
-	}
+	acks.drain()
 	return errs
 }
 
@@ -556,9 +600,13 @@ func (w *Waiting) inChunk(ctx context.Context, ucsID string) (push.Message, uint
 // may not yet hold a push the others acknowledged a moment ago; before a lookup says a push does
 // not exist, the leader is asked.
 func (w *Waiting) FromLeader(ctx context.Context, ucsID string) (push.Message, error) {
+	i := push.BlockIndex(ucsID)
+	if i < 0 {
+		return push.Message{}, ErrNotWaiting
+	}
 	data, err := w.leaderGet(ctx, ChunkSubject(ucsID))
 	if err == nil {
-		m, err := push.ChunkItem(data, push.BlockIndex(ucsID))
+		m, err := push.ChunkItem(data, i)
 		if err == nil && m.UcsID == ucsID {
 			return m, nil
 		}

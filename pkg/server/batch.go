@@ -216,11 +216,8 @@ func (s *Server) batch(c echo.Context) error {
 	now := s.now()
 	ans := batchAnswer{Results: make([]batchItem, len(items))}
 	msgs := make([]push.Message, 0, len(items))
-	at := make([]int, 0, len(items)) // index of each message in items
-	// The good items are gathered into chunks of about queue.ChunkBytes (by their bodies),
-	// each numbered by a block of ucsIds, which the queue stores as one message.
-	var chunks []int // where each chunk starts in msgs
-	size := 0
+	at := make([]int, 0, len(items))    // index of each message in items
+	sizes := make([]int, 0, len(items)) // of each message's body, for the queue's chunks
 	for i, raw := range items {
 		ans.Results[i].Index = i
 		req, err := push.Parse(raw)
@@ -233,22 +230,11 @@ func (s *Server) batch(c echo.Context) error {
 			ans.Rejected++
 			continue
 		}
-		if len(chunks) == 0 || size+len(raw) > queue.ChunkBytes {
-			chunks, size = append(chunks, len(msgs)), 0
-		}
-		size += len(raw)
 		msgs = append(msgs, req.Message("", claims.Azp, now))
+		sizes = append(sizes, len(raw))
 		at = append(at, i)
 	}
-	for k, from := range chunks {
-		to := len(msgs)
-		if k+1 < len(chunks) {
-			to = chunks[k+1]
-		}
-		for j, id := range push.NewBlock(now, to-from) {
-			msgs[from+j].UcsID = id
-		}
-	}
+	queue.Number(msgs, sizes, now)
 	if idem != nil {
 		ids := make([]string, len(items))
 		for j, m := range msgs {

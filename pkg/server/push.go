@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/push"
@@ -61,18 +60,7 @@ func (s *Server) push(c echo.Context) error {
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
 	s.accepted(1)
-	return s.okPush(c, id)
-}
-
-// okPush answers an accepted push. Every push passes here, so the envelope is written with
-// go-json-experiment/json, which takes less time than encoding/json (echo's JSON); the answer
-// is the same JSON value.
-func (s *Server) okPush(c echo.Context, id string) error {
-	b, err := jsonv2.Marshal(Envelope{Data: pushAnswer{UcsID: id}, Code: CodeOK, Msg: "success", Time: s.stamp()})
-	if err != nil {
-		return err
-	}
-	return c.JSONBlob(http.StatusOK, b)
+	return s.ok(c, pushAnswer{UcsID: id})
 }
 
 // countRejected counts a refused push once for each kind of rule it broke.
@@ -231,7 +219,7 @@ func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
 	case !errors.Is(lerr, queue.ErrNotWaiting):
 		return r, lerr
 	}
-	// A push of a batch may have left its chunk and been delivered in the meantime (a worker
+	// A push stored in a chunk may have left it and been delivered in the meantime (a worker
 	// records the outcome before the queue lets go of it): the store has it now, if anyone.
 	return s.cfg.Store.Current(ctx, id)
 }

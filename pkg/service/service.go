@@ -130,44 +130,37 @@ func (c *connections) pending(consumer string) func() (float64, error) {
 	return func() (float64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		n, err := c.consumerPending(ctx, consumer)
+		pushes, found, err := c.consumerPending(ctx, consumer)
 		if err != nil {
 			return 0, err
 		}
-		chunks, err := c.stream.Consumer(ctx, queue.ExpandConsumer(consumer))
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return n, nil // counted with the stream's messages, or no batch came yet
+		if !found {
+			// No worker has started yet: every message in the stream waits.
+			info, err := c.stream.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return float64(info.State.Msgs), nil
 		}
-		if err != nil {
-			return 0, err
-		}
-		info, err := chunks.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return n + float64(info.NumPending+uint64(info.NumAckPending)), nil
+		chunks, _, err := c.consumerPending(ctx, queue.ExpandConsumer(consumer))
+		return pushes + chunks, err
 	}
 }
 
-// consumerPending reads the messages the workers' consumer has not finished.
-func (c *connections) consumerPending(ctx context.Context, consumer string) (float64, error) {
-	cons, err := c.stream.Consumer(ctx, consumer)
+// consumerPending reads the messages the consumer name has not finished, and whether it exists.
+func (c *connections) consumerPending(ctx context.Context, name string) (float64, bool, error) {
+	cons, err := c.stream.Consumer(ctx, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		// No worker has started yet: every message in the stream waits.
-		info, err := c.stream.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return float64(info.State.Msgs), nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return float64(info.NumPending + uint64(info.NumAckPending)), nil
+	return float64(info.NumPending + uint64(info.NumAckPending)), true, nil
 }
 
 func (c *connections) close() {
