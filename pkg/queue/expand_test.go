@@ -158,6 +158,16 @@ func TestChunks(t *testing.T) {
 	}
 }
 
+// grow lets st hold maxBytes.
+func grow(t *testing.T, js jetstream.JetStream, st jetstream.Stream, maxBytes int64) {
+	t.Helper()
+	sc := st.CachedInfo().Config
+	sc.MaxBytes = maxBytes
+	if _, err := js.UpdateStream(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func sameKeys(a, b map[string]string) bool {
 	for k := range b {
 		if _, ok := a[k]; !ok {
@@ -212,11 +222,7 @@ func TestUnreadableChunk(t *testing.T) {
 func TestChunkTooLargeForOneMessage(t *testing.T) {
 	js, cfg, st := newStream(t)
 	ctx := context.Background()
-	sc := st.CachedInfo().Config
-	sc.MaxBytes = 16 << 20
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	grow(t, js, st, 16<<20)
 	ids := push.NewBlock(time.Now(), 12)
 	var ms []push.Message
 	for _, id := range ids {
@@ -295,12 +301,8 @@ func BenchmarkExpand(b *testing.B) {
 // with another client's; each is read back by its ucsId. After Close, Gather refuses.
 func TestGather(t *testing.T) {
 	js, cfg, st := newStream(t)
-	sc := st.CachedInfo().Config
-	sc.MaxBytes = 64 << 20
 	ctx := context.Background()
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	grow(t, js, st, 64<<20)
 	p := queue.NewPublisher(js)
 	const senders, each = 64, 50
 	ids := make(chan string, senders*each)
