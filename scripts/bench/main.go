@@ -107,14 +107,13 @@ func run() error {
 	var rows []row
 	// With BENCH_PPROF set, each timed load of the stack is profiled (CPU) into bench-profiles/.
 	profile := func(name string) func() { return profileAt(os.Getenv("BENCH_PPROF"), name, *duration) }
-	heap := func() {
+	// With BENCH_PPROF set, heap(name) keeps the stack's heap profile as bench-profiles/name.pprof
+	// and name.txt (with the runtime's memory statistics).
+	heap := func(name string) {
 		if addr := os.Getenv("BENCH_PPROF"); addr != "" {
-			for name, q := range map[string]string{"heap.pprof": "", "heap.txt": "?debug=1"} {
-				if r, err := http.Get("http://" + addr + "/debug/pprof/heap" + q); err == nil {
-					f, _ := os.Create(filepath.Join("bench-profiles", name))
-					_, _ = io.Copy(f, r.Body)
-					f.Close()
-					r.Body.Close()
+			for file, q := range map[string]string{name + ".pprof": "", name + ".txt": "?debug=1"} {
+				if err := saveURL("http://"+addr+"/debug/pprof/heap"+q, filepath.Join("bench-profiles", file)); err != nil {
+					log.Printf("heap profile %s: %v", file, err)
 				}
 			}
 		}
@@ -234,6 +233,8 @@ func run() error {
 	}
 
 	api.logRSS("deliveries")
+	// The stack's memory is near its peak now: the delivery receipts have just caught up.
+	heap("heap-deliveries")
 	// Lookups of distinct delivered pushes, none looked up before.
 	// each looks every one of ids up once, in random order, from 64 callers.
 	each := func(profileName string, ids []string) *result {
@@ -281,7 +282,7 @@ func run() error {
 
 	rows = append(rows, repeatedLookups(c, api, first))
 
-	heap()
+	heap("heap")
 	peak, err := api.peakRSS()
 	if err != nil {
 		return err
@@ -492,20 +493,10 @@ func profileAt(addr, name string, d time.Duration) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
-		if err != nil {
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
+		if err := saveURL(url, filepath.Join("bench-profiles", name+".pprof")); err != nil {
 			log.Printf("profile %s: %v", name, err)
-			return
 		}
-		defer r.Body.Close()
-		_ = os.MkdirAll("bench-profiles", 0o755)
-		f, err := os.Create(filepath.Join("bench-profiles", name+".pprof"))
-		if err != nil {
-			log.Printf("profile %s: %v", name, err)
-			return
-		}
-		defer f.Close()
-		_, _ = io.Copy(f, r.Body)
 	}()
 	return func() { <-done }
 }
@@ -1040,3 +1031,27 @@ func (l *idList) all() []string { l.mu.Lock(); defer l.mu.Unlock(); return slice
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+
+// saveURL writes what a GET of url answers into the file path.
+func saveURL(url, path string) error {
+	r, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, r.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
