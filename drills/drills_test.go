@@ -93,8 +93,24 @@ func TestDrillStoreDown(t *testing.T) {
 	}
 	ids := p.all()
 	r.verify(ids, 3*time.Minute)
-	report(t, "pushed %d (%d while the store was down %s, %d answered 503 and retried), lost 0, sent twice 0, all final %s after the store came back",
-		len(ids), during, down, p.refused, time.Since(back).Round(time.Millisecond))
+	// Attempts count platform calls, and only those: the outage handed messages back without
+	// counting one.
+	res, err := r.results(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	for _, id := range ids {
+		if a := res[id].Attempts; a < 1 {
+			t.Errorf("%s delivered after %d attempts", id, a)
+		}
+		attempts += res[id].Attempts
+	}
+	if calls := r.stack.Sim.Stats().Sends; int64(attempts) != calls {
+		t.Errorf("the pushes count %d attempts in all, the platform saw %d calls", attempts, calls)
+	}
+	report(t, "pushed %d (%d while the store was down %s, %d answered 503 and retried), lost 0, sent twice 0, all final %s after the store came back; %d attempts = %d platform calls",
+		len(ids), during, down, p.refused, time.Since(back).Round(time.Millisecond), attempts, r.stack.Sim.Stats().Sends)
 }
 
 // The platform answers -1, then HTTP 502, then nothing in time, for a while. Deliveries back
@@ -140,7 +156,7 @@ func TestDrillPoisonMessage(t *testing.T) {
 	}
 	defer nc.Close()
 	poison := push.NewID(time.Now())
-	if err := nc.Publish(queue.Subject(poison), []byte("\x00not a push{")); err != nil {
+	if err := nc.Publish(queue.Subject("unknown-client", poison), []byte("\x00not a push{")); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {

@@ -367,9 +367,10 @@ func (r *rig) load(conc int, rate int, stop <-chan struct{}) *pushes {
 
 // result is a lookup's data.
 type result struct {
-	UcsID  string `json:"ucsId"`
-	State  string `json:"state"`
-	Reason string `json:"reason"`
+	UcsID    string `json:"ucsId"`
+	State    string `json:"state"`
+	Reason   string `json:"reason"`
+	Attempts int    `json:"attempts"`
 }
 
 // results looks ids up, 1,000 at a time.

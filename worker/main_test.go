@@ -126,7 +126,7 @@ shutdown_grace: 10s
 		ids[i] = push.NewID(time.Now())
 		m := push.Message{UcsID: ids[i], ClientID: "c", UserID: "2020000001", Type: "JML",
 			Data: map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}, Accepted: time.Now().UnixMilli()}
-		if err := pub.Publish(ctx, m); err != nil {
+		if err := pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

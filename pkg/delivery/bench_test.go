@@ -8,6 +8,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkDelivery(b *testing.B) {
 		ids[i] = push.NewID(time.Now())
 		m := push.Message{UcsID: ids[i], ClientID: "c1", UserID: "u-follows", Type: "JML",
 			Data: map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}, Accepted: time.Now().UnixMilli()}
-		if err := r.pub.Publish(ctx, m); err != nil {
+		if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // startWorkerWith runs a worker built from the rig's parts changed by mod, until the test ends.
-func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Config)) {
+func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Config)) (stop func()) {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
@@ -39,6 +39,7 @@ func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Co
 	done := make(chan struct{})
 	go func() { _ = w.Run(ctx); close(done) }()
 	r.t.Cleanup(func() { cancel(); <-done; wr.Close() })
+	return cancel
 }
 
 var jml = map[string]string{"class": "高等数学", "info": "第三章作业"}
@@ -65,7 +66,7 @@ func TestDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := dlq.GetLastMsgForSubject(ctx, queue.DeadLetterPrefix+id)
+	dead, err := dlq.GetLastMsgForSubject(ctx, queue.DeadLetterSubject("c1", id))
 	if err != nil {
 		t.Fatalf("no dead letter for %s: %v", id, err)
 	}

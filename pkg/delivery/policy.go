@@ -10,17 +10,22 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// outcomeKind says what became of one delivery attempt.
+// outcomeKind says what became of one delivery of a message from the queue.
 type outcomeKind int
 
 const (
 	outcomeSent outcomeKind = iota + 1
 	outcomeRetry
 	outcomeFailed
+	// outcomeSnooze hands the message back without an attempt: the store could not be read
+	// or written, sending is paused, the worker is stopping. It never counts toward
+	// MaxAttempts (River's snooze).
+	outcomeSnooze
 )
 
-// Outcome is the explicit result of one delivery attempt: sent (with the platform's msgid),
-// retry after a delay (with the error), or failed for good (with the reason).
+// Outcome is the explicit result of one delivery of a message: sent (with the platform's
+// msgid), retry after a delay (with the error), failed for good (with the reason), or handed
+// back without an attempt (snoozed, after a delay).
 type Outcome struct {
 	kind   outcomeKind
 	msgID  int64
@@ -46,6 +51,12 @@ func Failed(reason string) Outcome {
 	return Outcome{kind: outcomeFailed, reason: reason, class: "other"}
 }
 
+// Snooze hands a message back to the queue after delay without counting an attempt: nothing
+// was asked of the platform, or what was asked is not the message's doing.
+func Snooze(reason string, delay time.Duration) Outcome {
+	return Outcome{kind: outcomeSnooze, reason: reason, delay: delay}
+}
+
 // failedAs is Failed with the failure's class.
 func failedAs(class, reason string) Outcome {
 	return Outcome{kind: outcomeFailed, reason: reason, class: class}
@@ -60,6 +71,8 @@ func (o Outcome) String() string {
 		return fmt.Sprintf("retry in %s: %s", o.delay, o.reason)
 	case outcomeFailed:
 		return "failed: " + o.reason
+	case outcomeSnooze:
+		return fmt.Sprintf("handed back for %s without an attempt: %s", o.delay, o.reason)
 	}
 	return "unknown outcome"
 }
@@ -105,7 +118,9 @@ func (p RetryPolicy) Next(attempt int) (time.Duration, bool) {
 	return d, false
 }
 
-// Apply turns a retry outcome of the given attempt into a failure when the policy gives up.
+// Apply sets the delay of a retry outcome of the given attempt (counted from 1: the platform
+// calls made for the message, this one included), or turns it into a failure when the policy
+// gives up. Other outcomes pass unchanged.
 func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
 	if o.kind != outcomeRetry {
 		return o

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,8 +63,9 @@ type Config struct {
 	// again. Default 5s.
 	StoreRetry time.Duration
 	// DeadLetter, when set, keeps a copy of a message that exhausted its attempts (the
-	// dead-letter stream); the message is failed only once the copy is kept.
-	DeadLetter func(ctx context.Context, msg jetstream.Msg, reason string) error
+	// dead-letter stream), with the platform calls made for it; the message is failed only
+	// once the copy is kept.
+	DeadLetter func(ctx context.Context, msg jetstream.Msg, reason string, attempts int) error
 	// Pause is the pause of sending every worker obeys (the platform's daily quota); nil: never
 	// paused.
 	Pause Pauser
@@ -286,87 +286,75 @@ func (w *Worker) gate(ctx context.Context, msg jetstream.Msg, r store.Result) er
 	return nil
 }
 
-// sendingShownAfter is how long a first attempt is under way before it is recorded as
-// sending; until then a lookup reads queued.
-const sendingShownAfter = 250 * time.Millisecond
-
 // heartbeat is how often a message held back by a pause is reported in progress: well inside
 // the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
 
+// HeaderMigrated marks a push moved from an earlier layout of the stream (queue.Migrate): it
+// may have a history in the store although the queue delivers it for the first time.
+const HeaderMigrated = queue.HeaderMigrated
+
 // Handle delivers one message from the queue and answers the queue: ack once the outcome is
-// recorded, or a delayed nak for a retry. An outcome that cannot be recorded is not acked, so
-// the message comes back.
+// recorded, a delayed nak for a retry, or a nak that counts no attempt when the message is
+// handed back (snoozed). An outcome that cannot be recorded is not acked, so the message comes
+// back.
+//
+// Attempts count calls of the platform, and only those: before each call the attempt's number
+// is recorded in the push's progress record (the store), and a redelivered message reads it
+// there. A worker killed during a call leaves the record saying so, and the call counts once.
 func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
-	log := w.cfg.Logger
 	m, err := push.DecodeMessage(msg.Data())
 	if err != nil {
 		w.poison(ctx, msg, err)
 		return
 	}
-	attempt := 1
-	if meta, err := msg.Metadata(); err == nil {
-		attempt = int(meta.NumDelivered)
-	}
+	now := w.cfg.Now()
 	r := store.Result{
 		UcsID: m.UcsID, ClientID: m.ClientID, UserID: m.UserID, Type: string(m.Type),
-		State: store.StateSending, Attempts: attempt, Accepted: time.UnixMilli(m.Accepted), Updated: w.cfg.Now(),
+		State: store.StateQueued, Accepted: time.UnixMilli(m.Accepted), Updated: now,
 	}
-	// stopSending keeps the first attempt's "sending" record from being written once the
-	// attempt's outcome is about to be.
-	stopSending := func() {}
-	// A push published again (a batch's chunk expanded twice, a retried request) may have
-	// been delivered under an earlier copy: its first attempt reads that copy's outcome.
-	if attempt == 1 && msg.Headers().Get(queue.HeaderAgain) == "" {
-		// Recorded only once the attempt has been under way for sendingShownAfter: most
-		// attempts end sooner, and their outcome record alone says all a lookup needs,
-		// so the store takes three writes a message rather than four. Written late, the
-		// record changes nothing (FirstAttemptRecord never replaces).
-		first := store.FirstAttemptRecord(r, r.Updated)
-		t := time.AfterFunc(sendingShownAfter, func() { w.cfg.Events.Post(first) })
-		stopSending = func() { t.Stop() }
-		defer stopSending()
-	} else {
-		done, lastErr, err := w.earlier(ctx, m.UcsID)
-		if err != nil {
-			log.Warn("reading an earlier attempt failed; message will be retried", "ucsId", m.UcsID, "err", err)
-			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+	// A message delivered for the first time has no history, and costs no read; one delivered
+	// again (after a retry, a snooze, a worker that died) reads what came of it so far.
+	first := msg.Headers().Get(HeaderMigrated) == ""
+	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
+		first = false
+	}
+	if !first {
+		cur, err := w.cfg.Store.Current(ctx, m.UcsID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			w.answer(ctx, msg, r, Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry), attemptResult{})
 			return
-		}
-		if done {
-			// A previous attempt (or copy) was recorded but its ack was lost (a worker died
-			// in between).
+		case cur.State == store.StateSent || cur.State.Final():
+			// An earlier delivery was recorded but its ack was lost (a worker died in
+			// between).
 			_ = msg.Ack()
 			return
-		}
-		r.LastError = lastErr
-		// Waited for, so that this attempt's own outcome is never overwritten by its start.
-		if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, r.Updated)); err != nil {
-			log.Warn("recording an attempt failed; message will be retried", "ucsId", m.UcsID, "err", err)
-			_ = msg.NakWithDelay(w.cfg.StoreRetry)
-			return
+		default:
+			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 		}
 	}
+	res := w.deliver(ctx, m, msg, &r, first)
+	w.answer(ctx, msg, r, w.cfg.Policy.Apply(res.out, r.Attempts), res)
+}
 
-	res := w.deliver(ctx, m, msg, r)
-	if res.release {
-		// The worker stopped while the message waited for a pause or the budget: another
-		// worker takes it at once, and no attempt was made.
-		_ = msg.Nak()
+// answer records what came of a delivery and answers the queue. r holds the attempts made
+// so far (the one just made included).
+func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, out Outcome, res attemptResult) {
+	log := w.cfg.Logger
+	if out.kind == outcomeSnooze {
+		log.Warn("message handed back without an attempt", "ucsId", r.UcsID, "in", out.delay, "reason", out.reason)
+		if out.delay <= 0 {
+			_ = msg.Nak()
+		} else {
+			_ = msg.NakWithDelay(out.delay)
+		}
 		return
 	}
-	if res.storeDown {
-		// The store could not say who the recipient is: not the message's fault, and not an
-		// attempt at the platform, so no outcome is recorded and the policy is not consulted.
-		log.Warn("binding lookup failed; message will be retried", "ucsId", m.UcsID, "err", res.out.reason)
-		_ = msg.NakWithDelay(w.cfg.StoreRetry)
-		return
-	}
-	out := w.cfg.Policy.Apply(res.out, attempt)
 	if out.exhausted && w.cfg.DeadLetter != nil {
-		if err := w.cfg.DeadLetter(ctx, msg, out.reason); err != nil {
-			log.Warn("dead-lettering failed; message will be retried", "ucsId", m.UcsID, "err", err)
-			_ = msg.NakWithDelay(w.cfg.StoreRetry)
+		if err := w.cfg.DeadLetter(ctx, msg, out.reason, r.Attempts); err != nil {
+			w.answer(ctx, msg, r, Snooze("dead-lettering: "+err.Error(), w.cfg.StoreRetry), res)
 			return
 		}
 	}
@@ -375,13 +363,13 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	var recs []store.Write
 	switch out.kind {
 	case outcomeSent:
-		r.State, r.MsgID, r.Sent = store.StateSent, out.msgID, now
+		r.State, r.MsgID, r.Sent, r.RetryAt = store.StateSent, out.msgID, now, time.Time{}
 		recs = store.SentRecords(r, res.openID, now)
 	case outcomeRetry:
 		r.State, r.LastError, r.RetryAt = store.StateQueued, out.reason, now.Add(out.delay)
 		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
-		r.State, r.Reason, r.Finished = store.StateFailed, out.reason, now
+		r.State, r.Reason, r.Finished, r.RetryAt = store.StateFailed, out.reason, now, time.Time{}
 		recs = []store.Write{store.FinalRecord(r, now)}
 	}
 	if out.kind == outcomeSent && w.cfg.AnnounceSent != nil {
@@ -391,10 +379,10 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		// one for a message this service never sent.
 		w.cfg.AnnounceSent(r, res.openID)
 	}
-	stopSending()
-	if err := w.cfg.Events.Write(ctx, recs...); err != nil {
-		log.Warn("recording outcome failed; message will be retried", "ucsId", m.UcsID, "err", err)
-		_ = msg.NakWithDelay(w.cfg.StoreRetry)
+	if err := w.record(ctx, msg, recs); err != nil {
+		// The worker stops before the store took the outcome: the message comes back to
+		// another worker, which reads the attempt's record and counts the call made once.
+		w.answer(ctx, msg, r, Snooze("recording the outcome: "+err.Error(), 0), res)
 		return
 	}
 	if out.kind == outcomeSent || res.platformCode != "" && out.kind == outcomeFailed {
@@ -403,47 +391,73 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 	switch out.kind {
 	case outcomeRetry:
 		w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
-		log.Info("delivery will be retried", "ucsId", m.UcsID, "attempt", attempt, "in", out.delay, "reason", out.reason)
+		log.Info("delivery will be retried", "ucsId", r.UcsID, "attempt", r.Attempts, "in", out.delay, "reason", out.reason)
 		_ = msg.NakWithDelay(out.delay)
 	case outcomeFailed:
 		w.cfg.Metrics.Delivery(metrics.OutcomeFailed, out.class)
 		if out.exhausted && w.cfg.DeadLetter != nil {
 			w.cfg.Metrics.DeadLetter()
 		}
-		log.Info("delivery failed", "ucsId", m.UcsID, "attempt", attempt, "reason", out.reason)
+		log.Info("delivery failed", "ucsId", r.UcsID, "attempts", r.Attempts, "reason", out.reason)
 		_ = msg.Ack()
 		if w.cfg.Announce != nil {
 			w.cfg.Announce(r)
 		}
 	default:
 		w.cfg.Metrics.Delivery(metrics.OutcomeSent, "")
-		log.Debug("delivery sent", "ucsId", m.UcsID, "attempt", attempt, "msgId", out.msgID)
+		log.Debug("delivery sent", "ucsId", r.UcsID, "attempt", r.Attempts, "msgId", out.msgID)
 		_ = msg.Ack()
+	}
+}
+
+// record writes the outcome of an attempt, and keeps trying while the store refuses it: the
+// platform has answered, and asking it again would only repeat the call. The message is kept
+// from redelivery meanwhile. It gives up only when the worker stops.
+func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Write) error {
+	err := w.cfg.Events.Write(ctx, recs...)
+	if err == nil {
+		return nil
+	}
+	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	retry := time.NewTicker(w.cfg.StoreRetry)
+	defer retry.Stop()
+	for {
+		select {
+		case <-w.stopping.Done():
+			return err
+		case <-beat.C:
+			_ = msg.InProgress()
+		case <-retry.C:
+			if err = w.cfg.Events.Write(ctx, recs...); err == nil {
+				return nil
+			}
+		}
 	}
 }
 
 // poison ends a message that does not decode. Nothing the front end publishes fails to
 // decode, so it can never be delivered: rather than being retried forever in front of the
 // others, it ends failed with the reason under the ucsId its subject names, a copy goes to the
-// dead letters, and it leaves the queue.
+// dead letters, and it leaves the queue. No attempt was made.
 func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error) {
 	log := w.cfg.Logger
-	id := strings.TrimPrefix(msg.Subject(), queue.SubjectPrefix)
+	id := queue.IDOfSubject(msg.Subject())
 	reason := "undecodable message: " + decodeErr.Error()
 	log.Error("undecodable message fails", "subject", msg.Subject(), "err", decodeErr)
 	if w.cfg.DeadLetter != nil {
-		if err := w.cfg.DeadLetter(ctx, msg, reason); err != nil {
+		if err := w.cfg.DeadLetter(ctx, msg, reason, 0); err != nil {
 			log.Warn("dead-lettering failed; message will be retried", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(w.cfg.StoreRetry)
 			return
 		}
 		w.cfg.Metrics.DeadLetter()
 	}
-	if push.ValidID(id) {
+	if id != "" {
 		now := w.cfg.Now()
 		r := store.Result{UcsID: id, State: store.StateFailed, Reason: reason, Updated: now, Finished: now}
 		if meta, err := msg.Metadata(); err == nil {
-			r.Attempts = int(meta.NumDelivered)
 			r.Accepted = meta.Timestamp
 		}
 		if err := w.cfg.Events.Write(ctx, store.FinalRecord(r, now)); err != nil {
@@ -456,38 +470,25 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 	_ = msg.Term()
 }
 
-// earlier reads what earlier attempts of a redelivered message recorded: whether it is already
-// sent or final, and the last error of a retry.
-func (w *Worker) earlier(ctx context.Context, ucsID string) (done bool, lastErr string, err error) {
-	r, err := w.cfg.Store.Current(ctx, ucsID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return false, "", nil
-	case err != nil:
-		return false, "", err
-	}
-	return r.State == store.StateSent || r.State.Final(), r.LastError, nil
-}
-
-// attemptResult is what one attempt came to: the outcome, the follower it went to, and whether
-// the store failed before the platform was tried.
+// attemptResult is what one delivery came to: the outcome, and the follower it went to.
 type attemptResult struct {
-	release      bool // not attempted: the worker is stopping
 	out          Outcome
 	openID       string
-	storeDown    bool
 	platformCode string // the errcode label of the platform's refusal, "" if none
 }
 
-// deliver makes one attempt. r is the message's record, for the progress shown while the
-// platform's daily quota holds it back.
-func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r store.Result) attemptResult {
+// deliver delivers m once: finds the follower, waits at the gate (a pause, the send budget),
+// records the attempt and calls the platform. r is the message's record: its Attempts are the
+// calls made so far, and grow by the one made here. first says that no record of m exists yet.
+func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *store.Result, first bool) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return attemptResult{out: failedAs("no_binding", "no binding: user "+m.UserID+" has no follower id of the official account")}
 	case err != nil:
-		return attemptResult{out: Retry("binding lookup: "+err.Error(), 0), storeDown: true}
+		// The store could not say who the recipient is: not the message's fault, and no
+		// call of the platform.
+		return attemptResult{out: Snooze("binding lookup: "+err.Error(), w.cfg.StoreRetry)}
 	case !b.Following:
 		return attemptResult{out: failedAs("not_following", "not following: user "+m.UserID+" does not follow the official account")}
 	}
@@ -502,30 +503,45 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 	}
 	tm := platform.TemplateMessage{ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
-	var id int64
 	for {
-		if gerr := w.gate(ctx, msg, r); errors.Is(gerr, errStopping) {
-			return attemptResult{release: true}
+		if gerr := w.gate(ctx, msg, *r); errors.Is(gerr, errStopping) {
+			return attemptResult{out: Snooze("the worker is stopping", 0)}
 		} else if gerr != nil {
-			return attemptResult{out: Retry("send budget: "+gerr.Error(), 0)}
+			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
-		id, err = w.send(ctx, tm)
-		var pe *platform.Error
-		if !errors.As(err, &pe) || pe.Code != platform.CodeDailyQuota || w.cfg.Pause == nil || !w.quotaUsedUp(ctx, r) {
-			break
+		// The attempt is recorded before the call, so that it counts even if this worker
+		// dies before the platform answers.
+		r.Attempts++
+		mark := *r
+		mark.State, mark.Updated, mark.RetryAt = store.StateSending, w.cfg.Now(), time.Time{}
+		rec := store.ProgressRecord(mark, mark.Updated)
+		if first && r.Attempts == 1 {
+			rec = store.FirstAttemptRecord(mark, mark.Updated)
 		}
+		if err := w.cfg.Events.Write(ctx, rec); err != nil {
+			r.Attempts--
+			return attemptResult{out: Snooze("recording the attempt: "+err.Error(), w.cfg.StoreRetry)}
+		}
+		id, err := w.send(ctx, tm)
+		if st, ok := w.accountPause(ctx, err); ok {
+			// Not the message's doing: the call does not count, and the message waits
+			// at the gate with every other until sending resumes.
+			r.Attempts--
+			w.showHeld(ctx, *r, st)
+			continue
+		}
+		code := errCode(err)
+		res := attemptResult{openID: b.OpenID, platformCode: code}
+		switch reason, permanent := platform.Permanent(err); {
+		case err == nil:
+			res.out = Sent(id)
+		case permanent:
+			res.out = failedAs(code, reason)
+		default:
+			res.out = Retry(err.Error(), 0)
+		}
+		return res
 	}
-	code := errCode(err)
-	res := attemptResult{openID: b.OpenID, platformCode: code}
-	switch reason, permanent := platform.Permanent(err); {
-	case err == nil:
-		res.out = Sent(id)
-	case permanent:
-		res.out = failedAs(code, reason)
-	default:
-		res.out = Retry(err.Error(), 0)
-	}
-	return res
 }
 
 // send makes one call of the platform.
@@ -538,25 +554,47 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 	return id, err
 }
 
-// quotaUsedUp pauses sending for every worker until the daily quota renews, and reports
-// whether sending is paused now; the message then waits at the gate, which shows it as queued
-// with the reason. When the pause cannot be set, the caller retries the message later rather
-// than calling the platform again at once.
-func (w *Worker) quotaUsedUp(ctx context.Context, r store.Result) bool {
+// accountPauseFor bounds a pause for a problem of the account: sending is tried again after
+// it even if no operator resumed it.
+const accountPauseFor = 24 * time.Hour
+
+// accountPause pauses sending for every worker when err is the platform refusing the account
+// rather than the message: its daily quota used up (until the quota renews), or an account
+// problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
+// when err is no such refusal, or the pause could not be set (the message is then retried as
+// usual rather than calling the platform again at once).
+func (w *Worker) accountPause(ctx context.Context, err error) (queue.PauseState, bool) {
+	if err == nil || w.cfg.Pause == nil {
+		return queue.PauseState{}, false
+	}
+	now := w.cfg.Now()
+	var st queue.PauseState
+	var pe *platform.Error
+	if reason, action, ok := platform.AccountProblem(err); ok {
+		st = queue.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
+	} else if errors.As(err, &pe) && pe.Code == platform.CodeDailyQuota {
+		st = queue.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
+	} else {
+		return queue.PauseState{}, false
+	}
 	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
-	if _, paused := w.cfg.Pause.Paused(); paused {
-		return true
+	if cur, paused := w.cfg.Pause.Paused(); paused {
+		return cur, true
 	}
-	st := queue.PauseState{Until: w.cfg.QuotaReset(w.cfg.Now()), Reason: "45009: the platform's daily quota is used up"}
 	if err := w.cfg.Pause.Set(ctx, st); err != nil {
-		w.cfg.Logger.Error("pausing sending failed; the message will be retried", "ucsId", r.UcsID, "err", err)
-		return false
+		w.cfg.Logger.Error("pausing sending failed; the message will be retried", "err", err)
+		return queue.PauseState{}, false
 	}
-	w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until, "ucsId", r.UcsID)
-	return true
+	if st.Action != "" {
+		w.cfg.Logger.Error("the platform refuses the official account; sending paused for every worker",
+			"reason", st.Reason, "action", st.Action)
+	} else {
+		w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until)
+	}
+	return st, true
 }
 
-// showHeld records a message held back by a pause as queued, with the pause's reason and end.
+// showHeld records a message held back by a pause as queued, with the pause's reason.
 func (w *Worker) showHeld(ctx context.Context, r store.Result, st queue.PauseState) {
 	now := w.cfg.Now()
 	r.State, r.Updated, r.RetryAt = store.StateQueued, now, st.Until
@@ -570,6 +608,7 @@ func (w *Worker) showHeld(ctx context.Context, r store.Result, st queue.PauseSta
 // network when it gave none; "" for a success.
 func errCode(err error) string {
 	var pe *platform.Error
+	var he *platform.HTTPError
 	switch {
 	case err == nil:
 		return ""
@@ -577,7 +616,7 @@ func errCode(err error) string {
 		return metrics.ErrCode(pe.Code)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	case strings.Contains(err.Error(), "HTTP status"):
+	case errors.As(err, &he):
 		return "http"
 	}
 	return "network"

@@ -2,9 +2,10 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func (r *rig) publish(userID string, typ push.Type, data map[string]string) stri
 	r.t.Helper()
 	id := push.NewID(time.Now())
 	m := push.Message{UcsID: id, ClientID: "c1", UserID: userID, Type: typ, Data: data, Accepted: time.Now().UnixMilli()}
-	if err := r.pub.Publish(context.Background(), m); err != nil {
+	if err := r.pub.Publish(context.Background(), m, queue.PublishOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
 	return id
@@ -134,16 +135,18 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 		typ    push.Type
 		data   map[string]string
 		reason string
+
+		attempts int
 	}{
-		{"u-nobody", "TDL", tdl, "no binding: user u-nobody has no follower id of the official account"},
-		{"u-left", "TDL", tdl, "not following: user u-left does not follow the official account"},
-		{"u-unknown-openid", "TDL", tdl, "40003"},
-		{"u-follows", "WR", map[string]string{"title": "a", "date": "b", "content": "c"}, "no template configured for type WR"},
+		{"u-nobody", "TDL", tdl, "no binding: user u-nobody has no follower id of the official account", 0},
+		{"u-left", "TDL", tdl, "not following: user u-left does not follow the official account", 0},
+		{"u-unknown-openid", "TDL", tdl, "40003", 1},
+		{"u-follows", "WR", map[string]string{"title": "a", "date": "b", "content": "c"}, "no template configured for type WR", 0},
 	}
 	for _, c := range cases {
 		id := r.publish(c.user, c.typ, c.data)
 		res := r.waitState(id, store.StateFailed)
-		if res.Attempts != 1 || !slices.Contains([]bool{true}, len(res.Reason) >= len(c.reason) && res.Reason[:len(c.reason)] == c.reason) {
+		if res.Attempts != c.attempts || !strings.HasPrefix(res.Reason, c.reason) {
 			t.Errorf("%s/%s: attempts=%d reason=%q, want %q", c.user, c.typ, res.Attempts, res.Reason, c.reason)
 		}
 	}
@@ -234,76 +237,142 @@ func TestAnnouncesSent(t *testing.T) {
 	}
 }
 
-// An attempt that ends quickly is recorded by its outcome alone; one that takes longer shows
-// as sending while it lasts.
-func TestSendingRecordedOnlyForSlowAttempts(t *testing.T) {
+// Every attempt is recorded as sending, with its number, before the platform is called.
+func TestAttemptRecordedBeforeTheCall(t *testing.T) {
 	r := newRig(t)
-	r.startWorker(quick)
-	ctx := context.Background()
-	kinds := func(id string) []string {
-		t.Helper()
-		h, err := r.st.History(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, rec := range h {
-			out = append(out, rec.Kind+":"+string(rec.Result.State))
-		}
-		return out
-	}
-
-	fast := r.publish("u-follows", "TDL", tdl)
-	r.waitState(fast, store.StateSent)
-
 	r.sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
-	slow := r.publish("u-follows", "TDL", tdl)
-	res := r.waitState(slow, store.StateSending)
-	if res.Attempts != 1 {
-		t.Fatalf("sending record %+v", res)
+	r.startWorker(quick)
+	id := r.publish("u-follows", "TDL", tdl)
+	res := r.waitState(id, store.StateSending)
+	if res.Attempts != 1 || r.sim.Stats().Accepted != 0 {
+		t.Fatalf("while the first call lasts: %+v, platform accepted %d", res, r.sim.Stats().Accepted)
 	}
-	r.waitState(slow, store.StateSent)
-	if got := kinds(slow); !slices.Contains(got, store.RecordProgress+":"+string(store.StateSending)) {
-		t.Fatalf("a slow send left no sending record: %v", got)
-	}
-	// Seconds later, through the same writer: a late record of the fast send would be in.
-	if got := kinds(fast); slices.Contains(got, store.RecordProgress+":"+string(store.StateSending)) {
-		t.Fatalf("a send answered at once left a sending record: %v", got)
+	if res := r.waitState(id, store.StateSent); res.Attempts != 1 {
+		t.Fatalf("sent after one call: %+v", res)
 	}
 }
 
-// TestCopyMarkedAgainIsNotSentTwice: a copy of a push that was already delivered, published
-// again with Ucs-Again (a batch's chunk expanded twice), is answered from the first copy's
-// recorded outcome without calling the platform; an unmarked copy would be sent again.
-func TestCopyMarkedAgainIsNotSentTwice(t *testing.T) {
+// flakyStore fails the binding reads of one user a number of times, as a store outage does.
+type flakyStore struct {
+	delivery.Store
+	mu    sync.Mutex
+	fails int
+	reads int
+}
+
+func (f *flakyStore) Binding(ctx context.Context, userID string) (store.Binding, error) {
+	f.mu.Lock()
+	f.reads++
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return store.Binding{}, errors.New("server selection error: store unreachable")
+	}
+	return f.Store.Binding(ctx, userID)
+}
+
+// flakySender answers the first calls with an HTTP 502, then calls the platform; it counts
+// every call.
+type flakySender struct {
+	delivery.Sender
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *flakySender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return 0, fmt.Errorf("send template: %w", &platform.HTTPError{Status: "502 Bad Gateway"})
+	}
+	return f.Sender.SendTemplate(ctx, m)
+}
+
+func (f *flakySender) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// Attempts count platform calls and only those: failed binding reads hand the message back
+// without an attempt, however many there are. Three failed reads and one call make one
+// attempt; max_attempts failed reads and one HTTP 502 leave the message retrying (two calls,
+// two attempts), not given up.
+func TestStoreOutageSpendsNoAttempts(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		readFails, sendFail int
+		wantAttempts        int
+	}{
+		{"three failed reads, one call", 3, 0, 1},
+		{"max_attempts failed reads, then a 502", 5, 1, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			fs := &flakyStore{Store: r.st, fails: c.readFails}
+			sender := &flakySender{Sender: r.pc, fails: c.sendFail}
+			r.startWorkerWith(quick, func(cfg *delivery.Config) {
+				cfg.Store, cfg.Platform, cfg.StoreRetry = fs, sender, 20*time.Millisecond
+			})
+			id := r.publish("u-follows", "JML", jml)
+			res := r.waitState(id, store.StateSent)
+			if res.Attempts != c.wantAttempts || sender.count() != c.wantAttempts {
+				t.Fatalf("attempts %d after %d platform calls, want %d: %+v", res.Attempts, sender.count(), c.wantAttempts, res)
+			}
+			fs.mu.Lock()
+			defer fs.mu.Unlock()
+			if fs.reads < c.readFails+1 {
+				t.Fatalf("binding read %d times, want at least %d", fs.reads, c.readFails+1)
+			}
+		})
+	}
+}
+
+// hangingSender calls the platform, then never answers: a worker killed after its call reached
+// the platform.
+type hangingSender struct {
+	delivery.Sender
+	called chan struct{}
+	once   sync.Once
+	stop   chan struct{}
+}
+
+func (h *hangingSender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
+	_, _ = h.Sender.SendTemplate(ctx, m)
+	h.once.Do(func() { close(h.called) })
+	<-h.stop
+	return 0, errors.New("the worker was killed")
+}
+
+// A worker that dies during a call leaves its attempt recorded: the worker that gets the
+// message next counts it, and the attempts equal the platform's calls.
+func TestKilledAttemptCountsOnce(t *testing.T) {
 	r := newRig(t)
-	r.startWorker(quick)
-	ctx := context.Background()
-	id := r.publish("u-follows", "TDL", tdl)
-	first := r.waitState(id, store.StateSent)
-	st, err := r.js.Stream(ctx, r.qcfg.Stream)
-	if err != nil {
-		t.Fatal(err)
+	hang := &hangingSender{Sender: r.pc, called: make(chan struct{}), stop: make(chan struct{})}
+	stop := r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = hang, 1 })
+	t.Cleanup(func() { close(hang.stop) }) // runs before the worker's own cleanup
+	id := r.publish("u-follows", "JML", jml)
+	select {
+	case <-hang.called:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first worker never called the platform")
 	}
-	empty := func() bool {
-		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs == 0
+	stop() // it fetches nothing more; its call never ends
+	if res, err := r.st.Current(context.Background(), id); err != nil || res.State != store.StateSending || res.Attempts != 1 {
+		t.Fatalf("record of the attempt under way: %+v %v", res, err)
 	}
-	embeddedtest.Eventually(t, 5*time.Second, "the first copy leaves the queue", empty)
-	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "TDL", Data: tdl, Accepted: first.Accepted.UnixMilli()}
-	if errs := r.pub.PublishBatch(ctx, []push.Message{m}, queue.PublishOptions{Again: true}); errs[0] != nil {
-		t.Fatal(errs[0])
+	r.startWorker(quick) // gets the message once the ack wait gives it back
+	res := r.waitState(id, store.StateSent)
+	if calls := r.sim.Stats().Sends; res.Attempts != 2 || calls != 2 {
+		t.Fatalf("attempts %d, platform calls %d: %+v", res.Attempts, calls, res)
 	}
-	embeddedtest.Eventually(t, 5*time.Second, "the marked copy is answered and leaves the queue", empty)
-	if s := r.sim.Stats(); s.Accepted != 1 || s.Deduplicated != 0 {
-		t.Fatalf("platform: %d sends, %d repeats; the marked copy was sent", s.Accepted, s.Deduplicated)
-	}
-	if res, err := r.st.Current(ctx, id); err != nil || res.State != store.StateSent || res.MsgID != first.MsgID {
-		t.Fatalf("result after the copy: %+v %v", res, err)
-	}
-	// Unmarked, the same copy reaches the platform (which drops it by its client_msg_id).
-	if errs := r.pub.PublishBatch(ctx, []push.Message{m}, queue.PublishOptions{}); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	embeddedtest.Eventually(t, 5*time.Second, "the unmarked copy is sent", func() bool { return r.sim.Stats().Deduplicated == 1 })
 }

@@ -211,7 +211,7 @@ func (c *Client) post(ctx context.Context, target, shownURL string, body []byte)
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("HTTP status %s", resp.Status)
+		return nil, &HTTPError{Status: resp.Status}
 	}
 	if len(raw) > maxAnswerBytes {
 		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)

@@ -1,7 +1,6 @@
 package push
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -88,57 +87,3 @@ func DecodeMessage(b []byte) (Message, error) {
 	}
 	return m, nil
 }
-
-// EncodeChunk returns ms as one JSON array of their encodings (as Encode writes each), the
-// body of a chunk: the messages of one block (NewBlock), stored in the queue together.
-func EncodeChunk(ms []Message) ([]byte, error) { return jsonv2.Marshal(ms, encodeOptions) }
-
-// ChunkItems calls f with each item of a chunk in order, as raw JSON that DecodeMessage reads
-// (a slice of chunk); it stops at f's first error and returns it. A chunk that is not a JSON
-// array is an error.
-func ChunkItems(chunk []byte, f func(i int, item []byte) error) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(chunk), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-		return errors.New("push: chunk: not a JSON array")
-	}
-	for i := 0; dec.PeekKind() != ']'; i++ {
-		v, err := dec.ReadValue()
-		if err != nil {
-			return fmt.Errorf("push: chunk: item %d: %w", i, err)
-		}
-		// ReadValue gives the input verbatim; the slice of chunk outlives the decoder's buffer.
-		end := int(dec.InputOffset())
-		if err := f(i, chunk[end-len(v):end:end]); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return fmt.Errorf("push: chunk: %w", err)
-	}
-	return nil
-}
-
-// ErrNotInChunk is returned by ChunkItem for an index past a chunk's end.
-var ErrNotInChunk = errors.New("push: chunk: no such item")
-
-// ChunkItem decodes item i of a chunk, reading past the items before it without decoding them.
-func ChunkItem(chunk []byte, i int) (Message, error) {
-	var item []byte
-	err := ChunkItems(chunk, func(j int, v []byte) error {
-		if j == i {
-			item = v
-			return errFound
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errFound):
-		return DecodeMessage(item)
-	case err != nil:
-		return Message{}, err
-	}
-	return Message{}, ErrNotInChunk
-}
-
-// errFound stops ChunkItems at the item ChunkItem wants.
-var errFound = errors.New("found")

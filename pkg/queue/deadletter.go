@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,9 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DeadLetterPrefix starts the subject of a dead letter; its ucsId follows it. It lies outside
-// the push stream's subjects, so a dead letter is never delivered again by itself.
+// DeadLetterPrefix starts the subject of a dead letter; the push's client token and ucsId
+// follow it, as on the push's own subject. It lies outside the push stream's subjects, so a
+// dead letter is never delivered again by itself.
 const DeadLetterPrefix = "ucs.dead.mp."
+
+// DeadLetterSubject is the subject of the dead letter of client's push ucsID.
+func DeadLetterSubject(client, ucsID string) string {
+	return DeadLetterPrefix + ClientToken(client) + "." + ucsID
+}
 
 // DeadLetterStream is the name of the dead-letter stream of the push stream named stream.
 func DeadLetterStream(stream string) string { return stream + "_DLQ" }
@@ -55,21 +62,16 @@ type DeadLetters struct{ js jetstream.JetStream }
 // NewDeadLetters returns a publisher of dead letters on js.
 func NewDeadLetters(js jetstream.JetStream) *DeadLetters { return &DeadLetters{js: js} }
 
-// Copy stores msg (a message of the push stream) in the dead-letter stream with reason, and
-// returns once the stream acknowledged it. A dead chunk's subject ends in batch.<its block>.
-func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string) error {
-	ucsID := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
-	if blk, ok := strings.CutPrefix(msg.Subject(), ChunkPrefix); ok {
-		ucsID = "batch." + blk
-	}
-	out := nats.NewMsg(DeadLetterPrefix + ucsID)
+// Copy stores msg (a message of the push stream) in the dead-letter stream with reason and
+// the platform calls made for it, and returns once the stream acknowledged it.
+func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string, attempts int) error {
+	rest := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
+	out := nats.NewMsg(DeadLetterPrefix + rest)
 	out.Data = msg.Data()
 	out.Header.Set(HeaderReason, reason)
-	if meta, err := msg.Metadata(); err == nil {
-		out.Header.Set(HeaderAttempts, fmt.Sprint(meta.NumDelivered))
-	}
-	if _, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(ucsID)); err != nil {
-		return fmt.Errorf("dead-letter %s: %w", ucsID, err)
+	out.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
+	if _, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest)); err != nil {
+		return fmt.Errorf("dead-letter %s: %w", rest, err)
 	}
 	return nil
 }

@@ -1,69 +1,79 @@
 // Package queue carries accepted pushes from the front end to the workers on a NATS JetStream
-// stream: the stream and subject names, the durable consumer all workers share, and the
-// publisher that answers only after the stream has stored the message.
+// stream: the stream and its subjects, the durable consumer all workers share, the publisher
+// that answers only after the stream has stored a push, and the reader lookups use while a push
+// waits.
+//
+// Every push is one stream message on a subject of its own, ucs.push.mp.<client>.<ucsId>
+// (Subject): the sender's client id first, so that a lookup reads only the caller's own
+// subject and a later per-sender scheduler can filter by client, then the push's ucsId, a
+// plain ULID. A single push is one publish, answered after its own PubAck. A batch is one
+// atomic batch publish (the stream allows atomic publishing, NATS server 2.12 and later): all
+// of its pushes are stored, or none are. Nothing of our own stands between the front end and
+// the stream: no grouping of pushes, no chunks, no expansion.
 package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/campus-it/ucs/pkg/push"
 )
 
-// SubjectPrefix starts the subject of every push; its ucsId follows it. A subject per message
-// lets a lookup fetch a push still waiting in the stream by its ucsId alone (a direct get of the
-// subject's last message), so the queue itself answers for queued pushes.
+// SubjectPrefix starts the subject of every push; its client token and its ucsId follow.
 const SubjectPrefix = "ucs.push.mp."
 
-// Subject is the subject the push ucsID is published on.
-func Subject(ucsID string) string { return SubjectPrefix + ucsID }
-
-// ChunkPrefix starts the subject of a chunk: the pushes of one batch request that share a block
-// of ucsIds (push.NewBlock), stored as one message, which the workers' expander turns into
-// single pushes on their own subjects. The block follows the prefix, so that a lookup finds a
-// push still in its chunk by its ucsId alone.
-const ChunkPrefix = "ucs.push.batch."
-
-// ChunkSubject is the subject of the chunk that holds ucsID, if it is in one.
-func ChunkSubject(ucsID string) string { return ChunkPrefix + push.BlockOf(ucsID) }
-
-// ChunkBytes is the size a batch's pushes are gathered into chunks up to (by their bodies):
-// large enough that the queue stores a few messages for a thousand pushes, small enough that a
-// lookup reading one push out of its chunk stays cheap.
-const ChunkBytes = 64 << 10
-
-// Number gives the messages of one request their ucsIds, as the queue stores them together:
-// runs of about ChunkBytes of request bodies (sizes[i] is message i's), each numbered by a block
-// of ucsIds made at now (push.NewBlock), which PublishBatch stores as one chunk.
-func Number(ms []push.Message, sizes []int, now time.Time) {
-	for from := 0; from < len(ms); {
-		to, size := from, 0
-		for to < len(ms) && (to == from || size+sizes[to] <= ChunkBytes) {
-			size += sizes[to]
-			to++
-		}
-		for i, id := range push.NewBlock(now, to-from) {
-			ms[from+i].UcsID = id
-		}
-		from = to
+// ClientToken is client id as one subject token: letters, digits, '_' and '-' stay as they
+// are, any other byte (a client id may hold '.') is written ~HH in hexadecimal, so that the
+// token is never empty, never holds '.', '*' or '>', and two client ids never share a token.
+func ClientToken(client string) string {
+	plain := client != ""
+	for i := 0; i < len(client) && plain; i++ {
+		plain = tokenByte(client[i])
 	}
+	if plain {
+		return client
+	}
+	var b strings.Builder
+	if client == "" {
+		return "~"
+	}
+	for i := 0; i < len(client); i++ {
+		c := client[i]
+		if tokenByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "~%02X", c)
+	}
+	return b.String()
 }
 
-// HeaderAgain marks a message that may have been published before: its worker reads what an
-// earlier copy recorded before sending it.
-const HeaderAgain = "Ucs-Again"
+func tokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
 
-// ExpandConsumer is the name of the durable consumer of chunks, beside the workers' consumer.
-func ExpandConsumer(consumer string) string { return consumer + "_expand" }
+// Subject is the subject of the push ucsID sent by client.
+func Subject(client, ucsID string) string { return SubjectPrefix + ClientToken(client) + "." + ucsID }
+
+// IDOfSubject returns the ucsId a push subject ends with, "" when it names none.
+func IDOfSubject(subject string) string {
+	i := strings.LastIndexByte(subject, '.')
+	if !strings.HasPrefix(subject, SubjectPrefix) || i < len(SubjectPrefix) {
+		return ""
+	}
+	if id := subject[i+1:]; push.ValidID(id) {
+		return id
+	}
+	return ""
+}
 
 // Config describes the stream and its consumer.
 type Config struct {
@@ -83,30 +93,39 @@ type Config struct {
 	MaxAckPending int
 }
 
+// DedupeWindow is how long the stream remembers the message id of a push published under an
+// Idempotency-Key: as long as the key itself is kept, so that a retry with the key never
+// stores a push twice, however late it comes. Pushes without a key carry no id and cost the
+// window nothing.
+const DedupeWindow = 24 * time.Hour
+
 // EnsureStream creates the stream or brings its configuration up to date. The stream is a work
 // queue: a message is removed once a worker acknowledges it, and until then it is on disk,
 // replicated. When the stream is full, new messages are refused, never old ones dropped.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	dedupe := DedupeWindow
+	if c.MaxAge > 0 && c.MaxAge < dedupe {
+		dedupe = c.MaxAge
+	}
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "template message pushes accepted by the front end, awaiting delivery",
-		Subjects:    []string{SubjectPrefix + ">", ChunkPrefix + ">"},
+		Subjects:    []string{SubjectPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 		MaxBytes:    c.MaxBytes,
 		MaxAge:      c.MaxAge,
 		Discard:     jetstream.DiscardNew,
-		// Lookups read waiting messages by subject from any replica, without a consumer.
+		// Lookups read waiting pushes by subject, many at once, from any replica.
 		AllowDirect: true,
-		// A subject is one push (or one chunk): a second message under the same ucsId is
-		// refused, never stored.
+		// A batch is stored whole or not at all.
+		AllowAtomicPublish: true,
+		// A subject is one push: a second message under the same ucsId is refused while the
+		// first waits, never stored.
 		MaxMsgsPerSubject:    1,
 		DiscardNewPerSubject: true,
-		// A push sent again under an Idempotency-Key carries its ucsId as message id: within
-		// this window the stream answers the first PubAck again instead of storing it twice.
-		// Pushes without a key carry no id and cost the window nothing.
-		Duplicates: DedupeWindow,
+		Duplicates:           dedupe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
@@ -136,547 +155,278 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jets
 	return cons, nil
 }
 
-// EnsureExpandConsumer creates the durable pull consumer of chunks every worker shares, or
-// updates it.
-func EnsureExpandConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
-	name := ExpandConsumer(c.Consumer)
-	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   "delivery workers expanding batch chunks",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 64,
-		FilterSubject: ChunkPrefix + ">",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure consumer %s: %w", name, err)
-	}
-	return cons, nil
-}
-
-// JetStream error codes of a stream that cannot take more: 10077 is a refused store (the
-// stream's limits with DiscardNew), 10047 a server out of storage.
+// JetStream error codes this package tells apart.
 const (
-	errCodeStoreFailed     jetstream.ErrorCode = 10077
+	// errCodeStoreFailed is a refused store: the stream's limits with DiscardNew, or a
+	// subject that already holds its one message.
+	errCodeStoreFailed jetstream.ErrorCode = 10077
+	// errCodeStorageExceeded is a server out of storage.
 	errCodeStorageExceeded jetstream.ErrorCode = 10047
+	// errCodeBatchDuplicate is an atomic batch holding a message id the stream has seen:
+	// with one id a batch, the batch was stored before.
+	errCodeBatchDuplicate jetstream.ErrorCode = 10201
 )
 
-// ErrFull is returned when the stream refuses a message because it is full.
+// ErrFull is returned when the stream refuses a push because it is full.
 var ErrFull = errors.New("the push queue is full")
 
 // Publisher publishes accepted pushes.
 type Publisher struct {
 	js jetstream.JetStream
-
-	// Gather's pushes wait in in for the group they are stored with.
-	in        chan *gathered
-	startOnce sync.Once
-	// mu orders Gather's hand-overs before Close: once isClosed is set, nothing more comes.
-	mu       sync.RWMutex
-	isClosed bool
-	closed   chan struct{}
+	// batches bounds the atomic batches this publisher has open at once: the server allows
+	// a stream 50, across every front end.
+	batches chan struct{}
 }
 
-// NewPublisher returns a publisher on js. Close it once nothing publishes any more.
+// maxOpenBatches is how many atomic batches one publisher has open at once; more wait.
+const maxOpenBatches = 16
+
+// NewPublisher returns a publisher on js.
 func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, in: make(chan *gathered, gatherMax*gatherInFlight), closed: make(chan struct{})}
+	return &Publisher{js: js, batches: make(chan struct{}, maxOpenBatches)}
 }
 
-// Group commit: pushes that arrive while earlier groups await their PubAck are stored together.
-const (
-	// gatherMax bounds the pushes of one group (one chunk in the stream).
-	gatherMax = 128
-	// gatherInFlight bounds the groups awaiting their PubAck at once; while that many do,
-	// new pushes wait and gather for the next group.
-	gatherInFlight = 2
-)
-
-// ErrClosed is returned by Gather once the publisher is closed.
-var ErrClosed = errors.New("the publisher is closed")
-
-type gathered struct {
-	m    push.Message
-	err  error
-	done chan struct{}
-}
-
-// Gather stores the new push m in the stream and returns the ucsId it gave it, once the stream
-// acknowledged it: only then may the ucsId be given to the caller. Pushes that arrive while
-// earlier ones await their PubAck are stored together (group commit), those of one client as
-// one chunk whose block of ucsIds (push.NewBlock) they share, so that under load the stream
-// stores a message for many pushes; a push that arrives alone is stored alone, at once.
-// m.UcsID is ignored.
-func (p *Publisher) Gather(ctx context.Context, m push.Message) (string, error) {
-	p.startOnce.Do(func() { go p.gatherLoop() })
-	g := &gathered{m: m, done: make(chan struct{})}
-	p.mu.RLock()
-	if p.isClosed {
-		p.mu.RUnlock()
-		return "", ErrClosed
-	}
-	select {
-	case p.in <- g:
-		p.mu.RUnlock()
-	case <-ctx.Done():
-		p.mu.RUnlock()
-		return "", ctx.Err()
-	}
-	// Once handed over, the push may be stored whatever ctx does: its answer is awaited
-	// (at most batchAckWait), so that a push is never stored without its outcome known.
-	<-g.done
-	return g.m.UcsID, g.err
-}
-
-// gatherLoop makes the groups of Gather: it waits for a free slot of gatherInFlight, takes
-// every push waiting (up to gatherMax) and publishes them together.
-func (p *Publisher) gatherLoop() {
-	slots := make(chan struct{}, gatherInFlight)
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-p.closed:
-			p.failWaiting()
-			return
-		}
-		var first *gathered
-		select {
-		case first = <-p.in:
-		case <-p.closed:
-			p.failWaiting()
-			return
-		}
-		group := append(make([]*gathered, 0, 8), first)
-	fill:
-		for len(group) < gatherMax {
-			select {
-			case g := <-p.in:
-				group = append(group, g)
-			default:
-				break fill
-			}
-		}
-		go func() {
-			defer func() { <-slots }()
-			p.publishGroup(group)
-		}()
-	}
-}
-
-// publishGroup numbers group and stores it: the pushes of each client together, as one chunk
-// numbered by a block of its own, since the ucsIds of a block are guessable from one another.
-func (p *Publisher) publishGroup(group []*gathered) {
-	slices.SortStableFunc(group, func(a, b *gathered) int { return strings.Compare(a.m.ClientID, b.m.ClientID) })
-	ms := make([]push.Message, len(group))
-	for from := 0; from < len(group); {
-		to := from + 1
-		for to < len(group) && group[to].m.ClientID == group[from].m.ClientID {
-			to++
-		}
-		for i, id := range push.NewBlock(time.UnixMilli(group[from].m.Accepted), to-from) {
-			group[from+i].m.UcsID = id
-		}
-		from = to
-	}
-	for i, g := range group {
-		ms[i] = g.m
-	}
-	errs := p.PublishBatch(context.Background(), ms, PublishOptions{})
-	for i, g := range group {
-		g.err = errs[i]
-		close(g.done)
-	}
-}
-
-// failWaiting answers the pushes still waiting for a group when the publisher closes.
-func (p *Publisher) failWaiting() {
-	for {
-		select {
-		case g := <-p.in:
-			g.err = ErrClosed
-			close(g.done)
-		default:
-			return
-		}
-	}
-}
-
-// Close stops Gather: pushes still waiting for a group get ErrClosed. Groups being published
-// finish.
-func (p *Publisher) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.isClosed {
-		p.isClosed = true
-		close(p.closed)
-	}
-}
-
-// Publish stores m, under the ucsId it carries, in the stream and returns once the stream
-// acknowledged it; only then may its ucsId be given to the caller. A second push under the
-// same ucsId is refused while the first waits.
-func (p *Publisher) Publish(ctx context.Context, m push.Message) error {
-	return p.PublishBatch(ctx, []push.Message{m}, PublishOptions{})[0]
-}
-
-// DedupeWindow is how long the stream remembers the message ids of pushes published with
-// one (PublishBatch with dedupe).
-const DedupeWindow = 10 * time.Minute
-
-// batchWindow bounds the messages of one batch awaiting their PubAck at once: enough to keep
-// the stream busy, few enough that many concurrent batches do not stall the connection.
-const batchWindow = 256
-
-// batchAckWait bounds the wait for one message's PubAck in a batch.
-const batchAckWait = 10 * time.Second
-
-// ackWindow keeps at most batchWindow publishes awaiting their PubAck, and hands each answer,
-// in publishing order, to answer: nil for a stored message, else the publish's error.
-type ackWindow struct {
-	ctx    context.Context
-	futs   []jetstream.PubAckFuture
-	waited int
-	answer func(k int, err error)
-}
-
-// room waits until one more publish may await its PubAck.
-func (a *ackWindow) room() {
-	for len(a.futs)-a.waited >= batchWindow {
-		a.next()
-	}
-}
-
-// add counts a publish as awaiting its PubAck; it is the k-th, from 0.
-func (a *ackWindow) add(f jetstream.PubAckFuture) { a.futs = append(a.futs, f) }
-
-// next waits for the oldest publish's answer.
-func (a *ackWindow) next() {
-	var err error
-	select {
-	case <-a.futs[a.waited].Ok():
-	case err = <-a.futs[a.waited].Err():
-	case <-a.ctx.Done():
-		err = a.ctx.Err()
-	}
-	a.answer(a.waited, err)
-	a.waited++
-}
-
-// drain waits for every answer.
-func (a *ackWindow) drain() {
-	for a.waited < len(a.futs) {
-		a.next()
-	}
-}
-
-// PublishOptions say how PublishBatch publishes.
+// PublishOptions say how a push is published.
 type PublishOptions struct {
-	// Dedupe gives each message its ucsId (a chunk: its block) as message id, so that
-	// publishing it again within DedupeWindow stores nothing new; a message the stream already
-	// holds counts as stored.
-	Dedupe bool
-	// Again marks the messages as possibly published before (a retried request): a worker
-	// reads what an earlier copy recorded before it sends one.
-	Again bool
+	// MsgID, when set, is the message id the stream deduplicates by within DedupeWindow: a
+	// push (or a batch) published again under it is stored once. A retried Idempotency-Key
+	// sets it.
+	MsgID string
 }
 
-// unit is what PublishBatch stores as one stream message: ms[from:to], a chunk when chunk.
-type unit struct {
-	from, to int
-	chunk    bool
-}
+// ackWait bounds the wait for a PubAck.
+const ackWait = 10 * time.Second
 
-// units groups ms: a run of two or more whose ucsIds number one block from index 0 on
-// (push.NewBlock), in order, is a chunk; every other message stands alone.
-func units(ms []push.Message) []unit {
-	var us []unit
-	for i := 0; i < len(ms); {
-		j := i + 1
-		if push.BlockIndex(ms[i].UcsID) == 0 {
-			blk := push.BlockOf(ms[i].UcsID)
-			for j < len(ms) && push.BlockOf(ms[j].UcsID) == blk && push.BlockIndex(ms[j].UcsID) == j-i {
-				j++
-			}
-		}
-		us = append(us, unit{from: i, to: j, chunk: j-i > 1})
-		i = j
+// Publish stores m in the stream, on its subject, and returns once the stream acknowledged it;
+// only then may its ucsId be given to the caller. With o.MsgID, a copy already stored within
+// the dedupe window counts as stored (the stream answers its PubAck again). A copy can wait
+// no longer than the window (it is at most the stream's MaxAge), so a push is never refused
+// for its own earlier copy.
+func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOptions) error {
+	data, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("encode push %s: %w", m.UcsID, err)
 	}
-	return us
-}
-
-// PublishBatch stores every message of ms in the stream with asynchronous publishes, at most
-// batchWindow awaiting their PubAck at once, and returns once each has its answer: errs[i] is
-// nil for a message the stream acknowledged (its ucsId may be given out), else why not. A run
-// of messages numbered by one block (push.NewBlock) is stored as one chunk, which stands or
-// falls as one, unless it is too large for one message. After the first failure the messages
-// not yet sent are not tried (the queue is unavailable); they get that error too.
-func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) []error {
-	errs := make([]error, len(ms))
-	us := units(ms)
-	sent := make([]unit, 0, len(us))
-	ctx, cancel := context.WithTimeout(ctx, batchAckWait)
+	ctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()
-	var failed error
-	fail := func(u unit, err error) {
-		for i := u.from; i < u.to; i++ {
-			errs[i] = err
-		}
-		if failed == nil {
-			failed = err
-		}
+	msg := &nats.Msg{Subject: Subject(m.ClientID, m.UcsID), Data: data}
+	var opts []jetstream.PublishOpt
+	if o.MsgID != "" {
+		opts = append(opts, jetstream.WithMsgID(o.MsgID))
 	}
-	acks := ackWindow{ctx: ctx, answer: func(k int, err error) {
-		u := sent[k]
-		if err != nil && !(o.Dedupe && alreadyStored(err)) {
-			fail(u, publishError(ms[u.from].UcsID, err))
-		}
-	}}
-	limit := int(p.js.Conn().MaxPayload()) - 4<<10 // room for the headers
-	var publish func(u unit)
-	publish = func(u unit) {
-		acks.room()
-		if failed != nil {
-			fail(u, failed)
-			return
-		}
-		first := ms[u.from].UcsID
-		msg := &nats.Msg{Subject: Subject(first)}
-		if o.Dedupe || o.Again {
-			msg.Header = nats.Header{}
-		}
-		var err error
-		if u.chunk {
-			msg.Subject = ChunkSubject(first)
-			msg.Data, err = push.EncodeChunk(ms[u.from:u.to])
-			if err == nil && len(msg.Data) > limit {
-				// Too large for one message: each push on its own subject.
-				for i := u.from; i < u.to; i++ {
-					publish(unit{from: i, to: i + 1})
-				}
-				return
-			}
-		} else {
-			msg.Data, err = ms[u.from].Encode()
-		}
+	if _, err = p.js.PublishMsg(ctx, msg, opts...); err != nil {
+		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
+	}
+	return nil
+}
+
+// PublishBatch stores ms in the stream as one atomic batch: when it returns nil, every push of
+// ms is stored, and when it returns an error, none is (a lost answer aside: the caller then
+// publishes the same batch again under the same o.MsgID, which the stream stores once). At
+// most push.MaxBatch pushes.
+func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) error {
+	switch len(ms) {
+	case 0:
+		return nil
+	case 1:
+		return p.Publish(ctx, ms[0], o)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
+	select {
+	case p.batches <- struct{}{}:
+		defer func() { <-p.batches }()
+	case <-ctx.Done():
+		return fmt.Errorf("publish a batch: %w", ctx.Err())
+	}
+	b, err := jetstreamext.NewBatchPublisher(p.js)
+	if err != nil {
+		return fmt.Errorf("publish a batch: %w", err)
+	}
+	last := len(ms) - 1
+	for i, m := range ms {
+		data, err := m.Encode()
 		if err != nil {
-			for i := u.from; i < u.to; i++ {
-				errs[i] = fmt.Errorf("encode message: %w", err)
+			_ = b.Discard()
+			return fmt.Errorf("encode push %s: %w", m.UcsID, err)
+		}
+		msg := &nats.Msg{Subject: Subject(m.ClientID, m.UcsID), Data: data}
+		if i == 0 && o.MsgID != "" {
+			// One id for the batch, on its first push, which the stream checks first: the
+			// batch is atomic, so if its first push was stored, all were.
+			msg.Header = nats.Header{jetstream.MsgIDHeader: {o.MsgID}}
+		}
+		if i < last {
+			if err := b.AddMsg(msg); err != nil {
+				_ = b.Discard()
+				return batchError(err, o)
 			}
-			return
+			continue
 		}
-		var opts []jetstream.PublishOpt
-		if o.Dedupe {
-			id := first
-			if u.chunk {
-				id = push.BlockOf(first)
-			}
-			opts = append(opts, jetstream.WithMsgID(id))
+		if _, err := b.CommitMsg(ctx, msg); err != nil {
+			return batchError(err, o)
 		}
-		if o.Again {
-			msg.Header.Set(HeaderAgain, "1")
-		}
-		f, err := p.js.PublishMsgAsync(msg, opts...)
-		if err != nil {
-			fail(u, publishError(first, err))
-			return
-		}
-		acks.add(f)
-		sent = append(sent, u)
 	}
-	for _, u := range us {
-		publish(u)
-	}
-	acks.drain()
-	return errs
+	return nil
 }
 
-// alreadyStored reports whether a publish was refused because the stream holds a message on
-// its subject: a push published again after the dedupe window, still waiting.
-func alreadyStored(err error) bool {
+// batchError is what a refused batch comes to: nil for a batch published under a message id
+// that the stream already stored, else the refusal.
+func batchError(err error, o PublishOptions) error {
+	err = publishError(err)
+	if o.MsgID != "" && errors.Is(err, errDuplicateBatch) {
+		return nil
+	}
+	return fmt.Errorf("publish a batch: %w", err)
+}
+
+var errDuplicateBatch = errors.New("the batch was stored before")
+
+// publishError names a refused publish by its JetStream error code: ErrFull when the stream
+// cannot take it, errDuplicateBatch for a batch stored before.
+func publishError(err error) error {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
-		strings.Contains(apiErr.Description, "per subject")
-}
-
-// publishError wraps a refused publish, as ErrFull when the stream is full.
-func publishError(ucsID string, err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeStoreFailed || apiErr.ErrorCode == errCodeStorageExceeded) {
-		return fmt.Errorf("%w: %v", ErrFull, err)
+	if !errors.As(err, &apiErr) {
+		return err
 	}
-	return fmt.Errorf("publish %s: %w", ucsID, err)
+	switch apiErr.ErrorCode {
+	case errCodeBatchDuplicate:
+		return fmt.Errorf("%w: %w", errDuplicateBatch, err)
+	case errCodeStoreFailed, errCodeStorageExceeded:
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	return err
 }
 
-// Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker.
+// Waiting reads pushes that are still in the stream: accepted and not yet finished by a worker
+// (a worker acknowledges a push only after recording its outcome).
 type Waiting struct {
-	nc *nats.Conn
-	st jetstream.Stream
-	// pushes is the workers' consumer of single pushes, chunks that of chunks.
-	pushes, chunks *progress
-}
+	js       jetstream.JetStream
+	st       jetstream.Stream
+	stream   string
+	consumer string
 
-// progress is how far a consumer has handed out messages, read at most every deliveredEvery.
-type progress struct {
-	name      string
 	mu        sync.Mutex
-	delivered uint64    // the highest stream sequence the consumer has handed out
+	delivered uint64    // the highest stream sequence the workers' consumer has handed out
 	checked   time.Time // when delivered was read
 }
-
-// deliveredEvery is how often Waiting reads how far the workers got: a push looked up may have
-// reached a worker this long before the lookup says so.
-const deliveredEvery = 250 * time.Millisecond
 
 // NewWaiting returns a reader of st, as EnsureStream returned it on js (its configuration
 // allows direct gets); consumer is the workers' durable consumer.
 func NewWaiting(js jetstream.JetStream, st jetstream.Stream, consumer string) *Waiting {
-	return &Waiting{nc: js.Conn(), st: st, pushes: &progress{name: consumer}, chunks: &progress{name: ExpandConsumer(consumer)}}
+	return &Waiting{js: js, st: st, stream: st.CachedInfo().Config.Name, consumer: consumer}
 }
 
-// ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, or finished
-// (a worker acknowledges a message only after recording its outcome).
+// Waited is a push waiting in the stream, and whether a worker may have received it yet: a
+// push behind every message the workers' consumer has handed out has no attempt to report.
+type Waited struct {
+	push.Message
+	Reached bool
+}
+
+// ErrNotWaiting is returned by Get for a push that is not in the stream: unknown, of another
+// client, or finished.
 var ErrNotWaiting = errors.New("not in the push queue")
 
-// Get returns the push ucsID while it waits in the stream, with a direct get by its subject
-// (or, for a push of a batch not yet expanded, by its chunk's), and whether a worker may have
-// received it yet: a push behind every message the workers' consumer has handed out has no
-// attempt to report.
-func (w *Waiting) Get(ctx context.Context, ucsID string) (push.Message, bool, error) {
-	m, seq, err := w.single(ctx, ucsID)
-	if err == nil {
-		return m, seq <= w.pushes.seq(ctx, w.st), nil
-	}
-	if !errors.Is(err, ErrNotWaiting) {
-		return push.Message{}, false, err
-	}
-	m, seq, err = w.inChunk(ctx, ucsID)
-	if err != nil {
-		return push.Message{}, false, err
-	}
-	if seq > w.chunks.seq(ctx, w.st) {
-		return m, false, nil // no worker has the chunk: nothing of it is under way
-	}
-	// Its chunk is being expanded: the push may be on its own subject by now, even under way.
-	if m2, seq2, err := w.single(ctx, ucsID); err == nil {
-		return m2, seq2 <= w.pushes.seq(ctx, w.st), nil
-	}
-	return m, true, nil
-}
-
-// single reads the push on its own subject, with its stream sequence.
-func (w *Waiting) single(ctx context.Context, ucsID string) (push.Message, uint64, error) {
-	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(ucsID))
+// Get returns client's push ucsID while it waits in the stream: one direct get of its subject.
+func (w *Waiting) Get(ctx context.Context, client, ucsID string) (Waited, error) {
+	raw, err := w.st.GetLastMsgForSubject(ctx, Subject(client, ucsID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return push.Message{}, 0, ErrNotWaiting
+		return Waited{}, ErrNotWaiting
 	}
 	if err != nil {
-		return push.Message{}, 0, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+		return Waited{}, fmt.Errorf("get %s from the queue: %w", ucsID, err)
 	}
 	m, err := push.DecodeMessage(raw.Data)
-	return m, raw.Sequence, err
-}
-
-// inChunk reads the push out of the chunk its ucsId names, with the chunk's stream sequence.
-func (w *Waiting) inChunk(ctx context.Context, ucsID string) (push.Message, uint64, error) {
-	i := push.BlockIndex(ucsID)
-	if i < 0 {
-		return push.Message{}, 0, ErrNotWaiting
-	}
-	raw, err := w.st.GetLastMsgForSubject(ctx, ChunkSubject(ucsID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return push.Message{}, 0, ErrNotWaiting
-	}
 	if err != nil {
-		return push.Message{}, 0, fmt.Errorf("get %s from the queue: %w", ucsID, err)
+		return Waited{}, err
 	}
-	m, err := push.ChunkItem(raw.Data, i)
-	if errors.Is(err, push.ErrNotInChunk) || err == nil && m.UcsID != ucsID {
-		return push.Message{}, 0, ErrNotWaiting
-	}
-	return m, raw.Sequence, err
+	return Waited{Message: m, Reached: raw.Sequence <= w.handedOut(ctx)}, nil
 }
 
-// FromLeader is Get answered by the stream's leader. Any replica answers a direct get, and one
-// may not yet hold a push the others acknowledged a moment ago; before a lookup says a push does
-// not exist, the leader is asked.
-func (w *Waiting) FromLeader(ctx context.Context, ucsID string) (push.Message, error) {
-	i := push.BlockIndex(ucsID)
-	if i < 0 {
-		return push.Message{}, ErrNotWaiting
-	}
-	data, err := w.leaderGet(ctx, ChunkSubject(ucsID))
-	if err == nil {
-		m, err := push.ChunkItem(data, i)
-		if err == nil && m.UcsID == ucsID {
-			return m, nil
+// maxSubjectsPerGet bounds the subjects of one batch direct get, below the server's limit.
+const maxSubjectsPerGet = 1000
+
+// GetMany returns those of client's pushes ids that wait in the stream, by ucsId: one batch
+// direct get for up to a thousand ids, whatever their number found.
+func (w *Waiting) GetMany(ctx context.Context, client string, ids []string) (map[string]Waited, error) {
+	out := make(map[string]Waited)
+	var handedOut uint64
+	for from := 0; from < len(ids); from += maxSubjectsPerGet {
+		part := ids[from:min(from+maxSubjectsPerGet, len(ids))]
+		subjects := make([]string, len(part))
+		for i, id := range part {
+			subjects[i] = Subject(client, id)
 		}
-		if err != nil && !errors.Is(err, push.ErrNotInChunk) {
-			return push.Message{}, err
+		msgs, err := jetstreamext.GetLastMsgsFor(ctx, w.js, w.stream, subjects)
+		if err != nil {
+			return nil, fmt.Errorf("get %d pushes from the queue: %w", len(part), err)
 		}
-	} else if !errors.Is(err, ErrNotWaiting) {
-		return push.Message{}, err
+		for raw, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("get %d pushes from the queue: %w", len(part), err)
+			}
+			m, err := push.DecodeMessage(raw.Data)
+			if err != nil {
+				continue // not a push this service wrote: a worker fails it as undecodable
+			}
+			if handedOut == 0 {
+				handedOut = w.handedOut(ctx)
+			}
+			out[m.UcsID] = Waited{Message: m, Reached: raw.Sequence <= handedOut}
+		}
 	}
-	data, err = w.leaderGet(ctx, Subject(ucsID))
-	if err != nil {
-		return push.Message{}, err
-	}
-	return push.DecodeMessage(data)
+	return out, nil
 }
 
-// leaderGet reads the last message on subject from the stream's leader.
-func (w *Waiting) leaderGet(ctx context.Context, subject string) ([]byte, error) {
-	req, err := json.Marshal(struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{subject})
-	if err != nil {
-		return nil, err
-	}
-	reply, err := w.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+w.st.CachedInfo().Config.Name, req)
-	if err != nil {
-		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, err)
-	}
-	var resp struct {
-		Message *struct {
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, ErrNotWaiting
-	case resp.Error != nil:
-		return nil, fmt.Errorf("get %s from the queue's leader: %w", subject, resp.Error)
-	case resp.Message == nil:
-		return nil, fmt.Errorf("get %s from the queue's leader: empty answer", subject)
-	}
-	return resp.Message.Data, nil
-}
+// handedOutEvery is how often Waiting reads how far the workers got: a push looked up may have
+// reached a worker this long before the lookup says so.
+const handedOutEvery = 250 * time.Millisecond
 
-// seq is how far the consumer has handed out messages of st, read at most every
-// deliveredEvery; a consumer that does not exist yet has handed out nothing. When it cannot be
-// read, every message counts as reached.
-func (p *progress) seq(ctx context.Context, st jetstream.Stream) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if time.Since(p.checked) < deliveredEvery {
-		return p.delivered
+// handedOut is how far the workers' consumer has handed out messages of the stream, read at
+// most every handedOutEvery (one consumer info for all lookups); a consumer that does not
+// exist yet has handed out nothing. When it cannot be read, every message counts as reached.
+func (w *Waiting) handedOut(ctx context.Context) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.checked) < handedOutEvery {
+		return w.delivered
 	}
-	c, err := st.Consumer(ctx, p.name)
+	c, err := w.st.Consumer(ctx, w.consumer)
 	var info *jetstream.ConsumerInfo
 	if err == nil {
 		info, err = c.Info(ctx)
 	}
 	switch {
 	case err == nil:
-		p.delivered = info.Delivered.Stream
+		w.delivered = info.Delivered.Stream
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		p.delivered = 0
+		w.delivered = 0
 	default:
 		return ^uint64(0)
 	}
-	p.checked = time.Now()
-	return p.delivered
+	w.checked = time.Now()
+	return w.delivered
+}
+
+// Find returns the push ucsID while it waits in the stream, whoever sent it: a read of the
+// subjects ending in ucsID, for an operator looking at one push.
+func (w *Waiting) Find(ctx context.Context, ucsID string) (push.Message, error) {
+	msgs, err := jetstreamext.GetBatch(ctx, w.js, w.stream, 1, jetstreamext.GetBatchSubject(SubjectPrefix+"*."+ucsID))
+	if err != nil {
+		return push.Message{}, fmt.Errorf("find %s in the queue: %w", ucsID, err)
+	}
+	for raw, err := range msgs {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			break
+		}
+		if err != nil {
+			return push.Message{}, fmt.Errorf("find %s in the queue: %w", ucsID, err)
+		}
+		return push.DecodeMessage(raw.Data)
+	}
+	return push.Message{}, ErrNotWaiting
 }

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"github.com/campus-it/ucs/pkg/queue"
 )
 
-func msg(id string) push.Message {
-	return push.Message{UcsID: id, ClientID: "c", UserID: "u", Type: "JML",
+func msg(id string) push.Message { return msgOf("c", id) }
+
+func msgOf(client, id string) push.Message {
+	return push.Message{UcsID: id, ClientID: client, UserID: "u", Type: "JML",
 		Data: map[string]string{"class": "课程", "info": strings.Repeat("作", 20)}, Accepted: 1}
 }
 
@@ -31,6 +34,37 @@ func newStream(t *testing.T) (jetstream.JetStream, queue.Config, jetstream.Strea
 	return js, c, st
 }
 
+func msgs(t *testing.T, st jetstream.Stream) uint64 {
+	t.Helper()
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestSubjects(t *testing.T) {
+	for _, c := range []struct{ client, want string }{
+		{"app-1_x", "ucs.push.mp.app-1_x.01J0000000000000000000000A"},
+		{"campus.portal", "ucs.push.mp.campus~2Eportal.01J0000000000000000000000A"},
+		{"a~b", "ucs.push.mp.a~7Eb.01J0000000000000000000000A"},
+		{"", "ucs.push.mp.~.01J0000000000000000000000A"},
+	} {
+		got := queue.Subject(c.client, "01J0000000000000000000000A")
+		if got != c.want {
+			t.Errorf("Subject(%q) = %q, want %q", c.client, got, c.want)
+		}
+		if id := queue.IDOfSubject(got); id != "01J0000000000000000000000A" {
+			t.Errorf("IDOfSubject(%q) = %q", got, id)
+		}
+	}
+	for _, s := range []string{"ucs.push.mp.c.not-an-id", "other.c.01J0000000000000000000000A", "ucs.push.mp."} {
+		if id := queue.IDOfSubject(s); id != "" {
+			t.Errorf("IDOfSubject(%q) = %q, want none", s, id)
+		}
+	}
+}
+
 // TestFullStreamRefusesNew: a full stream refuses new pushes with ErrFull and keeps every
 // message it already holds.
 func TestFullStreamRefusesNew(t *testing.T) {
@@ -38,12 +72,12 @@ func TestFullStreamRefusesNew(t *testing.T) {
 	ctx := context.Background()
 	p := queue.NewPublisher(js)
 	first := push.NewID(time.Now())
-	if err := p.Publish(ctx, msg(first)); err != nil {
+	if err := p.Publish(ctx, msg(first), queue.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var accepted int
 	for i := 0; ; i++ {
-		err := p.Publish(ctx, msg(push.NewID(time.Now())))
+		err := p.Publish(ctx, msg(push.NewID(time.Now())), queue.PublishOptions{})
 		if errors.Is(err, queue.ErrFull) {
 			break
 		}
@@ -63,62 +97,109 @@ func TestFullStreamRefusesNew(t *testing.T) {
 		t.Fatalf("stream holds %d from seq %d, accepted %d: messages were dropped", info.State.Msgs, info.State.FirstSeq, accepted+1)
 	}
 	m, err := st.GetMsg(ctx, 1)
-	if err != nil || m.Subject != queue.Subject(first) {
+	if err != nil || m.Subject != queue.Subject("c", first) {
 		t.Fatalf("first message: %v", err)
+	}
+	// A full stream refuses a batch whole.
+	batch := []push.Message{msg(push.NewID(time.Now())), msg(push.NewID(time.Now()))}
+	if err := p.PublishBatch(ctx, batch, queue.PublishOptions{}); err == nil {
+		t.Fatal("a full stream took a batch")
+	}
+	if n := msgs(t, st); n != uint64(accepted+1) {
+		t.Fatalf("stream holds %d after a refused batch, want %d", n, accepted+1)
 	}
 }
 
-// TestRepublishIsStoredOnce: a push's subject is its ucsId and holds one message, so a publish
-// repeated under the same ucsId is refused rather than queued twice.
+// TestRepublishIsStoredOnce: a push published again under the same message id (a retried
+// Idempotency-Key) is stored once, and so is a batch; without an id, a second copy of a
+// waiting push is refused rather than queued twice.
 func TestRepublishIsStoredOnce(t *testing.T) {
 	js, _, st := newStream(t)
 	ctx := context.Background()
 	p := queue.NewPublisher(js)
 	id := push.NewID(time.Now())
-	if err := p.Publish(ctx, msg(id)); err != nil {
-		t.Fatal(err)
-	}
 	for range 2 {
-		if err := p.Publish(ctx, msg(id)); err == nil {
-			t.Fatal("a repeated ucsId was accepted")
+		if err := p.Publish(ctx, msg(id), queue.PublishOptions{MsgID: "key-1"}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	info, _ := st.Info(ctx)
-	if info.State.Msgs != 1 {
-		t.Fatalf("stored %d times", info.State.Msgs)
+	if n := msgs(t, st); n != 1 {
+		t.Fatalf("stored %d times", n)
 	}
-	if got := queue.Subject("TDL"); got != "ucs.push.mp.TDL" {
-		t.Fatalf("subject %q", got)
+	if err := p.Publish(ctx, msg(id), queue.PublishOptions{}); err == nil {
+		t.Fatal("a second copy of a waiting push was accepted")
+	}
+
+	batch := []push.Message{msg(push.NewID(time.Now())), msg(push.NewID(time.Now())), msg(push.NewID(time.Now()))}
+	for range 2 {
+		if err := p.PublishBatch(ctx, batch, queue.PublishOptions{MsgID: "key-2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := msgs(t, st); n != 4 {
+		t.Fatalf("stream holds %d, want 4: the batch was stored twice", n)
 	}
 }
 
-// TestWaiting: a waiting push is read back by its ucsId from any replica (a direct get) and
-// from the stream's leader; a push a worker took and acknowledged, or one never published, is
-// not waiting. A push behind every message the consumer handed out has not been reached.
+// TestBatchIsAtomic: a batch whose one push the stream refuses (its subject already holds a
+// push) is stored not at all; a good batch is stored whole.
+func TestBatchIsAtomic(t *testing.T) {
+	js, _, st := newStream(t)
+	ctx := context.Background()
+	p := queue.NewPublisher(js)
+	taken := push.NewID(time.Now())
+	if err := p.Publish(ctx, msg(taken), queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := []push.Message{msg(push.NewID(time.Now())), msg(taken), msg(push.NewID(time.Now()))}
+	if err := p.PublishBatch(ctx, bad, queue.PublishOptions{}); err == nil {
+		t.Fatal("a batch with a refused push was accepted")
+	}
+	if n := msgs(t, st); n != 1 {
+		t.Fatalf("stream holds %d after a refused batch: part of it was stored", n)
+	}
+	var good []push.Message
+	for range 1000 {
+		good = append(good, msg(push.NewID(time.Now())))
+	}
+	if err := p.PublishBatch(ctx, good, queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, st); n != uint64(1+1000) {
+		t.Fatalf("stream holds %d, want %d", n, 1+1000)
+	}
+}
+
+// TestWaiting: a waiting push is read back by its client and ucsId, alone or many at once; a
+// push of another client, one a worker took and acknowledged, or one never published, is not
+// waiting.
 func TestWaiting(t *testing.T) {
 	js, cfg, st := newStream(t)
 	ctx := context.Background()
 	p := queue.NewPublisher(js)
-	w := queue.NewWaiting(js, st, cfg.Consumer)
-	first, second := push.NewID(time.Now()), push.NewID(time.Now())
-	for _, id := range []string{first, second} {
-		if err := p.Publish(ctx, msg(id)); err != nil {
+	w := queue.NewWaiting(js, st, "d")
+	first, second, other := push.NewID(time.Now()), push.NewID(time.Now()), push.NewID(time.Now())
+	for _, m := range []push.Message{msgOf("a.b", first), msgOf("a.b", second), msgOf("z", other)} {
+		if err := p.Publish(ctx, m, queue.PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, reached, err := w.Get(ctx, first)
-	if err != nil || m.UcsID != first || reached {
-		t.Fatalf("before any worker: %+v reached=%v %v", m, reached, err)
+	if m, err := w.Get(ctx, "a.b", first); err != nil || m.UcsID != first || m.Reached {
+		t.Fatalf("waiting push, before any worker: %+v %v", m, err)
 	}
-	if m, err := w.FromLeader(ctx, second); err != nil || m.UcsID != second {
-		t.Fatalf("from the leader: %+v %v", m, err)
+	if _, err := w.Get(ctx, "a.b", other); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("another client's push: %v", err)
 	}
 	unknown := push.NewID(time.Now())
-	if _, _, err := w.Get(ctx, unknown); !errors.Is(err, queue.ErrNotWaiting) {
-		t.Fatalf("unknown push: %v", err)
+	got, err := w.GetMany(ctx, "a.b", []string{first, other, unknown, second})
+	if err != nil || len(got) != 2 || got[first].UcsID != first || got[second].UcsID != second {
+		t.Fatalf("many: %v %v", got, err)
 	}
-	if _, err := w.FromLeader(ctx, unknown); !errors.Is(err, queue.ErrNotWaiting) {
-		t.Fatalf("unknown push from the leader: %v", err)
+	if m, err := w.Find(ctx, other); err != nil || m.ClientID != "z" {
+		t.Fatalf("found by an operator: %+v %v", m, err)
+	}
+	if _, err := w.Find(ctx, unknown); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("unknown push found: %v", err)
 	}
 
 	// A worker takes the first message and finishes it.
@@ -135,9 +216,122 @@ func TestWaiting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	embeddedtest.Eventually(t, 5*time.Second, "the finished push leaves the queue, the other is reached or not as the consumer says", func() bool {
-		_, _, err1 := w.Get(ctx, first)
-		_, reached, err2 := w.Get(ctx, second)
-		return errors.Is(err1, queue.ErrNotWaiting) && err2 == nil && !reached
+	if _, err := w.Get(ctx, "a.b", first); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("finished push: %v", err)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the push behind the finished one is not reached", func() bool {
+		m, err := w.Get(ctx, "a.b", second)
+		return err == nil && !m.Reached
 	})
+	// Once the consumer hands it out, it is.
+	if _, err := cons.Fetch(1); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the push handed out is reached", func() bool {
+		m, err := w.Get(ctx, "a.b", second)
+		return err == nil && m.Reached
+	})
+}
+
+// TestMigrate: a stream written in the earlier layout (single pushes on ucs.push.mp.<ucsId>,
+// a batch's pushes in a chunk on ucs.push.batch.<block>, and the chunks' own consumer) is
+// converted when the service starts on it: every push is on its own subject, marked as moved,
+// nothing is lost, nothing is left on the old subjects, and a second run changes nothing.
+func TestMigrate(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 24, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	old, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "S", Subjects: []string{"ucs.push.mp.>", "ucs.push.batch.>"}, Retention: jetstream.WorkQueuePolicy,
+		AllowDirect: true, MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew,
+		Duplicates: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "d_expand", AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubject: "ucs.push.batch.>"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // ucsId → client
+	var singles []string
+	for range 3 {
+		id := push.NewID(time.Now())
+		m := msgOf("portal", id)
+		b, _ := m.Encode()
+		if _, err := js.Publish(ctx, "ucs.push.mp."+id, b); err != nil {
+			t.Fatal(err)
+		}
+		want[id], singles = "portal", append(singles, id)
+	}
+	for chunk := range 2 {
+		var items []json.RawMessage
+		for range 50 {
+			id := push.NewID(time.Now())
+			b, _ := msgOf("exams.office", id).Encode()
+			items = append(items, b)
+			want[id] = "exams.office"
+		}
+		body, _ := json.Marshal(items)
+		if _, err := js.Publish(ctx, "ucs.push.batch.BLOCK"+string(rune('A'+chunk)), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A legacy message that holds no push stays where it is, for a worker to fail.
+	if _, err := js.Publish(ctx, "ucs.push.mp.01J0000000000000000000000Z", []byte("\x00not a push")); err != nil {
+		t.Fatal(err)
+	}
+
+	moved, err := queue.Migrate(ctx, js, c, nil)
+	if err != nil || moved != len(want) {
+		t.Fatalf("moved %d of %d: %v", moved, len(want), err)
+	}
+	st, err := queue.EnsureStream(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, old); n != uint64(len(want)+1) {
+		t.Fatalf("stream holds %d, want %d", n, len(want)+1)
+	}
+	w := queue.NewWaiting(js, st, "d")
+	for id, client := range want {
+		raw, err := st.GetLastMsgForSubject(ctx, queue.Subject(client, id))
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if raw.Header.Get(queue.HeaderMigrated) == "" {
+			t.Fatalf("%s is not marked as moved", id)
+		}
+		if m, err := w.Get(ctx, client, id); err != nil || m.UcsID != id {
+			t.Fatalf("%s: %+v %v", id, m, err)
+		}
+	}
+	for _, id := range singles {
+		if _, err := st.GetLastMsgForSubject(ctx, "ucs.push.mp."+id); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatalf("%s left on its old subject: %v", id, err)
+		}
+	}
+	if _, err := js.Consumer(ctx, "S", "d_expand"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the chunks' consumer is still there: %v", err)
+	}
+	if again, err := queue.Migrate(ctx, js, c, nil); err != nil || again != 0 {
+		t.Fatalf("second run moved %d: %v", again, err)
+	}
+	// The workers' consumer gets every push, the one that is none included.
+	cons, err := queue.EnsureConsumer(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	batch, err := cons.Fetch(len(want)+1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		got++
+		_ = m.Ack()
+	}
+	if got != len(want)+1 {
+		t.Fatalf("workers got %d messages, want %d", got, len(want)+1)
+	}
 }

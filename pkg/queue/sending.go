@@ -26,14 +26,22 @@ type Pause struct {
 	now func() time.Time
 }
 
-// PauseState is a pause: sending waits until Until, for Reason.
+// PauseState is a pause: sending waits until Until, for Reason. A pause for a problem of the
+// account (Action set) lasts until an operator resumes sending; Until only bounds it, so that
+// sending is tried again now and then.
 type PauseState struct {
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
+	// Action is what an operator must do before resuming, for a problem of the account; ""
+	// for the daily quota, which ends by itself.
+	Action string `json:"action,omitempty"`
 }
 
 // Explain is how a message held back by the pause explains itself in a lookup.
 func (st PauseState) Explain() string {
+	if st.Action != "" {
+		return st.Reason + "; sending paused until an operator acts: " + st.Action
+	}
 	return st.Reason + "; sending paused until " + st.Until.Format(time.RFC3339)
 }
 

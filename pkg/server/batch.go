@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,9 +194,10 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) ([]T, *Error) {
 	return list, nil
 }
 
-// batch is POST /v1/infra/notification/mp/batch: every item is validated on its own, the good
-// ones are published together, and the answer lists each item's ucsId or its problems in
-// request order once every good item has its PubAck.
+// batch is POST /v1/infra/notification/mp/batch: every item is validated on its own, and the
+// good ones are stored together as one atomic batch: all of them, or none. The answer lists
+// each item's ucsId or its problems in request order; when the queue did not take the batch,
+// it is 503 and no item has a ucsId.
 func (s *Server) batch(c echo.Context) error {
 	body, err := readJSON(c, maxBatchBytes)
 	if err != nil {
@@ -216,8 +218,7 @@ func (s *Server) batch(c echo.Context) error {
 	now := s.now()
 	ans := batchAnswer{Results: make([]batchItem, len(items))}
 	msgs := make([]push.Message, 0, len(items))
-	at := make([]int, 0, len(items))    // index of each message in items
-	sizes := make([]int, 0, len(items)) // of each message's body, for the queue's chunks
+	at := make([]int, 0, len(items)) // index of each message in items
 	for i, raw := range items {
 		ans.Results[i].Index = i
 		req, err := push.Parse(raw)
@@ -230,11 +231,10 @@ func (s *Server) batch(c echo.Context) error {
 			ans.Rejected++
 			continue
 		}
-		msgs = append(msgs, req.Message("", claims.Azp, now))
-		sizes = append(sizes, len(raw))
+		msgs = append(msgs, req.Message(push.NewID(now), claims.Azp, now))
 		at = append(at, i)
 	}
-	queue.Number(msgs, sizes, now)
+	o := queue.PublishOptions{}
 	if idem != nil {
 		ids := make([]string, len(items))
 		for j, m := range msgs {
@@ -250,41 +250,43 @@ func (s *Server) batch(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		o = idem.publishOptions()
 	}
-	errs := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, queue.PublishOptions{Dedupe: idem != nil})
-	var failed []int
-	for j, m := range msgs {
-		r := &ans.Results[at[j]]
-		if errs[j] != nil {
-			failed = append(failed, at[j])
-			r.Errors = []string{queueUnavailableItem}
-			s.log.Warn("batch item not accepted", "ucsId", m.UcsID, "err", errs[j])
-			continue
+	if err := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, o); err != nil {
+		s.log.Warn("batch not accepted", "pushes", len(msgs), "err", err)
+		for _, i := range at {
+			ans.Results[i].Errors = []string{queueUnavailableItem}
 		}
-		r.UcsID = m.UcsID
-		ans.Accepted++
+		if idem != nil {
+			idem.finish(c.Request().Context(), at)
+		}
+		return s.batchAnswer(c, ans, true)
 	}
+	for j, m := range msgs {
+		ans.Results[at[j]].UcsID = m.UcsID
+	}
+	ans.Accepted = len(msgs)
 	s.accepted(ans.Accepted)
 	if idem != nil {
-		idem.finish(c.Request().Context(), failed)
+		idem.finish(c.Request().Context(), nil)
 	}
-	return s.batchAnswer(c, ans, len(failed) > 0)
+	return s.batchAnswer(c, ans, false)
 }
 
-// batchAnswer sends a batch's answer: 200, or 503 when some items got no PubAck.
+// batchAnswer sends a batch's answer: 200, or 503 when the queue did not take its items.
 func (s *Server) batchAnswer(c echo.Context, ans batchAnswer, unavailable bool) error {
 	if unavailable {
 		ans.Rejected = len(ans.Results) - ans.Accepted
 		c.Response().Header().Set("Retry-After", "5")
 		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable,
-			Msg: "the push queue is unavailable; items with a ucsId were accepted, retry the others", Time: s.stamp()})
+			Msg: "the push queue is unavailable; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)", Time: s.stamp()})
 	}
 	return s.ok(c, ans)
 }
 
 // replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
-// same problems for the items refused for their content, and the items the queue did not take
-// the first time published again under their recorded ucsIds.
+// same problems for the items refused for their content, and, if the queue did not take the
+// first request's items, those items published again under their recorded ucsIds.
 func (s *Server) replayBatch(c echo.Context, items []jsontext.Value, idem *idemRequest) error {
 	claims := claimsOf(c)
 	now := s.now()
@@ -329,14 +331,16 @@ func itemErrors(err error) []string {
 	return ve.Lines()
 }
 
-// lookupWorkers bounds the lookups one batch lookup makes at once, so that one request cannot
-// take every connection to the store.
+// lookupWorkers bounds the store reads one batch lookup makes at once, so that one request
+// cannot take every connection to the store.
 const lookupWorkers = 32
 
 // batchResults is POST /v1/infra/notification/mp/results: the results of up to MaxBatch ucsIds in
-// request order. Each id is looked up by its key, as a single lookup does (memory, the queue,
-// then the store), several at once: a query for many ids at once is a table scan on the
-// embedded store.
+// request order, found as a single lookup finds them, in a bounded number of round trips: the
+// memory of final results; one read of the queue for all the others (a batch direct get of
+// their subjects); then the store, by key, for each (the progress of a push in the queue, the
+// outcome of one that left it), several at once: a query for many ids at once is a table scan
+// on the embedded store.
 func (s *Server) batchResults(c echo.Context) error {
 	body, err := readJSON(c, MaxBatch*64+64<<10)
 	if err != nil {
@@ -348,34 +352,10 @@ func (s *Server) batchResults(c echo.Context) error {
 	}
 	azp := claimsOf(c).Azp
 	out := make([]any, len(ids))
-	ctx := c.Request().Context()
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		lookErr error
-	)
-	jobs := make(chan int)
-	workers := min(lookupWorkers, len(ids))
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				v, err := s.resultFor(ctx, ids[i], azp)
-				if err != nil {
-					mu.Lock()
-					if lookErr == nil {
-						lookErr = err
-					}
-					mu.Unlock()
-					continue
-				}
-				out[i] = v
-			}
-		}()
-	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), lookupTimeout)
+	defer cancel()
+	var missed []string
 	for i, id := range ids {
-		// Cached and malformed ids are answered here, without a hand-off.
 		if !push.ValidID(id) {
 			out[i] = notFoundItem{UcsID: id, State: "not_found"}
 			continue
@@ -384,7 +364,49 @@ func (s *Server) batchResults(c echo.Context) error {
 			out[i] = s.ownView(r, id, azp)
 			continue
 		}
-		jobs <- i
+		missed = append(missed, id)
+	}
+	var waiting map[string]queue.Waited
+	if len(missed) > 0 {
+		if waiting, err = s.cfg.Waiting.GetMany(ctx, azp, missed); err != nil {
+			return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
+				Header: http.Header{"Retry-After": {"5"}}}
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lookErr error
+	)
+	jobs := make(chan int)
+	for range min(lookupWorkers, len(missed)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				id := ids[i]
+				if m, ok := waiting[id]; ok {
+					out[i] = resultView(s.waitingResult(ctx, m), s.loc)
+					continue
+				}
+				r, err := s.outcome(ctx, azp, id)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					out[i] = notFoundItem{UcsID: id, State: "not_found"}
+				case err != nil:
+					mu.Lock()
+					lookErr = cmp.Or(lookErr, err)
+					mu.Unlock()
+				default:
+					out[i] = resultView(r, s.loc)
+				}
+			}
+		}()
+	}
+	for i := range ids {
+		if out[i] == nil {
+			jobs <- i
+		}
 	}
 	close(jobs)
 	wg.Wait()
@@ -408,19 +430,4 @@ func (s *Server) ownView(r store.Result, id, azp string) any {
 		return notFoundItem{UcsID: id, State: "not_found"}
 	}
 	return resultView(r, s.loc)
-}
-
-// resultFor looks one id up as a single lookup does.
-func (s *Server) resultFor(ctx context.Context, id, azp string) (any, error) {
-	r, err := s.result(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFoundItem{UcsID: id, State: "not_found"}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if r.State.Final() {
-		s.results.Add(id, r)
-	}
-	return s.ownView(r, id, azp), nil
 }

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -106,22 +105,12 @@ func TestBatchPush(t *testing.T) {
 	if n := e.streamPushes(); n != 2 {
 		t.Fatalf("stream holds %d pushes, want the 2 good ones", n)
 	}
-	// Both are stored together, as one chunk named by their block of ucsIds, in request order.
-	id0, id2 := d.Results[0].UcsID, d.Results[2].UcsID
-	if n := e.streamMsgs(); n != 1 || push.BlockOf(id0) != push.BlockOf(id2) || push.BlockIndex(id0) != 0 || push.BlockIndex(id2) != 1 {
-		t.Fatalf("stream holds %d messages for ids %s and %s, want one chunk", n, id0, id2)
-	}
-	chunk, err := e.limitStream(-1).GetLastMsgForSubject(context.Background(), queue.ChunkSubject(id0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, want := range []string{id0, id2} {
-		if m, err := push.ChunkItem(chunk.Data, i); err != nil || m.UcsID != want || m.ClientID != "pusher" {
-			t.Errorf("chunk item %d: %+v, %v", i, m, err)
+	// Each is a message of its own, on the caller's subject of its ucsId.
+	for _, i := range []int{0, 2} {
+		m, err := e.limitStream(-1).GetLastMsgForSubject(context.Background(), queue.Subject("pusher", d.Results[i].UcsID))
+		if err != nil || !strings.Contains(string(m.Data), d.Results[i].UcsID) {
+			t.Errorf("item %d in the stream: %v", i, err)
 		}
-	}
-	if _, err := push.ChunkItem(chunk.Data, 2); !errors.Is(err, push.ErrNotInChunk) {
-		t.Errorf("chunk holds a third item: %v", err)
 	}
 	// Each accepted item is a push like any other: looked up by its ucsId.
 	for _, i := range []int{0, 2} {
@@ -158,47 +147,39 @@ func TestBatchPush(t *testing.T) {
 	}
 }
 
-// bigItemN is goodItemN(i) padded with spaces to over a third of a chunk, so that a chunk
-// holds two of them.
-func bigItemN(i int) string {
-	return "{" + strings.Repeat(" ", queue.ChunkBytes/3) + goodItemN(i)[1:]
-}
-
-// TestBatchQueueFailsPartWay fills the stream so that it refuses a batch part-way (the batch
-// spans three chunks, the stream takes two): the items it stored keep their ucsIds, the others
-// say to retry them, and the status is 503.
-func TestBatchQueueFailsPartWay(t *testing.T) {
+// TestBatchQueueRefusesWhole fills the stream so that it cannot take a whole batch: the batch
+// is atomic, so no item is stored, no item has a ucsId, each says to retry it, and the status
+// is 503. Sent again once there is room, the batch is stored whole.
+func TestBatchQueueRefusesWhole(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	ctx := context.Background()
-	st := e.limitStream(2)
+	e.limitStream(4)
 	items := make([]string, 6)
 	for i := range items {
-		items[i] = bigItemN(i)
+		items[i] = goodItemN(i)
 	}
 	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(items...), nil)
 	if a.status != 503 || a.header.Get("Retry-After") == "" {
 		t.Fatalf("batch into a full stream: %d %s", a.status, a.body)
 	}
 	d := a.batch(t)
-	if d.Accepted != 4 || d.Rejected != 2 {
-		t.Fatalf("accepted %d rejected %d, want 4 and 2: %s", d.Accepted, d.Rejected, a.body)
+	if d.Accepted != 0 || d.Rejected != 6 {
+		t.Fatalf("accepted %d rejected %d, want 0 and 6: %s", d.Accepted, d.Rejected, a.body)
 	}
 	for _, r := range d.Results {
-		if r.UcsID != "" {
-			chunk, err := st.GetLastMsgForSubject(ctx, queue.ChunkSubject(r.UcsID))
-			if err != nil {
-				t.Errorf("item %d has ucsId %s but the stream lacks its chunk: %v", r.Index, r.UcsID, err)
-				continue
-			}
-			if m, err := push.ChunkItem(chunk.Data, push.BlockIndex(r.UcsID)); err != nil || m.UcsID != r.UcsID {
-				t.Errorf("item %d: its chunk holds %+v, %v", r.Index, m, err)
-			}
-			continue
-		}
-		if len(r.Errors) != 1 || r.Errors[0] != "queue unavailable; retry this item" {
+		if r.UcsID != "" || len(r.Errors) != 1 || r.Errors[0] != "queue unavailable; retry this item" {
 			t.Errorf("item %d: %+v", r.Index, r)
 		}
+	}
+	if n := e.streamMsgs(); n != 0 {
+		t.Fatalf("the stream holds %d pushes of a refused batch", n)
+	}
+	e.limitStream(-1)
+	if a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(items...), nil); a.status != 200 || a.batch(t).Accepted != 6 {
+		t.Fatalf("the batch sent again: %d %s", a.status, a.body)
+	}
+	if n := e.streamMsgs(); n != 6 {
+		t.Fatalf("the stream holds %d, want 6", n)
 	}
 }
 
@@ -302,8 +283,8 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Errorf("retried batch: %d %s, want %s", b2.status, b2.body, b1.body)
 		}
 	}
-	if n, msgs := e.streamPushes(), e.streamMsgs(); n != 3 || msgs != 2 {
-		t.Fatalf("retries published: stream holds %d pushes in %d messages, want 3 in 2", n, msgs)
+	if n := e.streamPushes(); n != 3 {
+		t.Fatalf("retries published: stream holds %d pushes, want 3", n)
 	}
 
 	conflict := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(7), key)
@@ -328,17 +309,16 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
-// TestIdempotentRetryAfterQueueFailure retries a batch whose items the queue partly refused:
-// the retry with the same key publishes only the refused items, under the ucsIds the first
-// answer would have given, and answers every item.
+// TestIdempotentRetryAfterQueueFailure retries a batch the queue refused: the retry with the
+// same key stores its items once, and answers every item.
 func TestIdempotentRetryAfterQueueFailure(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	e.limitStream(1) // the first of the batch's two chunks
+	e.limitStream(2) // room for half the batch: none of it is stored
 	key := map[string]string{"Idempotency-Key": "retry-me"}
-	body := batchBody(bigItemN(0), bigItemN(1), bigItemN(2), bigItemN(3))
+	body := batchBody(goodItemN(0), goodItemN(1), goodItemN(2), goodItemN(3))
 	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
-	if first.status != 503 || first.batch(t).Accepted != 2 {
+	if first.status != 503 || first.batch(t).Accepted != 0 || e.streamPushes() != 0 {
 		t.Fatalf("first: %d %s", first.status, first.body)
 	}
 	e.limitStream(-1)

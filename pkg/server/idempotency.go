@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,7 +25,7 @@ type Records interface {
 }
 
 // IdempotencyTTL is how long an Idempotency-Key is remembered.
-const IdempotencyTTL = 24 * time.Hour
+const IdempotencyTTL = queue.DedupeWindow
 
 // idempotencyStale is how long a request may hold a key unfinished before a retry with the key
 // takes over: the request's front end died or gave up between taking the key and recording the
@@ -155,9 +154,18 @@ func (r *idemRequest) finish(ctx context.Context, failed []int) {
 	}
 }
 
+// publishOptions are the queue's options for this request's pushes: the record's key as the
+// message id, so that the queue stores them once however often the request is retried within
+// the key's lifetime (queue.DedupeWindow is IdempotencyTTL).
+func (r *idemRequest) publishOptions() queue.PublishOptions {
+	return queue.PublishOptions{MsgID: r.key}
+}
+
 // republish publishes again, under their recorded ucsIds, the messages of the items the record
 // says the queue did not take, and returns the indexes still not taken. msgs holds the message
-// of every item the body's rules accept, by index.
+// of every item the body's rules accept, by index. The items go as one atomic batch, as the
+// first time, under the same message id: if the first request's batch was stored after all
+// (its answer lost), the queue says so and stores nothing again.
 func (r *idemRequest) republish(ctx context.Context, msgs map[int]push.Message) []int {
 	rec := r.replay
 	if len(rec.Failed) == 0 {
@@ -172,19 +180,11 @@ func (r *idemRequest) republish(ctx context.Context, msgs map[int]push.Message) 
 			at = append(at, i)
 		}
 	}
-	// Marked as published again: the first request's messages may have been stored (their
-	// PubAck lost) and delivered long enough ago that the stream's dedupe window is over.
-	errs := r.s.cfg.Publisher.PublishBatch(ctx, again, queue.PublishOptions{Dedupe: true, Again: true})
-	var still []int
-	for j, err := range errs {
-		if err != nil {
-			still = append(still, at[j])
-			r.s.log.Warn("publishing a retried item failed", "ucsId", again[j].UcsID, "err", err)
-		}
+	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
+		r.s.log.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
+		return at
 	}
-	r.s.accepted(len(again) - len(still))
-	if !slices.Equal(still, rec.Failed) {
-		r.finish(ctx, still)
-	}
-	return still
+	r.s.accepted(len(again))
+	r.finish(ctx, nil)
+	return nil
 }

@@ -221,11 +221,9 @@ func (s *Server) opsHistory(c echo.Context) error {
 		recs = append([]store.Record{{Kind: "memory", Result: r}}, recs...)
 	}
 	d := pages.HistoryData{UcsID: id, Back: opsPath}
-	switch _, reached, err := s.cfg.Waiting.Get(ctx, id); {
-	case err == nil && reached:
-		d.Queue = "在队列中，已交给投递进程。 In the queue, handed to a worker."
+	switch _, err := s.cfg.Waiting.Find(ctx, id); {
 	case err == nil:
-		d.Queue = "在队列中，等待投递。 In the queue, waiting for a worker."
+		d.Queue = "在队列中，等待投递或重试。 In the queue, waiting for a worker or a retry."
 	case !errors.Is(err, queue.ErrNotWaiting):
 		d.Queue = "队列未回答。 The queue did not answer."
 	}

@@ -49,7 +49,7 @@ func TestFrontEndMetrics(t *testing.T) {
 		"ucs_push_accepted_total":                            3,
 		`ucs_push_rejected_total{rule="length"}`:             1,
 		`ucs_push_rejected_total{rule="emoji"}`:              1,
-		"ucs_consumer_pending":                               2, // the push, and the batch's chunk until a worker expands it
+		"ucs_consumer_pending":                               3, // every push waits until a worker finishes it
 		"ucs_push_idempotent_replays_total":                  0,
 		`ucs_token_grants_total{grant="client_credentials"}`: 1,
 	} {

@@ -50,17 +50,17 @@ func (s *Server) push(c echo.Context) error {
 	}
 	claims := claimsOf(c)
 	now := s.now()
+	msg := req.Message(push.NewID(now), claims.Azp, now)
 	if idem != nil {
-		return s.pushOnce(c, idem, req.Message(push.NewID(now), claims.Azp, now))
+		return s.pushOnce(c, idem, msg)
 	}
-	id, err := s.cfg.Publisher.Gather(r.Context(), req.Message("", claims.Azp, now))
-	if err != nil {
+	if err := s.cfg.Publisher.Publish(r.Context(), msg, queue.PublishOptions{}); err != nil {
 		return queueError(err)
 	}
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
 	s.accepted(1)
-	return s.ok(c, pushAnswer{UcsID: id})
+	return s.ok(c, pushAnswer{UcsID: msg.UcsID})
 }
 
 // countRejected counts a refused push once for each kind of rule it broke.
@@ -103,9 +103,9 @@ func (s *Server) pushOnce(c echo.Context, idem *idemRequest, msg push.Message) e
 		}
 	}
 	if idem.owner {
-		if errs := s.cfg.Publisher.PublishBatch(ctx, []push.Message{msg}, queue.PublishOptions{Dedupe: true}); errs[0] != nil {
+		if err := s.cfg.Publisher.Publish(ctx, msg, idem.publishOptions()); err != nil {
 			idem.finish(ctx, []int{0})
-			return queueError(errs[0])
+			return queueError(err)
 		}
 		idem.finish(ctx, nil)
 		s.accepted(1)
@@ -152,76 +152,86 @@ func readBody(r io.Reader, buf []byte, limit int) ([]byte, error) {
 // for the caller: it gets the same 404 as an unknown one.
 func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
-	claims := claimsOf(c)
+	azp := claimsOf(c).Azp
 	notFound := errf(CodeNotFound, "no push with ucsId "+id)
 	if !push.ValidID(id) {
 		return notFound
 	}
-	r, ok := s.results.Get(id)
-	if !ok {
-		var err error
-		r, err = s.result(c.Request().Context(), id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound
-		}
-		if err != nil {
-			return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
-				Header: http.Header{"Retry-After": {"5"}}}
-		}
-		if r.State.Final() {
-			s.results.Add(id, r)
-		}
-	}
-	if r.ClientID != claims.Azp {
+	r, err := s.result(c.Request().Context(), azp, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return notFound
+	case err != nil:
+		return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
+			Header: http.Header{"Retry-After": {"5"}}}
 	}
 	return s.ok(c, resultView(r, s.loc))
 }
 
-// result finds the current result of a push. The queue holds a push until a worker has
-// recorded its outcome, so it is asked first (a direct get by subject). A push it holds that no
-// worker has received yet is queued, no store read needed; one a worker received costs one
-// store read, for the progress of its attempts, and when the store is slow or down the queue
-// answers alone. A push no longer in the queue is finished or sent: its final record answers in
-// one read, otherwise its sent and progress records in two more.
-func (s *Server) result(ctx context.Context, id string) (store.Result, error) {
+// result finds the current result of client's push id in at most three steps, each a read by
+// key: the final results in memory; the queue, which holds a push until a worker has recorded
+// its outcome (one direct get of the push's own subject, which holds only the client's own
+// pushes), with the store's progress record of its attempts once a worker has received it;
+// for a push no longer in the queue, the store's final or sent record. A push of another
+// client is store.ErrNotFound, as an unknown one.
+func (s *Server) result(ctx context.Context, client, id string) (store.Result, error) {
+	if r, ok := s.results.Get(id); ok {
+		return own(r, client)
+	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	m, reached, qerr := s.cfg.Waiting.Get(ctx, id)
-	if qerr == nil {
-		if !reached {
-			return s.queuedResult(m), nil
-		}
-		pctx, pcancel := context.WithTimeout(ctx, s.cfg.StoreWait)
-		defer pcancel()
-		p, err := s.cfg.Store.InProgress(pctx, id)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("progress unavailable; answering from the queue", "ucsId", id, "err", err)
-		}
-		return s.queuedResult(m), nil
-	}
-	r, err := s.cfg.Store.Current(ctx, id)
-	if !errors.Is(err, store.ErrNotFound) {
-		return r, err
-	}
-	if !errors.Is(qerr, queue.ErrNotWaiting) {
-		return r, qerr // the queue could not say whether it holds the push: not a 404
-	}
-	// Nowhere: before saying so, ask the stream's leader, as the replica that answered the
-	// direct get may not hold a push acknowledged a moment ago.
-	m, lerr := s.cfg.Waiting.FromLeader(ctx, id)
+	m, err := s.cfg.Waiting.Get(ctx, client, id)
 	switch {
-	case lerr == nil:
-		return s.queuedResult(m), nil
-	case !errors.Is(lerr, queue.ErrNotWaiting):
-		return r, lerr
+	case err == nil:
+		return s.waitingResult(ctx, m), nil
+	case !errors.Is(err, queue.ErrNotWaiting):
+		return store.Result{}, err // the queue could not say whether it holds the push: not a 404
 	}
-	// A push stored in a chunk may have left it and been delivered in the meantime (a worker
-	// records the outcome before the queue lets go of it): the store has it now, if anyone.
-	return s.cfg.Store.Current(ctx, id)
+	return s.outcome(ctx, client, id)
+}
+
+// waitingResult is the result of the push m, waiting in the queue: queued if no worker has
+// received it yet (no store read), else the progress of its attempts if the store has any.
+// When the store is slow or down, the queue answers alone.
+func (s *Server) waitingResult(ctx context.Context, w queue.Waited) store.Result {
+	m := w.Message
+	if !w.Reached {
+		return s.queuedResult(m)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
+	defer cancel()
+	p, err := s.cfg.Store.InProgress(ctx, m.UcsID)
+	if err == nil && p.ClientID == m.ClientID {
+		if p.State == store.StateQueued {
+			s.explainPause(&p)
+		}
+		return p
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("progress unavailable; answering from the queue", "ucsId", m.UcsID, "err", err)
+	}
+	return s.queuedResult(m)
+}
+
+// outcome reads what became of client's push id once it left the queue, and keeps a final
+// result in memory.
+func (s *Server) outcome(ctx context.Context, client, id string) (store.Result, error) {
+	r, err := s.cfg.Store.Outcome(ctx, id)
+	if err != nil {
+		return store.Result{}, err
+	}
+	if r.State.Final() {
+		s.results.Add(id, r)
+	}
+	return own(r, client)
+}
+
+// own is r as client may see it: its own, or store.ErrNotFound.
+func own(r store.Result, client string) (store.Result, error) {
+	if r.ClientID != client {
+		return store.Result{}, store.ErrNotFound
+	}
+	return r, nil
 }
 
 // lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.
@@ -235,13 +245,19 @@ func (s *Server) queuedResult(m push.Message) store.Result {
 		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
 		Accepted: at, Updated: at,
 	}
-	if s.cfg.Paused != nil {
-		if st, ok := s.cfg.Paused(); ok {
-			r.LastError = st.Explain()
-			r.RetryAt = st.Until
-		}
-	}
+	s.explainPause(&r)
 	return r
+}
+
+// explainPause names a pause of sending in a queued push's result: why, and until when.
+func (s *Server) explainPause(r *store.Result) {
+	if s.cfg.Paused == nil {
+		return
+	}
+	if st, ok := s.cfg.Paused(); ok {
+		r.LastError = st.Explain()
+		r.RetryAt = st.Until
+	}
 }
 
 type resultJSON struct {

@@ -27,17 +27,16 @@ import (
 
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
 type Publisher interface {
-	// Gather publishes the new push m, stored together with the pushes that arrive with it,
-	// and returns the ucsId it gave it once the queue acknowledged it.
-	Gather(ctx context.Context, m push.Message) (string, error)
-	// PublishBatch publishes ms together and answers each one's error; a run of messages
-	// numbered by one block (push.NewBlock) is stored as one chunk.
-	PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) []error
+	// Publish stores m and returns once the queue acknowledged it.
+	Publish(ctx context.Context, m push.Message, o queue.PublishOptions) error
+	// PublishBatch stores ms atomically: all of them, or (with an error) none.
+	PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) error
 }
 
 // Store is what the front end reads and writes; *store.Store implements it.
 type Store interface {
 	Current(ctx context.Context, ucsID string) (store.Result, error)
+	Outcome(ctx context.Context, ucsID string) (store.Result, error)
 	InProgress(ctx context.Context, ucsID string) (store.Result, error)
 	SentByMsgID(ctx context.Context, msgID int64) (store.Result, string, error)
 	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error
@@ -49,13 +48,14 @@ type Events interface {
 	Write(ctx context.Context, ws ...store.Write) error
 }
 
-// Waiting reads pushes still in the queue; *queue.Waiting implements it. Get returns
-// queue.ErrNotWaiting for a push that is not there, and whether a worker may have received it.
+// Waiting reads pushes still in the queue, by the client that sent them; *queue.Waiting
+// implements it. Get returns queue.ErrNotWaiting for a push that is not there.
 type Waiting interface {
-	Get(ctx context.Context, ucsID string) (m push.Message, reached bool, err error)
-	// FromLeader is Get as the stream's leader answers it, without reached: a direct get may
-	// be answered by a replica that lags.
-	FromLeader(ctx context.Context, ucsID string) (push.Message, error)
+	Get(ctx context.Context, client, ucsID string) (queue.Waited, error)
+	// GetMany returns those of ids that wait, by ucsId, in one read of the queue.
+	GetMany(ctx context.Context, client string, ids []string) (map[string]queue.Waited, error)
+	// Find returns the push ucsID while it waits, whoever sent it: for operators.
+	Find(ctx context.Context, ucsID string) (push.Message, error)
 }
 
 // Config wires a Server. Every field is required unless it says otherwise.

@@ -32,7 +32,6 @@ import (
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -189,37 +188,10 @@ func (e *env) streamMsgs() uint64 {
 	return info.State.Msgs
 }
 
-// streamPushes counts the pushes the push stream holds: each single push on its own subject,
-// and every push of a batch's chunk.
+// streamPushes counts the pushes the push stream holds: one message each.
 func (e *env) streamPushes() int {
 	e.t.Helper()
-	ctx := context.Background()
-	st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	n := 0
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if !strings.HasPrefix(m.Subject, queue.ChunkPrefix) {
-			n++
-			continue
-		}
-		if err := push.ChunkItems(m.Data, func(int, []byte) error { n++; return nil }); err != nil {
-			e.t.Fatalf("chunk %s: %v", m.Subject, err)
-		}
-	}
-	return n
+	return int(e.streamMsgs())
 }
 
 func TestClientCredentialsToken(t *testing.T) {
@@ -420,9 +392,9 @@ func TestPushAcceptedAndQueued(t *testing.T) {
 	if !push.ValidID(id) {
 		t.Fatalf("ucsId %q", id)
 	}
-	// In the stream, as published, under its ucsId's subject.
+	// In the stream, as published, under its client's subject of its ucsId.
 	st, _ := e.js.Stream(context.Background(), e.cfg.NATS.Stream)
-	raw, err := st.GetLastMsgForSubject(context.Background(), "ucs.push.mp."+id)
+	raw, err := st.GetLastMsgForSubject(context.Background(), "ucs.push.mp.pusher."+id)
 	if err != nil {
 		t.Fatal(err)
 	}

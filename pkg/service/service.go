@@ -114,6 +114,12 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 		_ = st.Close(context.Background())
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	// A stream left by an earlier version is converted first; nothing in it is lost.
+	if _, err := queue.Migrate(ctx, js, QueueConfig(cfg), d.Logger); err != nil {
+		nc.Close()
+		_ = st.Close(context.Background())
+		return nil, err
+	}
 	stream, err := queue.EnsureStream(ctx, js, QueueConfig(cfg))
 	if err != nil {
 		nc.Close()
@@ -124,8 +130,7 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 }
 
 // pending reads the messages of the stream the workers have not finished: those their
-// consumers have not handed out yet, and those handed out and not yet answered. A batch's
-// chunk waiting to be expanded counts as one until a worker expands it.
+// consumer has not handed out yet, and those handed out and not yet answered.
 func (c *connections) pending(consumer string) func() (float64, error) {
 	return func() (float64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -142,8 +147,7 @@ func (c *connections) pending(consumer string) func() (float64, error) {
 			}
 			return float64(info.State.Msgs), nil
 		}
-		chunks, _, err := c.consumerPending(ctx, queue.ExpandConsumer(consumer))
-		return pushes + chunks, err
+		return pushes, nil
 	}
 }
 
@@ -331,7 +335,6 @@ func (a *API) build(ctx context.Context) error {
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	pub := queue.NewPublisher(a.conn.js)
-	a.closers = append(a.closers, pub.Close)
 	srv, err := server.New(server.Config{
 		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
@@ -539,7 +542,6 @@ type Worker struct {
 	conn    *connections
 	writer  *store.Writer
 	w       *delivery.Worker
-	ex      *queue.Expander
 	pc      *platform.Client
 	pause   *queue.Pause
 	Metrics *metrics.Metrics
@@ -565,11 +567,6 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	}
 	qc := QueueConfig(cfg)
 	cons, err := queue.EnsureConsumer(ctx, conn.js, qc)
-	if err != nil {
-		conn.close()
-		return nil, err
-	}
-	chunks, err := queue.EnsureExpandConsumer(ctx, conn.js, qc)
 	if err != nil {
 		conn.close()
 		return nil, err
@@ -626,9 +623,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	ex := queue.NewExpander(conn.js, chunks)
-	ex.DeadLetter, ex.Logger = queue.NewDeadLetters(conn.js).Copy, d.Logger
-	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, ex: ex, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
+	return &Worker{cfg: cfg, deps: d, conn: conn, writer: writer, w: w, pc: pc, pause: pause, Metrics: m, stopping: make(chan struct{})}, nil
 }
 
 // Run delivers until ctx ends, then stops within shutdown_grace: it fetches nothing more, hands
@@ -638,14 +633,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 // platform's idempotency key keeps the user from getting it twice.
 func (w *Worker) Run(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() {
-		// Chunks of batch requests are expanded beside the deliveries; both stop fetching
-		// when ctx ends and finish what they hold.
-		expanded := make(chan error, 1)
-		go func() { expanded <- w.ex.Run(ctx) }()
-		err := w.w.Run(ctx)
-		done <- errors.Join(err, <-expanded)
-	}()
+	go func() { done <- w.w.Run(ctx) }()
 	select {
 	case err := <-done:
 		return err

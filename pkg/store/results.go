@@ -145,6 +145,17 @@ func (s *Store) Progress(ctx context.Context, ucsID string) (Result, error) {
 	return p.r, p.err
 }
 
+// Outcome returns what became of a push that left the queue: its final result, else its sent
+// result, or ErrNotFound (a push this service never accepted). A worker records one of them
+// before the queue lets go of a push. At most two reads.
+func (s *Store) Outcome(ctx context.Context, ucsID string) (Result, error) {
+	r, err := s.Final(ctx, ucsID)
+	if !errors.Is(err, ErrNotFound) {
+		return r, err
+	}
+	return s.getResult(ctx, ucsID+suffixSent)
+}
+
 // Current returns the most advanced record of a push: final, else sent, else progress, or
 // ErrNotFound when no worker has reached it. At most three reads.
 func (s *Store) Current(ctx context.Context, ucsID string) (Result, error) {
