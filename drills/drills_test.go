@@ -107,7 +107,7 @@ func TestDrillStoreDown(t *testing.T) {
 		attempts += res[id].Attempts
 	}
 	if calls := r.stack.Sim.Stats().Sends; int64(attempts) != calls {
-		t.Errorf("the pushes count %d attempts in all, the platform saw %d calls", attempts, calls)
+		t.Errorf("the pushes count %d attempts in all, the platform saw %d calls (%+v)", attempts, calls, r.stack.Sim.Stats())
 	}
 	report(t, "pushed %d (%d while the store was down %s, %d answered 503 and retried), lost 0, sent twice 0, all final %s after the store came back; %d attempts = %d platform calls",
 		len(ids), during, down, p.refused, time.Since(back).Round(time.Millisecond), attempts, r.stack.Sim.Stats().Sends)

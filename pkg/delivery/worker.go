@@ -255,21 +255,17 @@ func (w *Worker) waitUnpaused(ctx context.Context) bool {
 // errStopping is returned by gate when the worker stops while a message waits to be sent.
 var errStopping = errors.New("the worker is stopping")
 
-// gate returns once msg may be sent: sending is not paused and the shared budget allows one
-// more. While it waits, the queue is told the message is still being worked on.
-func (w *Worker) gate(ctx context.Context, msg jetstream.Msg, r store.Result) error {
+// gate returns once a message may be sent: sending is not paused and the shared budget allows
+// one more. (While it waits, Handle's keepAlive tells the queue the message is being worked on.)
+func (w *Worker) gate(ctx context.Context, r store.Result) error {
 	if st, paused := w.paused(); paused {
 		w.showHeld(ctx, r, st)
-		beat := time.NewTicker(heartbeat)
-		defer beat.Stop()
 		poll := time.NewTicker(pausePoll)
 		defer poll.Stop()
 		for paused {
 			select {
 			case <-w.stopping.Done():
 				return errStopping
-			case <-beat.C:
-				_ = msg.InProgress()
 			case <-poll.C:
 				_, paused = w.paused()
 			}
@@ -286,8 +282,8 @@ func (w *Worker) gate(ctx context.Context, msg jetstream.Msg, r store.Result) er
 	return nil
 }
 
-// heartbeat is how often a message held back by a pause is reported in progress: well inside
-// the shortest ack wait (5 s).
+// heartbeat is how often a message a worker is still handling is reported in progress: well
+// inside the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
 
 // HeaderMigrated marks a push moved from an earlier layout of the stream (queue.Migrate): it
@@ -303,6 +299,9 @@ const HeaderMigrated = queue.HeaderMigrated
 // is recorded in the push's progress record (the store), and a redelivered message reads it
 // there. A worker killed during a call leaves the record saying so, and the call counts once.
 func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
+	// While this worker handles the message, however long the store or the platform takes,
+	// the queue gives it to no other: two workers on one message would both call the platform.
+	defer keepAlive(msg)()
 	m, err := push.DecodeMessage(msg.Data())
 	if err != nil {
 		w.poison(ctx, msg, err)
@@ -410,6 +409,33 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, 
 	}
 }
 
+// keepAlive tells the queue every heartbeat that msg is still being worked on, until the
+// function it returns is called. A message handled within a heartbeat costs one timer.
+func keepAlive(msg jetstream.Msg) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	var beat func()
+	beat = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = msg.InProgress()
+		t = time.AfterFunc(heartbeat, beat)
+	}
+	mu.Lock()
+	t = time.AfterFunc(heartbeat, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}
+
 // record writes the outcome of an attempt, and keeps trying while the store refuses it: the
 // platform has answered, and asking it again would only repeat the call. The message is kept
 // from redelivery meanwhile. It gives up only when the worker stops.
@@ -419,16 +445,12 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Wri
 		return nil
 	}
 	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
-	beat := time.NewTicker(heartbeat)
-	defer beat.Stop()
 	retry := time.NewTicker(w.cfg.StoreRetry)
 	defer retry.Stop()
 	for {
 		select {
 		case <-w.stopping.Done():
 			return err
-		case <-beat.C:
-			_ = msg.InProgress()
 		case <-retry.C:
 			if err = w.cfg.Events.Write(ctx, recs...); err == nil {
 				return nil
@@ -504,7 +526,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 	}
 	tm := platform.TemplateMessage{ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
 	for {
-		if gerr := w.gate(ctx, msg, *r); errors.Is(gerr, errStopping) {
+		if gerr := w.gate(ctx, *r); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze("the worker is stopping", 0)}
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -337,36 +338,34 @@ func TestStoreOutageSpendsNoAttempts(t *testing.T) {
 	}
 }
 
-// hangingSender calls the platform, then never answers: a worker killed after its call reached
-// the platform.
-type hangingSender struct {
+// dyingSender calls the platform, then ends its goroutine without an answer, as a worker
+// process killed during the call: nothing is acknowledged and no heartbeat follows.
+type dyingSender struct {
 	delivery.Sender
 	called chan struct{}
 	once   sync.Once
-	stop   chan struct{}
 }
 
-func (h *hangingSender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
-	_, _ = h.Sender.SendTemplate(ctx, m)
-	h.once.Do(func() { close(h.called) })
-	<-h.stop
-	return 0, errors.New("the worker was killed")
+func (d *dyingSender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
+	_, _ = d.Sender.SendTemplate(ctx, m)
+	d.once.Do(func() { close(d.called) })
+	runtime.Goexit()
+	return 0, nil
 }
 
 // A worker that dies during a call leaves its attempt recorded: the worker that gets the
 // message next counts it, and the attempts equal the platform's calls.
 func TestKilledAttemptCountsOnce(t *testing.T) {
 	r := newRig(t)
-	hang := &hangingSender{Sender: r.pc, called: make(chan struct{}), stop: make(chan struct{})}
-	stop := r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = hang, 1 })
-	t.Cleanup(func() { close(hang.stop) }) // runs before the worker's own cleanup
+	dying := &dyingSender{Sender: r.pc, called: make(chan struct{})}
+	stop := r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = dying, 1 })
 	id := r.publish("u-follows", "JML", jml)
 	select {
-	case <-hang.called:
+	case <-dying.called:
 	case <-time.After(15 * time.Second):
 		t.Fatal("the first worker never called the platform")
 	}
-	stop() // it fetches nothing more; its call never ends
+	stop() // it fetches nothing more
 	if res, err := r.st.Current(context.Background(), id); err != nil || res.State != store.StateSending || res.Attempts != 1 {
 		t.Fatalf("record of the attempt under way: %+v %v", res, err)
 	}
