@@ -71,6 +71,7 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 	if a := post("oEvil", 778); a.status != 200 {
 		t.Fatalf("receipt of another follower: %d %s", a.status, a.body)
 	}
+	e.applied(0)
 	if r, err := e.api.Store.Final(ctx, other); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a receipt of another follower was applied: %+v %v", r, err)
 	}
