@@ -155,7 +155,7 @@ func (e *env) applied(held int) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		return info.NumPending == 0 && info.NumAckPending == held
+		return info.NumPending == 0 && info.NumAckPending == held && e.api.Server.ReceiptsWaiting() == held
 	})
 }
 

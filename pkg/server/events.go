@@ -91,6 +91,7 @@ func (s *Server) ApplyEvents(ctx context.Context, in <-chan []*queue.PlatformEve
 	tick := time.NewTicker(eventTick)
 	defer tick.Stop()
 	defer a.release()
+	defer s.receiptsWaiting.Store(0)
 	for {
 		var take <-chan []*queue.PlatformEvent
 		if len(a.pending) == 0 {
@@ -108,8 +109,17 @@ func (s *Server) ApplyEvents(ctx context.Context, in <-chan []*queue.PlatformEve
 		case <-tick.C:
 			a.tick(ctx)
 		}
+		waiting := 0
+		for _, its := range a.held {
+			waiting += len(its)
+		}
+		s.receiptsWaiting.Store(int64(waiting))
 	}
 }
+
+// ReceiptsWaiting is how many delivery receipts this front end holds, waiting for their msgid
+// (0 at a front end that does not apply events now).
+func (s *Server) ReceiptsWaiting() int { return int(s.receiptsWaiting.Load()) }
 
 // add decodes a batch into pending.
 func (a *applier) add(batch []*queue.PlatformEvent) {

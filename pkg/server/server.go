@@ -149,6 +149,8 @@ type Server struct {
 	docs     *apiDocs
 	// activity counts what the operations page shows; nil when it is off.
 	activity *activity.Recorder
+	// receiptsWaiting is how many delivery receipts wait for their msgid (ApplyEvents).
+	receiptsWaiting atomic.Int64
 }
 
 // New builds the server and its routes.

@@ -77,6 +77,12 @@ func newEnvWith(t testing.TB, mod func(*config.Config)) *env {
 // newEnvLogged is newEnvWith with the service logging to logger (nil: nowhere).
 func newEnvLogged(t testing.TB, mod func(*config.Config), logger *slog.Logger) *env {
 	t.Helper()
+	return newEnvDeps(t, mod, service.Deps{Logger: logger})
+}
+
+// newEnvDeps is newEnvWith with the service's dependencies d (its clock is the env's).
+func newEnvDeps(t testing.TB, mod func(*config.Config), d service.Deps) *env {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +111,8 @@ func newEnvLogged(t testing.TB, mod func(*config.Config), logger *slog.Logger) *
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	api, err := service.NewAPI(ctx, cfg, service.Deps{Now: clk.Now, Logger: logger})
+	d.Now = clk.Now
+	api, err := service.NewAPI(ctx, cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
