@@ -121,7 +121,7 @@ func (e *PlatformEvent) Hold() { _ = e.msg.InProgress() }
 // next (this one is stopping).
 func (e *PlatformEvent) Release() { _ = e.msg.Nak() }
 
-// NewPlatformEvent wraps a stream message; for tests of an applier.
+// NewPlatformEvent wraps a message of the stream of platform events.
 func NewPlatformEvent(msg jetstream.Msg) *PlatformEvent {
 	e := &PlatformEvent{msg: msg, kept: time.Now()}
 	if meta, err := msg.Metadata(); err == nil {
