@@ -60,6 +60,9 @@ type Metrics struct {
 	SendingPaused    prometheus.Gauge
 	IdempotentReplay prometheus.Counter
 	SecurityEvents   *prometheus.CounterVec
+	// ReceiptsUnknown counts the platform's delivery receipts for msgids this service did not
+	// send (another system sending through the same official account), dropped.
+	ReceiptsUnknown prometheus.Counter
 }
 
 // New registers the metrics, and Go's runtime and process collectors, on reg. The registry
@@ -118,6 +121,11 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Refused authentications and forged or replayed requests, by event: login_failed, client_auth_failed, csrf_refused, callback_signature_invalid, callback_replayed.",
 		}, []string{"event"}),
 	}
+	m.ReceiptsUnknown = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ucs_callback_receipts_unknown_total",
+		Help: "Delivery receipts of the platform for a msgid no message of this service has after the wait for it (receipts of another system sending through the account), dropped.",
+	})
+	reg.MustRegister(m.ReceiptsUnknown)
 	// Every event is exported from the start, so that an alert on its rate sees a 0 first.
 	for _, e := range SecurityEvents {
 		m.SecurityEvents.WithLabelValues(e)
@@ -213,6 +221,13 @@ func (m *Metrics) Replayed() {
 func (m *Metrics) SecurityEvent(event string) {
 	if m != nil {
 		m.SecurityEvents.WithLabelValues(event).Inc()
+	}
+}
+
+// ReceiptUnknown counts a delivery receipt dropped for a msgid this service did not send.
+func (m *Metrics) ReceiptUnknown() {
+	if m != nil {
+		m.ReceiptsUnknown.Inc()
 	}
 }
 

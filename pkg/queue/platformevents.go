@@ -4,39 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// PlatformEventPrefix starts the subject of a kept platform event: a delivery receipt (the
+// PlatformEventPrefix starts the subject of a platform event: a delivery receipt (the
 // platform's msgid follows) or a follow event ("follow" follows).
 const PlatformEventPrefix = "ucs.events.mp."
 
-// PlatformEventStream is the name of the stream of kept platform events beside the push stream
+// PlatformEventStream is the name of the stream of platform events beside the push stream
 // named stream.
 func PlatformEventStream(stream string) string { return stream + "_EVENTS" }
 
-// platformEventConsumer is the durable consumer every front end shares to apply kept receipts.
-const platformEventConsumer = "apply"
+// platformEventConsumer is the durable consumer every front end shares to apply platform
+// events, and platformEventGroup its priority group: the consumer is pinned to one front end at
+// a time, which applies the events in the order the stream holds them.
+const (
+	platformEventConsumer = "apply"
+	platformEventGroup    = "apply"
+)
 
-// PlatformEventMaxAge is how long a kept receipt is tried: a receipt whose message the service
-// cannot find after a day is for no message it sent.
+// PlatformEventMaxAge is how long an event waits in the stream to be applied.
 const PlatformEventMaxAge = 24 * time.Hour
 
-// PlatformEvents keeps the platform's events (delivery receipts, follows and unfollows) that the
-// front end could not apply when they came because the store failed, until they can be. The
-// platform pushes an event three times within seconds and then drops it; an event kept here is
-// answered "success" and is not lost to a store outage.
+// PlatformEventAckWait is how long an event handed to a front end may go without word from it
+// before it goes to another; a front end holding an event longer (a receipt waiting for its
+// msgid, a batch waiting for the store) says so every PlatformEventAckWait/3.
+const PlatformEventAckWait = 30 * time.Second
+
+// platformEventPinnedTTL is how long the pinned front end may send no pull request before
+// another one is pinned: a front end that died hands over after this.
+const platformEventPinnedTTL = 30 * time.Second
+
+// PlatformEventMaxHeld bounds the events handed out and not yet acknowledged (receipts waiting
+// for their msgid included): beyond it the stream holds new events back until some are done.
+const PlatformEventMaxHeld = 20_000
+
+// PlatformEvents is the stream of the platform's events (delivery receipts, follows and
+// unfollows): the callback answers the platform once its event is stored here, and one front
+// end at a time applies them in order (Run).
 type PlatformEvents struct {
 	js     jetstream.JetStream
 	stream string
 	cons   jetstream.Consumer
 }
 
-// OpenPlatformEvents creates or updates the stream of kept receipts beside the push stream of c,
-// with its replicas, and the consumer that applies them.
+// OpenPlatformEvents creates or updates the stream of platform events beside the push stream
+// of c, with its replicas, and the consumer that applies them.
 func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (*PlatformEvents, error) {
 	name := PlatformEventStream(c.Stream)
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -53,11 +69,15 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 		return nil, fmt.Errorf("ensure stream %s: %w", name, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
-		Durable:     platformEventConsumer,
-		Description: "front ends applying kept platform events",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		AckWait:     30 * time.Second,
-		MaxDeliver:  -1,
+		Durable:        platformEventConsumer,
+		Description:    "the front end applying platform events, one at a time (pinned)",
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        PlatformEventAckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  PlatformEventMaxHeld,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{platformEventGroup},
+		PinnedTTL:      platformEventPinnedTTL,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", platformEventConsumer, err)
@@ -74,44 +94,116 @@ func (r *PlatformEvents) Keep(ctx context.Context, key string, event []byte) err
 	return nil
 }
 
-// Run applies kept receipts until ctx ends. apply, given the receipt and when it was kept,
-// reports whether it is done with (applied, or refused for good); a receipt that is not is
-// tried again after retry.
-func (r *PlatformEvents) Run(ctx context.Context, retry time.Duration, apply func(ctx context.Context, event []byte, kept time.Time) bool) error {
-	it, err := r.cons.Messages(jetstream.PullMaxMessages(64))
+// PlatformEvent is an event as the stream hands it to the front end applying events. Exactly
+// one of Done or Release, after any number of Hold, is called for it.
+type PlatformEvent struct {
+	msg  jetstream.Msg
+	kept time.Time
+	// Redelivered is set when the stream handed the event out before (to a front end that
+	// stopped, or whose hold lapsed).
+	Redelivered bool
+}
+
+// Data is the event as the front end encoded it.
+func (e *PlatformEvent) Data() []byte { return e.msg.Data() }
+
+// Kept is when the stream stored the event.
+func (e *PlatformEvent) Kept() time.Time { return e.kept }
+
+// Done removes the event from the stream: it was applied, or will never apply.
+func (e *PlatformEvent) Done() { _ = e.msg.Ack() }
+
+// Hold tells the stream the event is still being worked on, so that it is not handed to
+// another front end; call it at least every PlatformEventAckWait/3.
+func (e *PlatformEvent) Hold() { _ = e.msg.InProgress() }
+
+// Release hands the event back to the stream at once, for whichever front end applies events
+// next (this one is stopping).
+func (e *PlatformEvent) Release() { _ = e.msg.Nak() }
+
+// NewPlatformEvent wraps a message of the stream of platform events.
+func NewPlatformEvent(msg jetstream.Msg) *PlatformEvent {
+	e := &PlatformEvent{msg: msg, kept: time.Now()}
+	if meta, err := msg.Metadata(); err == nil {
+		e.kept = meta.Timestamp
+		e.Redelivered = meta.NumDelivered > 1
+	}
+	return e
+}
+
+// platformEventBatch bounds the events handed to the applier at once.
+const platformEventBatch = 256
+
+// Run hands the events to out, in stream order, in batches of those that are there at once,
+// until ctx ends; it is the one reader of the stream in this front end. Another front end's
+// Run waits while this one is pinned, and takes over when this one stops.
+func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) error {
+	it, err := r.cons.Messages(jetstream.PullPriorityGroup(platformEventGroup),
+		jetstream.PullMaxMessages(platformEventBatch), jetstream.PullExpiry(platformEventPinnedTTL/3))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.stream, err)
 	}
-	go func() { <-ctx.Done(); it.Stop() }()
-	// After an outage thousands wait; each costs a store write, which the writer batches when
-	// many come at once.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	sem := make(chan struct{}, platformEventAppliers)
+	defer it.Stop()
+	var pin string
+	defer func() { r.unpin(pin) }()
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
+			}
+			if errors.Is(err, jetstream.ErrPinIDMismatch) || errors.Is(err, nats.ErrTimeout) {
+				continue
 			}
 			return fmt.Errorf("consume %s: %w", r.stream, err)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			kept := time.Now()
-			if meta, err := msg.Metadata(); err == nil {
-				kept = meta.Timestamp
+		if p := msg.Headers().Get("Nats-Pin-Id"); p != "" {
+			pin = p
+		}
+		batch := []*PlatformEvent{NewPlatformEvent(msg)}
+		// Whatever is already here goes with it: one store write for many receipts.
+		for len(batch) < platformEventBatch {
+			m, err := it.Next(jetstream.NextMaxWait(time.Millisecond))
+			if err != nil {
+				break
 			}
-			if apply(ctx, msg.Data(), kept) {
-				_ = msg.Ack()
-			} else {
-				_ = msg.NakWithDelay(retry)
-			}
-		}()
+			batch = append(batch, NewPlatformEvent(m))
+		}
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return nil // not acknowledged: handed out again
+		}
 	}
 }
 
-// platformEventAppliers bounds the kept receipts one front end applies at once.
-const platformEventAppliers = 32
+// unpin hands the consumer over at once when this front end stops, rather than after the
+// pinned TTL; only if it is still the pinned one (pin, from the events it got).
+func (r *PlatformEvents) unpin(pin string) {
+	if pin == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == platformEventGroup && g.PinnedClientID == pin {
+			if st, err := r.js.Stream(ctx, r.stream); err == nil {
+				_ = st.UnpinConsumer(ctx, platformEventConsumer, platformEventGroup)
+			}
+		}
+	}
+}
+
+// Settled reports whether every event stored so far is done with (applied or dropped): for
+// tests and drills that wait for the applier.
+func (r *PlatformEvents) Settled(ctx context.Context) (bool, error) {
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0, nil
+}

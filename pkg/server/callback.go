@@ -18,7 +18,6 @@ import (
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // maxCallbackBytes bounds an event push; the platform's are a few hundred bytes (encrypted,
@@ -216,9 +215,12 @@ type platformEvent struct {
 }
 
 // callbackEvent takes the platform's event pushes: the final status of a sent template
-// message, and follows and unfollows. It answers "success" (in plaintext, which the platform
-// accepts in safe mode too) to everything it has recorded or does not handle, so the platform
-// does not repeat it.
+// message, and follows and unfollows. An authenticated event of these kinds is stored in the
+// stream of platform events (KeepEvent) and answered "success" (in plaintext, which the platform
+// accepts in safe mode too) once the stream has it, whatever the store is doing; the front end
+// that applies events (ApplyEvents) applies it from there. Events of other kinds are answered
+// "success" and not kept. When the stream cannot take the event, the answer is 503 and the
+// platform, which repeats an event it got no success for, pushes it again.
 func (s *Server) callbackEvent(c echo.Context) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCallbackBytes+1))
 	if err != nil || len(body) > maxCallbackBytes {
@@ -229,15 +231,66 @@ func (s *Server) callbackEvent(c echo.Context) error {
 		s.securityEvent(c, metrics.EventCallbackSignatureInvalid, "callback refused", "reason", reason(err))
 		return badSignature()
 	}
+	ev, perr := s.parseEvent(plain)
+	if perr != nil {
+		return perr
+	}
 	release, err := s.takeNonce(c, ts, nonce)
 	if err != nil {
 		return err
 	}
-	if err := s.applyEvent(c, plain); err != nil {
-		release()
-		return err
+	if key, ok := eventKey(ev); ok {
+		if err := s.keepEvent(c.Request().Context(), key, keptEvent{Event: ev, At: s.now()}); err != nil {
+			release()
+			return err
+		}
 	}
 	return c.String(http.StatusOK, "success")
+}
+
+// keepWait bounds storing an event in the stream: the platform waits 5 s for the answer, and
+// the nonce's record is taken within the same request.
+const keepWait = 3 * time.Second
+
+// eventKey is the subject key an event is kept under, and whether it is of a kind the service
+// applies.
+func eventKey(ev platformEvent) (string, bool) {
+	if ev.MsgType != "event" {
+		return "", false
+	}
+	switch ev.Event {
+	case "TEMPLATESENDJOBFINISH":
+		return strconv.FormatInt(ev.MsgID, 10), true
+	case "subscribe", "unsubscribe":
+		return "follow", true
+	}
+	return "", false
+}
+
+// keepEvent stores k in the stream of platform events.
+func (s *Server) keepEvent(ctx context.Context, key string, k keptEvent) error {
+	b, err := json.Marshal(k)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, keepWait)
+		defer cancel()
+		err = s.cfg.KeepEvent(ctx, key, b)
+	}
+	if err != nil {
+		// Not "success": the platform pushes the event again.
+		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+	}
+	return nil
+}
+
+// keptEvent is a platform event as the stream keeps it.
+type keptEvent struct {
+	Event platformEvent `json:"event"`
+	// At is when the callback came, by the front end's clock; zero in events kept by earlier
+	// versions (the stream's time stands in).
+	At time.Time `json:"at,omitzero"`
+	// Unsent was set by earlier versions on a receipt whose msgid no message had when it came;
+	// every receipt is treated alike now.
+	Unsent bool `json:"unsent,omitempty"`
 }
 
 // parseEvent reads an authenticated event and checks what applying it needs.
@@ -267,196 +320,13 @@ func (s *Server) parseEvent(plain []byte) (platformEvent, *Error) {
 	return ev, nil
 }
 
-func (s *Server) applyEvent(c echo.Context, plain []byte) error {
-	ev, perr := s.parseEvent(plain)
-	if perr != nil {
-		return perr
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
-	defer cancel()
-	if ev.MsgType != "event" {
-		return nil
-	}
-	switch ev.Event {
-	case "TEMPLATESENDJOBFINISH":
-		return s.receipt(ctx, ev)
-	case "subscribe", "unsubscribe":
-		if err := s.follow(ctx, ev); err != nil {
-			return s.keep(ctx, "follow", ev, err)
-		}
-	}
-	return nil
-}
-
-// followWait bounds the store's answer to a follow event: the platform waits 5 s for the
-// whole callback, and an event the store does not take in time is kept instead.
-const followWait = 2 * time.Second
+// followWait bounds the store's answer to one follow event, or to one receipt's read of its
+// msgid, when events are applied.
+const followWait = 5 * time.Second
 
 // follow applies a follow or unfollow; events apply in CreateTime order, whenever they come.
 func (s *Server) follow(ctx context.Context, ev platformEvent) error {
 	ctx, cancel := context.WithTimeout(ctx, followWait)
 	defer cancel()
-	if err := s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe", time.Unix(ev.CreateTime, 0)); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
-	}
-	return nil
-}
-
-// keep keeps an event the store could not take (KeepEvent) and tells the platform it arrived:
-// it would push it only three times within seconds and then drop it. Without KeepEvent, or
-// when the queue fails too, the store's error is the answer.
-func (s *Server) keep(ctx context.Context, key string, ev platformEvent, err error) error {
-	return s.keepAs(ctx, key, keptEvent{Event: ev}, err)
-}
-
-// keptEvent is a platform event as kept. Unsent marks a receipt whose msgid no message had when
-// it came (see receipt).
-type keptEvent struct {
-	Event  platformEvent `json:"event"`
-	Unsent bool          `json:"unsent,omitempty"`
-}
-
-func (s *Server) keepAs(ctx context.Context, key string, k keptEvent, err error) error {
-	ev := k.Event
-	if s.cfg.KeepEvent == nil {
-		return err
-	}
-	b, merr := json.Marshal(k)
-	if merr == nil {
-		merr = s.cfg.KeepEvent(ctx, key, b)
-	}
-	if merr != nil {
-		s.log.Warn("platform event could not be applied or kept", "event", ev.Event, "err", err, "keep", merr)
-		return err
-	}
-	s.log.Info("platform event kept, to be applied once the store answers", "event", ev.Event, "err", err)
-	return nil
-}
-
-// receiptPoll is how often a receipt looks again for the sent record of its msgid.
-const receiptPoll = 20 * time.Millisecond
-
-// receipt applies the platform's final report on a message it accepted. A receipt that
-// cannot be applied because the store failed is kept in the queue (KeepReceipt) and applied
-// once the store is back, and the platform is told it arrived: it would push it only three
-// times within seconds and then drop it.
-func (s *Server) receipt(ctx context.Context, ev platformEvent) error {
-	// The platform waits 5 s for an answer: a store that does not answer within a second of
-	// the wait for the sent record is taken as down, and the receipt kept.
-	actx, cancel := context.WithTimeout(ctx, s.cfg.ReceiptWait+time.Second)
-	defer cancel()
-	applied, err := s.applyReceipt(actx, ev, s.cfg.ReceiptWait, false)
-	var e *Error
-	if applied && errors.As(err, &e) && e.Code == CodeNotFound && s.cfg.KeepEvent != nil {
-		// No message has this msgid yet. Either it is for no message of ours, or its sent
-		// record is late (the 404 has the platform push it again), or the platform took an
-		// attempt whose answer the worker never got (a time-out) and will answer the worker's
-		// next attempt with this msgid (client_msg_id), after the platform has given up on
-		// this receipt. For that last case it is kept too, and applied only to a message sent
-		// on a later attempt, so that a receipt planted ahead of a first send changes nothing.
-		_ = s.keepAs(ctx, strconv.FormatInt(ev.MsgID, 10), keptEvent{Event: ev, Unsent: true}, nil)
-		return err
-	}
-	if applied {
-		return err
-	}
-	return s.keep(ctx, strconv.FormatInt(ev.MsgID, 10), ev, err)
-}
-
-// receiptKeptFor bounds how long a kept receipt waits for the sent record of its msgid; a
-// receipt kept with no message of its msgid waits receiptUnsentFor, the time a worker takes to
-// try again after a time-out.
-const (
-	receiptKeptFor   = 10 * time.Minute
-	receiptUnsentFor = 2 * time.Minute
-)
-
-// ApplyKept applies a platform event kept at kept (see keep); it reports whether the event is
-// done with (applied, or not applicable) rather than to be tried again.
-func (s *Server) ApplyKept(ctx context.Context, event []byte, kept time.Time) bool {
-	var k keptEvent
-	if err := json.Unmarshal(event, &k); err != nil {
-		s.log.Warn("kept platform event unreadable; dropped", "err", err)
-		return true
-	}
-	ev := k.Event
-	switch {
-	case ev.Event == "subscribe" || ev.Event == "unsubscribe":
-		return s.follow(ctx, ev) == nil
-	case ev.Event != "TEMPLATESENDJOBFINISH" || ev.MsgID == 0:
-		s.log.Warn("kept platform event of no known kind; dropped", "event", ev.Event)
-		return true
-	}
-	applied, err := s.applyReceipt(ctx, ev, 0, k.Unsent)
-	if !applied && err != nil {
-		return false // the store still fails
-	}
-	wait := receiptKeptFor
-	if k.Unsent {
-		wait = receiptUnsentFor
-	}
-	if err != nil && s.now().Sub(kept) < wait {
-		return false // not sent yet: the worker holding it records it once the store is back
-	}
-	return true
-}
-
-// applyReceipt applies a receipt. Only a msgid this service sent, reported for the follower
-// it was sent to, changes a result; with retriedOnly, only one sent on a second attempt or
-// later. The sent record is written by a worker once the platform
-// answered, and the platform may report before that write lands: a receipt waits up to wait
-// for it, then asks the platform to push it again. applied is false, with the error, when the
-// store failed.
-func (s *Server) applyReceipt(ctx context.Context, ev platformEvent, wait time.Duration, retriedOnly bool) (applied bool, err error) {
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	var (
-		sent   store.Result
-		openID string
-	)
-	for {
-		// A worker announced the message when it recorded it as sent; else (a missed
-		// announcement, another front end's restart) the store has it.
-		var ok bool
-		if sent, openID, ok = s.sent.Get(ev.MsgID); ok {
-			err = nil
-			break
-		}
-		// The read itself runs under the request's context: the wait ending in the middle of
-		// a read must not turn "not sent (yet)" into a store failure.
-		sent, openID, err = s.cfg.Store.SentByMsgID(ctx, ev.MsgID)
-		if !errors.Is(err, store.ErrNotFound) {
-			break
-		}
-		select {
-		case <-wctx.Done():
-		case <-time.After(receiptPoll):
-			continue
-		}
-		break
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		s.log.Warn("delivery receipt for a msgid this service did not send", "msgid", ev.MsgID, "status", ev.Status)
-		// Not "success": if the sent record was only late, the platform's next push applies.
-		return true, errf(CodeNotFound, "no message with this MsgID")
-	case err != nil:
-		// Not "success": the platform repeats the push later.
-		return false, &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
-	case openID != ev.FromUserName:
-		s.log.Warn("delivery receipt for another follower than the message's", "msgid", ev.MsgID, "ucsId", sent.UcsID)
-		return true, nil
-	case retriedOnly && sent.Attempts <= 1:
-		s.log.Warn("delivery receipt that came before its message's only send", "msgid", ev.MsgID, "ucsId", sent.UcsID)
-		return true, nil
-	}
-	final := store.Receipt(sent, ev.Status, s.now())
-	if err := s.cfg.Events.Write(ctx, store.FinalRecord(final, final.Finished)); err != nil {
-		return false, &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
-	}
-	s.sent.Remove(ev.MsgID)
-	if s.cfg.Announce != nil {
-		s.cfg.Announce(final)
-	}
-	return true, nil
+	return s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == "subscribe", time.Unix(ev.CreateTime, 0))
 }

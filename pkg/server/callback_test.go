@@ -15,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -137,6 +140,25 @@ func (e *env) markSentOn(ucsID string, msgID int64, openID string, attempt int) 
 	}
 }
 
+// applied waits until the front end applied every platform event stored so far but held,
+// the number of receipts waiting for their msgid.
+func (e *env) applied(held int) {
+	e.t.Helper()
+	ctx := context.Background()
+	name := queue.PlatformEventStream(e.cfg.NATS.Stream)
+	embeddedtest.Eventually(e.t, 20*time.Second, "platform events applied", func() bool {
+		cons, err := e.js.Consumer(ctx, name, "apply")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return info.NumPending == 0 && info.NumAckPending == held && e.api.Server.ReceiptsWaiting() == held
+	})
+}
+
 // result is the lookup of ucsID through the front end.
 func (e *env) result(tok, ucsID string) map[string]any {
 	e.t.Helper()
@@ -159,8 +181,7 @@ func (e *env) replica() string {
 }
 
 // TestCallbackReplayRefused: a captured signed query is accepted once, whatever body comes
-// with it and whichever front end it reaches; the address check's query cannot sign an event;
-// a callback that changed nothing may be repeated by the platform as it was.
+// with it and whichever front end it reaches; the address check's query cannot sign an event.
 func TestCallbackReplayRefused(t *testing.T) {
 	var logs logLines
 	e := newEnvLogged(t, nil, logs.logger())
@@ -169,6 +190,7 @@ func TestCallbackReplayRefused(t *testing.T) {
 	if a := e.callback(captured, followEvent("oA", "unsubscribe", now)); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("first use: %d %s", a.status, a.body)
 	}
+	e.applied(0)
 	if e.following("2020000001") {
 		t.Fatal("unsubscribe not applied")
 	}
@@ -176,17 +198,11 @@ func TestCallbackReplayRefused(t *testing.T) {
 	if a := e.callback(captured, followEvent("oA", "subscribe", now+1)); a.status != 409 || a.json(t)["code"] != "A00409" {
 		t.Fatalf("replay with another body: %d %s", a.status, a.body)
 	}
-	if e.following("2020000001") {
-		t.Fatal("a replayed callback changed the follower")
-	}
 	// ... and at another front end.
 	other := e.replica()
 	resp, err := httpPost(other+callbackPath+"?"+captured, followEvent("oA", "subscribe", now+1))
 	if err != nil || resp != 409 {
 		t.Fatalf("replay at another replica: %d %v", resp, err)
-	}
-	if e.following("2020000001") {
-		t.Fatal("a replay at another replica changed the follower")
 	}
 	// The address check's signed query, taken to sign an event: refused.
 	check := e.plainQuery(cbToken, "check")
@@ -196,23 +212,28 @@ func TestCallbackReplayRefused(t *testing.T) {
 	if a := e.callback(check, followEvent("oA", "subscribe", now+2)); a.status != 409 {
 		t.Fatalf("an address check's query signed an event: %d %s", a.status, a.body)
 	}
-	// A receipt that changed nothing (its message not recorded as sent yet) is answered so that
-	// the platform pushes it again; its very query is then accepted.
+	e.applied(0)
+	if e.following("2020000001") {
+		t.Fatal("a replayed callback changed the follower")
+	}
+	// A receipt whose message is not recorded as sent yet is answered success at once, and
+	// applied once its sent record is there (written late, and not announced: found by the one
+	// read of the store at the end of its wait); its query is used up.
 	repeat := e.plainQuery(cbToken, "repeat")
 	body := receiptEvent("oA", 777, simulator.StatusSuccess)
-	if a := e.callback(repeat, body); a.status != 404 {
+	if a := e.callback(repeat, body); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("receipt before its sent record: %d %s", a.status, a.body)
 	}
+	e.applied(1)
 	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
 	e.markSent(id, 777, "oA")
-	if a := e.callback(repeat, body); a.status != 200 {
-		t.Fatalf("the platform's repeat: %d %s", a.status, a.body)
-	}
+	e.clock.Add(2*time.Minute + time.Second)
+	e.applied(0)
 	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
-		t.Fatalf("after the repeat: %v", d)
+		t.Fatalf("after its wait: %v", d)
 	}
 	if a := e.callback(repeat, body); a.status != 409 {
-		t.Fatalf("a third use of an applied query: %d %s", a.status, a.body)
+		t.Fatalf("a second use of a kept event's query: %d %s", a.status, a.body)
 	}
 	if v := e.metricValue(`ucs_security_events_total{event="callback_replayed"}`); v != 3 {
 		t.Fatalf("callback_replayed counted %v, want 3", v)
@@ -246,10 +267,9 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 		n++
 		return e.callback(e.plainQuery(cbToken, "f"+strconv.Itoa(n)), body)
 	}
-	// Planted in advance for a msgid the platform will hand out later: refused, and stored
-	// nowhere a lookup reads (kept only for a message sent on a later attempt, see
-	// TestReceiptBeforeRetriedSend).
-	if a := post(receiptEvent("oA", 556, simulator.StatusUserBlock)); a.status != 404 {
+	// Planted in advance for a msgid the platform will hand out later: answered, held for the
+	// msgid, and stored nowhere a lookup reads.
+	if a := post(receiptEvent("oA", 556, simulator.StatusUserBlock)); a.status != 200 {
 		t.Fatalf("receipt of an unsent msgid: %d %s", a.status, a.body)
 	}
 	if _, _, err := e.api.Store.SentByMsgID(ctx, 556); !errors.Is(err, store.ErrNotFound) {
@@ -259,6 +279,7 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	if a := post(receiptEvent("oEvil", 555, simulator.StatusUserBlock)); a.status != 200 {
 		t.Fatalf("receipt of another follower: %d %s", a.status, a.body)
 	}
+	e.applied(1)
 	if d := e.result(tok, sentID); d["state"] != "sent" {
 		t.Fatalf("a receipt of another follower changed the result: %v", d)
 	}
@@ -266,36 +287,66 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	if a := post(receiptEvent("oA", 555, simulator.StatusSuccess)); a.status != 200 {
 		t.Fatalf("real receipt: %d %s", a.status, a.body)
 	}
+	e.applied(1)
 	if d := e.result(tok, sentID); d["state"] != "delivered" {
 		t.Fatalf("after the real receipt: %v", d)
 	}
+	// The platform hands msgid 556 out later, for a first attempt: the planted receipt, whose
+	// wait ends now, came before that send and is not its receipt.
+	e.clock.Add(time.Minute)
 	e.markSent(laterID, 556, "oA")
+	e.clock.Add(time.Minute + time.Second)
+	e.applied(0)
+	if d := e.result(tok, laterID); d["state"] != "sent" {
+		t.Fatalf("the later message picked up a planted receipt: %v", d)
+	}
 	if a := post(receiptEvent("oA", 556, simulator.StatusSuccess)); a.status != 200 {
 		t.Fatalf("real receipt of the later message: %d %s", a.status, a.body)
 	}
+	e.applied(0)
 	if d := e.result(tok, laterID); d["state"] != "delivered" || d["reason"] != nil {
 		t.Fatalf("the later message picked up a planted receipt: %v", d)
 	}
 }
 
 // TestReceiptBeforeRetriedSend: the platform took an attempt whose answer the worker never got
-// (a time-out), and its receipt comes, and is pushed again and given up by the platform, before
-// the worker's next attempt learns the msgid (the platform answers a repeated client_msg_id with
-// the first msgid). The receipt is kept and applied once the message is recorded as sent on
-// that later attempt; one for a message sent on its first attempt is not
+// (a time-out), and its receipt comes before the worker's next attempt learns the msgid (the
+// platform answers a repeated client_msg_id with the first msgid). The receipt is answered
+// success, held, and applied as soon as a worker announces the message sent on that later
+// attempt; one for a message sent on its first attempt after the receipt came is not
 // (TestForgedReceiptsIgnored).
 func TestReceiptBeforeRetriedSend(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
 	const id = "01KEEEEEEEEEEEEEEEEEEEEEEE"
-	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 777, simulator.StatusUserBlock)); a.status != 404 {
+	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 777, simulator.StatusUserBlock)); a.status != 200 {
 		t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
 	}
-	e.markSentOn(id, 777, "oA", 2)
-	embeddedtest.Eventually(t, 20*time.Second, "the kept receipt is applied", func() bool {
+	e.applied(1)
+	e.clock.Add(20 * time.Second) // the worker's next attempt, well within the wait
+	e.announceSent(id, 777, "oA", 2)
+	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
 		d := e.result(tok, id)
 		return d["state"] == "failed" && d["reason"] == simulator.StatusUserBlock
 	})
+	e.applied(0)
+}
+
+// announceSent announces ucsID as sent on the given attempt, as a worker does before it
+// writes the sent record.
+func (e *env) announceSent(ucsID string, msgID int64, openID string, attempt int) {
+	e.t.Helper()
+	nc, err := nats.Connect(e.nats.URL())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer nc.Close()
+	now := e.clock.Now()
+	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+	queue.NewFinals(nc).AnnounceSent(r, openID)
+	if err := nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // TestFollowEventsInCreateTimeOrder: an older subscribe or unsubscribe that arrives after a
@@ -323,6 +374,7 @@ func TestFollowEventsInCreateTimeOrder(t *testing.T) {
 		if st := post(s.event, s.created); st != 200 {
 			t.Fatalf("step %d: %d", i, st)
 		}
+		e.applied(0)
 		if got := e.following("2020000001"); got != s.want {
 			t.Fatalf("step %d (%s at %+d s): following %v, want %v", i, s.event, s.created-now, got, s.want)
 		}
@@ -332,6 +384,7 @@ func TestFollowEventsInCreateTimeOrder(t *testing.T) {
 			t.Fatalf("subscribe with CreateTime %d: %d", created, st)
 		}
 	}
+	e.applied(0)
 	if e.following("2020000001") {
 		t.Fatal("a refused event changed the follower")
 	}
@@ -356,12 +409,14 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	if err := sim.Unsubscribe(ctx, "oA"); err != nil {
 		t.Fatal(err)
 	}
+	e.applied(0)
 	if e.following("2020000001") {
 		t.Fatal("encrypted unsubscribe not applied")
 	}
 	if err := sim.Subscribe(ctx, "oA"); err != nil {
 		t.Fatal(err)
 	}
+	e.applied(0)
 	if !e.following("2020000001") {
 		t.Fatal("encrypted subscribe not applied")
 	}
@@ -406,11 +461,16 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	if a := e.callback(q1, body2); a.status != 401 {
 		t.Fatalf("another body under a captured query: %d %s", a.status, a.body)
 	}
+	e.applied(0)
 	if !e.following("2020000001") {
 		t.Fatal("a refused push changed the follower")
 	}
-	if a := e.callback(q1, body1); a.status != 200 || e.following("2020000001") {
+	if a := e.callback(q1, body1); a.status != 200 {
 		t.Fatalf("the push itself: %d %s", a.status, a.body)
+	}
+	e.applied(0)
+	if e.following("2020000001") {
+		t.Fatal("the push itself not applied")
 	}
 	if a := e.callback(q1, body1); a.status != 409 {
 		t.Fatalf("the push replayed whole: %d %s", a.status, a.body)
@@ -428,6 +488,7 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	if err := other.Subscribe(ctx, "oA"); err == nil {
 		t.Fatal("another appid's simulator was answered success")
 	}
+	e.applied(0)
 	if e.following("2020000001") {
 		t.Fatal("a push for another appid changed the follower")
 	}

@@ -90,18 +90,20 @@ type Config struct {
 	// StoreWait bounds how long a lookup of a push still in the queue waits for the store's
 	// progress record before it answers from the queue alone. Default 300ms.
 	StoreWait time.Duration
-	// ReceiptWait bounds how long a delivery receipt waits for the sent record of its msgid,
-	// which a worker may still be writing when the platform reports. Default 3s; the platform
-	// gives up on an answer after 5s and pushes the receipt again.
+	// ReceiptWait bounds how long a delivery receipt whose msgid no message has waits for it
+	// (held in the stream of platform events, answered already): its sent record may be
+	// written late, or the platform took an attempt whose answer the worker never got and
+	// gives the worker's next attempt the same msgid. Then it is dropped as a receipt for a
+	// message this service did not send. Default 2 minutes.
 	ReceiptWait time.Duration
 	// ResultCache bounds the final results kept in memory. Default 100,000 (about 25 MB).
 	ResultCache int
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
 	Announce func(store.Result)
-	// KeepEvent, when set, keeps a platform event (a delivery receipt, a follow) that could not
-	// be applied because the store failed, under key, for ApplyKept to apply later; nil
-	// answers such an event 503.
+	// KeepEvent stores a platform event (a delivery receipt, a follow) in the stream of
+	// platform events under key, for ApplyEvents to apply; the callback answers "success" once
+	// it returns nil. Required with CallbackToken.
 	KeepEvent func(ctx context.Context, key string, event []byte) error
 	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their
 	// delivery receipts, which the platform sends within seconds. Default 100,000: receipts
@@ -147,6 +149,8 @@ type Server struct {
 	docs     *apiDocs
 	// activity counts what the operations page shows; nil when it is off.
 	activity *activity.Recorder
+	// receiptsWaiting is how many delivery receipts wait for their msgid (ApplyEvents).
+	receiptsWaiting atomic.Int64
 }
 
 // New builds the server and its routes.
@@ -159,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CallbackToken != "" && cfg.Nonces == nil {
 		return nil, errors.New("server: callbacks need nonces, to refuse replays")
+	}
+	if cfg.CallbackToken != "" && cfg.KeepEvent == nil {
+		return nil, errors.New("server: callbacks need KeepEvent, to store the events they take")
 	}
 	cb := callbackAuth{token: cfg.CallbackToken, now: cfg.Now}
 	if cfg.CallbackAESKey != "" {
@@ -182,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.StoreWait = 300 * time.Millisecond
 	}
 	if cfg.ReceiptWait <= 0 {
-		cfg.ReceiptWait = 3 * time.Second
+		cfg.ReceiptWait = 2 * time.Minute
 	}
 	if cfg.ResultCache <= 0 {
 		cfg.ResultCache = 100_000

@@ -499,11 +499,45 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ApplyKeptEvents applies the platform events kept through a store outage (or ahead of their
-// message), with every other front end, until ctx ends; Serve runs it.
+// ApplyKeptEvents applies the platform events the callback stored in their stream (receipts,
+// follows), until ctx ends; Serve runs it. One front end at a time applies them, in order;
+// the others wait to take over.
 func (a *API) ApplyKeptEvents(ctx context.Context) error {
-	return a.events.Run(ctx, 5*time.Second, a.Server.ApplyKept)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []*queue.PlatformEvent)
+	applied := make(chan error, 1)
+	go func() {
+		defer cancel()
+		applied <- a.Server.ApplyEvents(ctx, batches)
+	}()
+	events := a.events
+	for {
+		err := events.Run(ctx, batches)
+		if ctx.Err() != nil || err == nil {
+			break
+		}
+		// The consumer went away (deleted, its stream lost): made again, and read again;
+		// unapplied events are in the stream meanwhile.
+		a.deps.Logger.Error("reading platform events failed; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if e, err := queue.OpenPlatformEvents(ctx, a.conn.js, QueueConfig(a.cfg)); err == nil {
+			events = e
+		}
+	}
+	cancel()
+	return <-applied
 }
+
+// EventsSettled reports whether every platform event stored so far is applied (or dropped):
+// none waits in the stream, none is held for its msgid.
+func (a *API) EventsSettled(ctx context.Context) (bool, error) { return a.events.Settled(ctx) }
 
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
 func (a *API) refreshKeys(ctx context.Context, every time.Duration) {

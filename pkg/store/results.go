@@ -82,12 +82,29 @@ type Write struct {
 	id      string
 	doc     any
 	replace bool // upsert over an earlier record with the same id; otherwise the first one wins
+	// firstOnly reports a record that was there before as ErrFinalExists rather than as
+	// written.
+	firstOnly bool
 }
+
+// ErrFinalExists is the answer to a FirstFinalRecord when the push had a final result
+// already; that earlier one stays, and is the push's result.
+var ErrFinalExists = errors.New("the push has a final result already")
 
 // FinalRecord is the final result of a push. A second final record of the same push (a receipt
 // the platform repeats) changes nothing.
 func FinalRecord(r Result, at time.Time) Write {
 	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
+}
+
+// FirstFinalRecord is FinalRecord for a writer that must know whether its result is the one
+// kept: a push that has a final result already answers ErrFinalExists (the store keeps the
+// first final result of a push, whichever wrote it), so that the writer tells every front end
+// the result the store has (Store.Final) rather than its own.
+func FirstFinalRecord(r Result, at time.Time) Write {
+	w := FinalRecord(r, at)
+	w.firstOnly = true
+	return w
 }
 
 // SentRecords are the records of a push the platform accepted: its sent result, and its msgid
@@ -206,22 +223,34 @@ func Receipt(sent Result, status string, at time.Time) Result {
 
 // write stores a batch of records: inserts in one unordered InsertMany per collection,
 // replacements in one ordered BulkWrite. A record inserted again (the same push's record written
-// after a redelivery) is kept as first written.
-func (s *Store) write(ctx context.Context, ws []Write) error {
+// after a redelivery) is kept as first written; existed[i] reports that of ws[i].
+func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err error) {
 	inserts := map[string][]any{}
+	// at maps each collection's inserts back to their place in ws.
+	at := map[string][]int{}
 	replaces := map[string][]mongo.WriteModel{}
-	for _, w := range ws {
+	for i, w := range ws {
 		if w.replace {
 			replaces[w.col] = append(replaces[w.col],
 				mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: w.id}}).SetReplacement(w.doc).SetUpsert(true))
 		} else {
 			inserts[w.col] = append(inserts[w.col], w.doc)
+			at[w.col] = append(at[w.col], i)
 		}
 	}
+	existed = make([]bool, len(ws))
 	for col, docs := range inserts {
 		_, err := s.col(col).InsertMany(ctx, docs, unordered)
 		if err != nil && !onlyDuplicates(err) {
-			return fmt.Errorf("insert into %s: %w", col, err)
+			return nil, fmt.Errorf("insert into %s: %w", col, err)
+		}
+		var bwe mongo.BulkWriteException
+		if errors.As(err, &bwe) {
+			for _, we := range bwe.WriteErrors {
+				if we.Index >= 0 && we.Index < len(at[col]) {
+					existed[at[col][we.Index]] = true
+				}
+			}
 		}
 	}
 	for col, models := range replaces {
@@ -235,10 +264,10 @@ func (s *Store) write(ctx context.Context, ws []Write) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("replace in %s: %w", col, err)
+			return nil, fmt.Errorf("replace in %s: %w", col, err)
 		}
 	}
-	return nil
+	return existed, nil
 }
 
 // onlyDuplicates reports whether every failure of a bulk insert is a duplicate key.

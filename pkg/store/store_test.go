@@ -117,6 +117,46 @@ func TestResultRecords(t *testing.T) {
 	state(store.StateDelivered, 2, "-1 system busy")
 }
 
+// TestFirstFinalRecord: a final result written after another one of the same push is told so
+// (ErrFinalExists), alone or in a batch with others that are written, and the first stays.
+func TestFirstFinalRecord(t *testing.T) {
+	st := embeddedtest.Store(t, func() time.Time { return t0 })
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	ctx := context.Background()
+	const a, b, c = "01JFIRSTA00000000000000000", "01JFIRSTB00000000000000000", "01JFIRSTC00000000000000000"
+	sent := func(id string) store.Result {
+		return store.Result{UcsID: id, ClientID: "c1", State: store.StateSent, MsgID: 7, Attempts: 1, Sent: at(1)}
+	}
+	if err := w.Write(ctx, store.FirstFinalRecord(store.Receipt(sent(a), "success", at(2)), at(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, store.FirstFinalRecord(store.Receipt(sent(a), "failed:user block", at(3)), at(3))); !errors.Is(err, store.ErrFinalExists) {
+		t.Fatalf("a second final result: %v, want ErrFinalExists", err)
+	}
+	// Many at once, as the front end's group commit writes them: each answered for itself.
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, id := range []string{b, a, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Write(ctx, store.FirstFinalRecord(store.Receipt(sent(id), "failed: system failed", at(4)), at(4)))
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || !errors.Is(errs[1], store.ErrFinalExists) || errs[2] != nil {
+		t.Fatalf("batch answers: %v", errs)
+	}
+	// FinalRecord keeps answering a repeat as written: the workers rely on it.
+	if err := w.Write(ctx, store.FinalRecord(store.Receipt(sent(a), "failed:user block", at(5)), at(5))); err != nil {
+		t.Fatalf("FinalRecord of a final push: %v", err)
+	}
+	if r, err := st.Final(ctx, a); err != nil || r.State != store.StateDelivered || !r.Finished.Equal(at(2)) {
+		t.Fatalf("the first final result did not stay: %+v %v", r, err)
+	}
+}
+
 // TestRetryRacesFirstAttempt: a retry's record replaces a first attempt's record that may be
 // inserted at the same moment (posted without waiting); the replacement never fails for it and
 // always wins.

@@ -171,14 +171,19 @@ func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 		recs = append(recs, p.w)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-	err := w.s.write(ctx, recs)
+	existed, err := w.s.write(ctx, recs)
 	cancel()
 	if err != nil {
 		w.s.log.Error("writing delivery records failed", "records", len(recs), "err", err)
 	}
-	for _, p := range batch {
-		if p.done != nil {
-			p.done <- err
+	for i, p := range batch {
+		if p.done == nil {
+			continue
 		}
+		if err == nil && existed[i] && p.w.firstOnly {
+			p.done <- ErrFinalExists
+			continue
+		}
+		p.done <- err
 	}
 }
