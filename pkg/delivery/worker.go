@@ -3,12 +3,12 @@ package delivery
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -143,8 +143,10 @@ func New(cfg Config) (*Worker, error) {
 }
 
 // Run delivers messages until ctx ends, then finishes the deliveries under way and the
-// messages already fetched, and returns. While sending is paused it fetches nothing: the
-// messages it holds wait (kept from redelivery), the rest stay in the queue.
+// messages already fetched, and returns. It fetches only as many messages as it has idle
+// handlers, and tells the queue at once, and then every heartbeat, that it works on each: a
+// message this worker holds is never given to another worker while it lives. While sending is
+// paused it fetches nothing: the messages it holds wait, the rest stay in the queue.
 func (w *Worker) Run(ctx context.Context) error {
 	w.stopping = ctx
 	// Deliveries under way finish even when ctx ends: a half-recorded attempt would only be
@@ -152,14 +154,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	work := context.WithoutCancel(ctx)
 	// Concurrency handlers live as long as Run: a goroutine started for each message would
 	// grow its stack again for every delivery (the HTTP client's calls run deep).
-	jobs := make(chan jetstream.Msg)
+	jobs := make(chan held, w.cfg.Concurrency)
+	idle := make(chan struct{}, w.cfg.Concurrency) // a token for each idle handler
 	var wg sync.WaitGroup
 	for range w.cfg.Concurrency {
+		idle <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for msg := range jobs {
-				w.Handle(work, msg)
+			for h := range jobs {
+				w.handle(work, h.msg, h.alive)
+				idle <- struct{}{}
 			}
 		}()
 	}
@@ -171,47 +176,67 @@ func (w *Worker) Run(ctx context.Context) error {
 		if !w.waitUnpaused(ctx) {
 			break
 		}
-		it, err := w.cfg.Consumer.Messages(jetstream.PullMaxMessages(2 * w.cfg.Concurrency))
-		if err != nil {
-			return fmt.Errorf("consume: %w", err)
+		n := 0
+		select {
+		case <-idle:
+			n = 1
+		case <-ctx.Done():
+			return nil
 		}
-		watched := make(chan struct{})
-		go func() {
-			t := time.NewTicker(pausePoll)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					// Drain: stop pulling, but hand out what was already fetched so it
-					// is answered now rather than redelivered after the ack wait.
-					it.Drain()
-					return
-				case <-watched:
-					return
-				case <-t.C:
-					if _, paused := w.paused(); paused {
-						// Stop: what was fetched and not handed out goes back to the
-						// queue (after the ack wait), not to the platform.
-						it.Stop()
-						return
-					}
-				}
+	more:
+		for n < w.cfg.Concurrency {
+			select {
+			case <-idle:
+				n++
+			default:
+				break more
 			}
-		}()
-		for {
-			msg, err := it.Next()
-			if err != nil {
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					break
-				}
-				w.cfg.Logger.Warn("fetching messages failed", "err", err)
-				continue
-			}
-			jobs <- msg // waits for a free handler
 		}
-		close(watched)
+		got := w.fetch(n, jobs)
+		for range n - got {
+			idle <- struct{}{}
+		}
 	}
 	return nil
+}
+
+// held is a fetched message, kept from redelivery until alive is called.
+type held struct {
+	msg   jetstream.Msg
+	alive func()
+}
+
+// fetchWait bounds one pull: how long an idle worker waits for a message before it looks
+// again whether to stop or pause.
+const fetchWait = time.Second
+
+// fetch pulls up to n messages and hands each to a handler as it arrives, kept from
+// redelivery from that moment; it returns how many came.
+func (w *Worker) fetch(n int, jobs chan<- held) int {
+	// Ended early when the worker stops: a message the server sends after that is given
+	// to another worker after the ack wait.
+	ctx, cancel := context.WithTimeout(w.stopping, fetchWait)
+	defer cancel()
+	batch, err := w.cfg.Consumer.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		w.cfg.Logger.Warn("fetching messages failed", "err", err)
+		t := time.NewTimer(fetchWait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-w.stopping.Done():
+		}
+		return 0
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		jobs <- held{msg: msg, alive: keepAlive(msg)}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+		w.cfg.Logger.Warn("fetching messages failed", "err", err)
+	}
+	return got
 }
 
 // pausePoll is how often a paused worker looks whether sending may resume.
@@ -299,9 +324,14 @@ const HeaderMigrated = queue.HeaderMigrated
 // is recorded in the push's progress record (the store), and a redelivered message reads it
 // there. A worker killed during a call leaves the record saying so, and the call counts once.
 func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
-	// While this worker handles the message, however long the store or the platform takes,
-	// the queue gives it to no other: two workers on one message would both call the platform.
-	defer keepAlive(msg)()
+	w.handle(ctx, msg, keepAlive(msg))
+}
+
+// handle is Handle for a message already kept from redelivery until stop is called: however
+// long the store or the platform takes, the queue gives it to no other worker, which would call
+// the platform again.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
+	defer stop()
 	m, err := push.DecodeMessage(msg.Data())
 	if err != nil {
 		w.poison(ctx, msg, err)
@@ -335,6 +365,10 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}
 	res := w.deliver(ctx, m, msg, &r, first)
+	if res.done {
+		_ = msg.Ack()
+		return
+	}
 	w.answer(ctx, msg, r, w.cfg.Policy.Apply(res.out, r.Attempts), res)
 }
 
@@ -369,7 +403,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, 
 		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
 		r.State, r.Reason, r.Finished, r.RetryAt = store.StateFailed, out.reason, now, time.Time{}
-		recs = []store.Write{store.FinalRecord(r, now)}
+		recs = []store.Write{store.FirstFinalRecord(r, now)}
 	}
 	if out.kind == outcomeSent && w.cfg.AnnounceSent != nil {
 		// Announced before it is recorded: the platform has the message whatever the store
@@ -378,7 +412,16 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, 
 		// one for a message this service never sent.
 		w.cfg.AnnounceSent(r, res.openID)
 	}
-	if err := w.record(ctx, msg, recs); err != nil {
+	err := w.record(ctx, msg, recs)
+	if errors.Is(err, store.ErrFinalExists) {
+		// The push had a final result already (its receipt, say): the first one stays,
+		// and is the one the front ends are told.
+		if first, ferr := w.cfg.Store.Current(ctx, r.UcsID); ferr == nil && first.State.Final() {
+			r = first
+		}
+		err = nil
+	}
+	if err != nil {
 		// The worker stops before the store took the outcome: the message comes back to
 		// another worker, which reads the attempt's record and counts the call made once.
 		w.answer(ctx, msg, r, Snooze("recording the outcome: "+err.Error(), 0), res)
@@ -441,8 +484,8 @@ func keepAlive(msg jetstream.Msg) (stop func()) {
 // from redelivery meanwhile. It gives up only when the worker stops.
 func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Write) error {
 	err := w.cfg.Events.Write(ctx, recs...)
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, store.ErrFinalExists) {
+		return err
 	}
 	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
 	retry := time.NewTicker(w.cfg.StoreRetry)
@@ -452,8 +495,8 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Wri
 		case <-w.stopping.Done():
 			return err
 		case <-retry.C:
-			if err = w.cfg.Events.Write(ctx, recs...); err == nil {
-				return nil
+			if err = w.cfg.Events.Write(ctx, recs...); err == nil || errors.Is(err, store.ErrFinalExists) {
+				return err
 			}
 		}
 	}
@@ -494,6 +537,7 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 
 // attemptResult is what one delivery came to: the outcome, and the follower it went to.
 type attemptResult struct {
+	done         bool // an earlier copy of the message was delivered: nothing to do
 	out          Outcome
 	openID       string
 	platformCode string // the errcode label of the platform's refusal, "" if none
@@ -540,7 +584,20 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		if first && r.Attempts == 1 {
 			rec = store.FirstAttemptRecord(mark, mark.Updated)
 		}
-		if err := w.cfg.Events.Write(ctx, rec); err != nil {
+		if err := w.cfg.Events.Write(ctx, rec); errors.Is(err, store.ErrHistory) {
+			// A copy of the message was handled before (the queue gave it out again while
+			// this one waited): go on from what came of it.
+			cur, err := w.cfg.Store.Current(ctx, m.UcsID)
+			switch {
+			case err != nil:
+				r.Attempts--
+				return attemptResult{out: Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry)}
+			case cur.State == store.StateSent || cur.State.Final():
+				return attemptResult{done: true}
+			}
+			r.Attempts, r.LastError, first = cur.Attempts, cur.LastError, false
+			continue
+		} else if err != nil {
 			r.Attempts--
 			return attemptResult{out: Snooze("recording the attempt: "+err.Error(), w.cfg.StoreRetry)}
 		}

@@ -82,9 +82,9 @@ type Write struct {
 	id      string
 	doc     any
 	replace bool // upsert over an earlier record with the same id; otherwise the first one wins
-	// firstOnly reports a record that was there before as ErrFinalExists rather than as
-	// written.
-	firstOnly bool
+	// exists, when set, is the answer for a record that was there before (the first one
+	// wins), rather than nil as for one written.
+	exists error
 }
 
 // ErrFinalExists is the answer to a FirstFinalRecord when the push had a final result
@@ -103,7 +103,7 @@ func FinalRecord(r Result, at time.Time) Write {
 // the result the store has (Store.Final) rather than its own.
 func FirstFinalRecord(r Result, at time.Time) Write {
 	w := FinalRecord(r, at)
-	w.firstOnly = true
+	w.exists = ErrFinalExists
 	return w
 }
 
@@ -117,16 +117,22 @@ func SentRecords(r Result, openID string, at time.Time) []Write {
 	}
 }
 
-// FirstAttemptRecord marks the start of a push's first attempt. It is inserted, not replaced:
-// written late, it never hides what a later record of the attempt says.
+// ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record
+// already: its delivery was begun before (a copy of the message the queue gave out again), and
+// the writer must read what came of it rather than start afresh.
+var ErrHistory = errors.New("the push has a delivery history already")
+
+// FirstAttemptRecord marks the start of a push's first attempt. It is inserted, not replaced,
+// and answers ErrHistory when the push has a progress record already.
 func FirstAttemptRecord(r Result, at time.Time) Write {
-	return Write{col: colResults, id: r.UcsID + suffixProgress, doc: resultDoc{ID: r.UcsID + suffixProgress, Result: r, At: at}}
+	return Write{col: colResults, id: r.UcsID + suffixProgress, doc: resultDoc{ID: r.UcsID + suffixProgress, Result: r, At: at},
+		exists: ErrHistory}
 }
 
 // ProgressRecord replaces a push's progress: a later attempt under way, or a retry waiting.
 func ProgressRecord(r Result, at time.Time) Write {
 	w := FirstAttemptRecord(r, at)
-	w.replace = true
+	w.replace, w.exists = true, nil
 	return w
 }
 

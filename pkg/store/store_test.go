@@ -78,9 +78,10 @@ func TestResultRecords(t *testing.T) {
 	if r := state(store.StateQueued, 1, "-1 system busy"); !r.RetryAt.Equal(at(5)) {
 		t.Fatalf("retry at %v", r.RetryAt)
 	}
-	// A first attempt's record that lands late never hides the retry.
-	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); err != nil {
-		t.Fatal(err)
+	// A first attempt's record written again never hides the retry: the store keeps what it
+	// has, and says the push has a history.
+	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); !errors.Is(err, store.ErrHistory) {
+		t.Fatalf("a first attempt's record over a retry: %v", err)
 	}
 	state(store.StateQueued, 1, "-1 system busy")
 

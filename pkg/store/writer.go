@@ -180,8 +180,8 @@ func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 		if p.done == nil {
 			continue
 		}
-		if err == nil && existed[i] && p.w.firstOnly {
-			p.done <- ErrFinalExists
+		if err == nil && existed[i] && p.w.exists != nil {
+			p.done <- p.w.exists
 			continue
 		}
 		p.done <- err
