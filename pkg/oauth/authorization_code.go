@@ -57,7 +57,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	case err != nil:
 		return nil, internal("the code could not be checked", fmt.Errorf("consume code: %w", err))
 	}
-	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Nonce, ac.Family)
+	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Scope, ac.Nonce, ac.Family)
 }
 
 // codeReplayed answers a code used a second time. RFC 6749 §4.1.2: the tokens it issued are
