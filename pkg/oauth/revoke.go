@@ -66,6 +66,8 @@ func (s *Service) endSession(ctx context.Context, se store.Session) error {
 	if err := s.Store.EndSession(ctx, se); err != nil {
 		return err
 	}
+	// The clients are told whatever happens next: the session has ended in the store.
+	s.tellClients(se)
 	if s.Revoked != nil {
 		return s.Revoked.Put(ctx, revokedSessionKey(se.SID), []byte("1"))
 	}

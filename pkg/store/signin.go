@@ -129,6 +129,9 @@ type Session struct {
 	// short), shown to the user on the account page.
 	Address string `bson:"addr,omitempty"`
 	Agent   string `bson:"agent,omitempty"`
+	// Clients are the clients that received tokens in the session, told when it ends
+	// (back-channel logout).
+	Clients []string `bson:"clients,omitempty"`
 }
 
 // RefreshToken is an issued refresh token (stored by its hash).
@@ -266,6 +269,16 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 		return se, ErrNotFound
 	}
 	return se, nil
+}
+
+// AddSessionClient records that clientID received tokens in the session whose cookie hashes to
+// key (once, however often it is called).
+func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) error {
+	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$addToSet": bson.M{"clients": clientID}})
+	if err != nil {
+		return fmt.Errorf("record the session's client: %w", err)
+	}
+	return nil
 }
 
 // PutRefreshToken stores an issued refresh token, creating its family on first use.
