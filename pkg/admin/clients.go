@@ -107,9 +107,9 @@ func clientsCreate() *command {
 	var (
 		grants, scopes, redirects, logouts listFlag
 		ttl                                time.Duration
-		skipConsent, introspect            bool
+		skipConsent, introspect, bcSession bool
 		rate                               float64
-		alg                                string
+		alg, backchannel                   string
 	)
 	return &command{
 		name: "create", args: "CLIENT_ID", nargs: 1,
@@ -129,6 +129,8 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 			fs.BoolVar(&introspect, "introspect", false, "let the client introspect other clients' tokens (a resource server)")
 			fs.Float64Var(&rate, "rate-limit", 0, "grants per second for this client (default: the service's per-client limit)")
 			fs.StringVar(&alg, "id-token-alg", "", "algorithm of the client's ID tokens: RS256 (default) or ES256")
+			fs.StringVar(&backchannel, "backchannel-logout-uri", "", "where the client is told that a session it received tokens in ended (OpenID Connect Back-Channel Logout)")
+			fs.BoolVar(&bcSession, "backchannel-logout-session-required", false, "the client needs sid in logout tokens (always sent)")
 		},
 		run: func(ctx context.Context, a *app, args []string) error {
 			secret := newSecret()
@@ -136,7 +138,7 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 				ClientID: args[0], ClientSecret: secret, Grants: grants.vals,
 				Scopes: scopes.vals, RedirectURIs: redirects.vals, PostLogoutRedirectURIs: logouts.vals,
 				SkipConsent: skipConsent, AccessTokenTTL: config.Duration(ttl), Introspect: introspect, RateLimit: rate,
-				IDTokenAlg: alg,
+				IDTokenAlg: alg, BackchannelLogoutURI: backchannel, BackchannelLogoutSessionRequired: bcSession,
 			}
 			if c.PostLogoutRedirectURIs == nil {
 				c.PostLogoutRedirectURIs = c.RedirectURIs
@@ -156,7 +158,7 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 				ID: c.ClientID, SecretSHA256: secretHash(secret), Grants: c.Grants, Scopes: c.Scopes,
 				RedirectURIs: c.RedirectURIs, PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent,
 				AccessTokenTTL: int64(ttl / time.Second), Introspect: introspect, RateLimit: rate, IDTokenAlg: alg,
-				Source: store.SourceAdmin,
+				BackchannelLogoutURI: backchannel, BackchannelLogoutSessionRequired: bcSession, Source: store.SourceAdmin,
 			}
 			if err := st.CreateClient(ctx, rec); errors.Is(err, store.ErrExists) {
 				return fmt.Errorf("client %q exists already", c.ClientID)
@@ -250,6 +252,10 @@ func showClient(w io.Writer, c store.Client) {
 	row("scopes", strings.Join(c.Scopes, " "))
 	row("redirect_uris", strings.Join(c.RedirectURIs, " "))
 	row("post_logout_redirect_uris", strings.Join(c.PostLogoutRedirectURIs, " "))
+	row("backchannel_logout_uri", c.BackchannelLogoutURI)
+	if c.BackchannelLogoutSessionRequired {
+		row("backchannel_logout_session_required", "true")
+	}
 	row("token_ttl", v.TokenTTL)
 	if c.SkipConsent {
 		row("skip_consent", "true")

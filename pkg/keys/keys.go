@@ -203,9 +203,20 @@ func (s *Set) Sign(claims jwt.Claims) (string, error) {
 	return s.st.Load().sign(claims)
 }
 
-func (s *keyState) sign(claims jwt.Claims) (string, error) {
+// SignTyped is Sign with the header's typ set to typ (RFC 8725 §3.11: a token of another kind,
+// such as a back-channel logout token's "logout+jwt", cannot pass for an ID or access token).
+func (s *Set) SignTyped(typ string, claims jwt.Claims) (string, error) {
+	return s.st.Load().signTyped(typ, claims)
+}
+
+func (s *keyState) sign(claims jwt.Claims) (string, error) { return s.signTyped("", claims) }
+
+func (s *keyState) signTyped(typ string, claims jwt.Claims) (string, error) {
 	t := jwt.NewWithClaims(s.method, claims)
 	t.Header["kid"] = s.kid
+	if typ != "" {
+		t.Header["typ"] = typ
+	}
 	return t.SignedString(s.signer)
 }
 

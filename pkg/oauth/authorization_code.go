@@ -57,7 +57,12 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	case err != nil:
 		return nil, internal("the code could not be checked", fmt.Errorf("consume code: %w", err))
 	}
-	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Nonce, ac.Family)
+	// The session's clients are told when it ends (back-channel logout): recorded before the
+	// tokens are issued, so that no client holds tokens of a session that would not tell it.
+	if err := s.Store.AddSessionClient(ctx, se.Key, c.ID); err != nil {
+		return nil, internal("the token could not be issued", err)
+	}
+	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Scope, ac.Nonce, ac.Family)
 }
 
 // codeReplayed answers a code used a second time. RFC 6749 §4.1.2: the tokens it issued are

@@ -25,6 +25,11 @@ type Client struct {
 	RateLimit float64
 	// IDTokenAlg signs the client's ID tokens: RS256 or ES256.
 	IDTokenAlg string
+	// BackchannelLogoutURI is where the client is told that a session it received tokens in
+	// ended; empty: it is not told.
+	BackchannelLogoutURI string
+	// BackchannelLogoutSessionRequired: the client needs sid in its logout tokens (always sent).
+	BackchannelLogoutSessionRequired bool
 }
 
 // Allows reports whether the client may use grant.
@@ -66,6 +71,10 @@ type Registration struct {
 	RefreshTokens *bool
 	// Disabled: the client gets no token and its tokens are refused.
 	Disabled bool
+	// BackchannelLogoutURI and BackchannelLogoutSessionRequired are the client's back-channel
+	// logout registration (OpenID Connect Back-Channel Logout 1.0).
+	BackchannelLogoutURI             string
+	BackchannelLogoutSessionRequired bool
 }
 
 // NewClients builds the registry (registrations already validated).
@@ -102,7 +111,8 @@ func (r *Clients) Replace(regs []Registration) {
 			ID: c.ID, secretHash: c.SecretHash, Grants: grants, Scopes: slices.Clone(c.Scopes),
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
 			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
-			RateLimit: c.RateLimit, IDTokenAlg: alg,
+			RateLimit: c.RateLimit, IDTokenAlg: alg, BackchannelLogoutURI: c.BackchannelLogoutURI,
+			BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
 		}
 	}
 	r.set.Store(set)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -32,6 +33,7 @@ type SignInStore interface {
 	SessionBySID(ctx context.Context, sid string) (store.Session, error)
 	PutSession(ctx context.Context, se store.Session) ([]store.SessionRef, error)
 	EndSession(ctx context.Context, se store.Session) error
+	AddSessionClient(ctx context.Context, key, clientID string) error
 	UserSessions(ctx context.Context, userID string) ([]store.Session, error)
 	UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error
 	Grant(ctx context.Context, userID, clientID string) (store.Grant, error)
@@ -163,9 +165,10 @@ func (s *Service) clientAuthFailed(r ClientRequest, id, why string) {
 
 func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client or wrong secret") }
 
-// issueUserTokens issues an access token, a refresh token of family fam and, with openid, an
-// ID token, for the user of session se.
-func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, nonce, fam string) (*TokenResponse, *Error) {
+// issueUserTokens issues an access token of scope, a refresh token of family fam for
+// grantScope (the scope of the grant the family started with) and, with openid, an ID token,
+// for the user of session se.
+func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string) (*TokenResponse, *Error) {
 	now := s.Now()
 	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam)
 	if err != nil {
@@ -180,7 +183,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		rt := NewSecret()
 		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
 			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
-			Scope: scope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
+			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
 		}); err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
 		}
@@ -207,15 +210,17 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 	return resp, nil
 }
 
-// ParseIDToken verifies an ID token this service issued (for logout's id_token_hint). Expired
-// tokens are accepted, as a hint may be old.
+// ParseIDToken verifies an ID token this service issued (for id_token_hint at logout and at
+// authorize). Expired tokens are accepted, as a hint may be old. Only an ID token passes
+// (RFC 8725 §3.11): an access token (it carries grant_type and no audience) or a logout token
+// (typ logout+jwt, no azp) of the same keys is refused.
 func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
-	c := &IDClaims{}
+	var c *idTokenOnly
 	// The signature is checked, with each set's algorithm pinned; the times are not (a hint
 	// may have expired).
 	var err error
 	for _, ks := range s.KeySets() {
-		c = &IDClaims{}
+		c = &idTokenOnly{}
 		if err = ks.Parse(tok, c, jwt.WithoutClaimsValidation()); err == nil {
 			break
 		}
@@ -223,8 +228,16 @@ func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Issuer != s.Issuer || c.Azp == "" {
+	if c.Issuer != s.Issuer || c.Azp == "" || c.Grant != nil || c.Events != nil || c.Subject == "" ||
+		len(c.Audience) != 1 || c.Audience[0] != c.Azp {
 		return nil, errors.New("not an ID token of this issuer")
 	}
-	return c, nil
+	return &c.IDClaims, nil
+}
+
+// idTokenOnly decodes the claims that only other kinds of token carry, to refuse them.
+type idTokenOnly struct {
+	IDClaims
+	Grant  *string          `json:"grant_type"`
+	Events *json.RawMessage `json:"events"`
 }

@@ -64,7 +64,9 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	case err != nil:
 		return nil, internal("the refresh token could not be checked", fmt.Errorf("rotate refresh token: %w", err))
 	}
-	return s.issueUserTokens(ctx, c, se, scope, t.Nonce, t.Family)
+	// RFC 6749 §6: a narrower scope narrows this access token only; the refresh token issued
+	// now keeps the original grant's scope, so the family's later refreshes may ask for all of it.
+	return s.issueUserTokens(ctx, c, se, scope, t.Scope, t.Nonce, t.Family)
 }
 
 func (s *Service) refreshReplayed(ctx context.Context, c *Client, t store.RefreshToken) *Error {

@@ -36,6 +36,7 @@ func RegistrationOf(c store.Client) (Registration, error) {
 		PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent,
 		AccessTokenTTL: time.Duration(c.AccessTokenTTL) * time.Second, Introspect: c.Introspect,
 		RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens, Disabled: c.Disabled,
+		BackchannelLogoutURI: c.BackchannelLogoutURI, BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
 	}
 	b, err := hex.DecodeString(c.SecretSHA256)
 	if err != nil || len(b) != len(reg.SecretHash) {

@@ -66,6 +66,8 @@ func (s *Service) endSession(ctx context.Context, se store.Session) error {
 	if err := s.Store.EndSession(ctx, se); err != nil {
 		return err
 	}
+	// The clients are told whatever happens next: the session has ended in the store.
+	s.tellClients(se)
 	if s.Revoked != nil {
 		return s.Revoked.Put(ctx, revokedSessionKey(se.SID), []byte("1"))
 	}
@@ -157,6 +159,45 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	}
 	if err := s.revokeFamily(ctx, t.Family); err != nil {
 		return internal("the token could not be revoked", fmt.Errorf("revoke family: %w", err))
+	}
+	return nil
+}
+
+// LogoutClient is Keycloak's logout by a client's back end: the client authenticates and names
+// a session by a refresh token it was issued in it; the session ends, with its refresh tokens
+// and access tokens, and its clients are told (back-channel logout). A token that is unknown,
+// another client's, used up or of an ended session is invalid_grant, and nothing changes.
+func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
+	if Repeated(r.Form) {
+		return errorf(ErrInvalidRequest, "a parameter is given more than once")
+	}
+	c, e := s.authenticateClient(ctx, r)
+	if e != nil {
+		return e
+	}
+	tok := r.Form.Get("refresh_token")
+	if tok == "" {
+		return errorf(ErrInvalidRequest, "refresh_token is required")
+	}
+	if s.Store == nil {
+		return errorf(ErrInvalidGrant, "invalid refresh token")
+	}
+	t, err := s.Store.RefreshToken(ctx, Hash(tok))
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.ClientID != c.ID || t.Rotated || !s.Now().Before(t.Expires))):
+		return errorf(ErrInvalidGrant, "invalid refresh token")
+	case err != nil:
+		return internal("the session could not be ended", fmt.Errorf("read refresh token: %w", err))
+	}
+	se, err := s.Store.Session(ctx, t.SessionKey)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errorf(ErrInvalidGrant, "the session of the refresh token has ended")
+	case err != nil:
+		return internal("the session could not be ended", fmt.Errorf("read session: %w", err))
+	}
+	if err := s.endSession(ctx, se); err != nil {
+		return internal("the session could not be ended", fmt.Errorf("end session: %w", err))
 	}
 	return nil
 }

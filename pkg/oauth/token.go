@@ -75,6 +75,8 @@ type Service struct {
 	// Revoked holds the revocations every replica honours at once; nil: the store alone, read
 	// on each recheck.
 	Revoked Shared
+	// Backchannel sends logout tokens to the clients of a session that ended; nil: none.
+	Backchannel *Backchannel
 	// Guard applies rate limits and brute-force detection; nil: none.
 	Guard *Guard
 	// Metrics counts refused client authentications; nil counts nothing.

@@ -90,12 +90,21 @@ type webAuthAnswer struct {
 	ErrCode int    `json:"errcode"`
 	ErrMsg  string `json:"errmsg"`
 	OpenID  string `json:"openid"`
+	// IsSnapshotUser is 1 when the page was opened from a Moments snapshot: the openid is a
+	// virtual one, of no follower.
+	IsSnapshotUser int `json:"is_snapshotuser"`
 }
+
+// ErrSnapshotUser is OpenID's answer when the platform says the page was opened from a
+// Moments snapshot (is_snapshotuser 1): its openid is virtual, of no follower, and must not be
+// bound or used; the user must open the page from the official account itself.
+var ErrSnapshotUser = errors.New("platform: web authorization: the page was opened from a Moments snapshot (virtual openid)")
 
 // OpenID exchanges a code of the authorization for the openid of the
 // follower who opened the page. A refusal of the platform is an *Error
-// (40029 invalid code, 40163 code been used, 42003 code expired, …). Neither
-// the code nor the secret appears in an error.
+// (40029 invalid code, 40163 code been used, 42003 code expired, …); a page
+// opened from a Moments snapshot is ErrSnapshotUser. Neither the code nor the
+// secret appears in an error.
 func (w *WebAuth) OpenID(ctx context.Context, code string) (string, error) {
 	if code == "" || len(code) > 512 {
 		return "", &Error{Code: 41008, Msg: "missing or malformed code"}
@@ -131,6 +140,9 @@ func (w *WebAuth) OpenID(ctx context.Context, code string) (string, error) {
 	}
 	if a.ErrCode != 0 {
 		return "", &Error{Code: a.ErrCode, Msg: a.ErrMsg}
+	}
+	if a.IsSnapshotUser == 1 {
+		return "", ErrSnapshotUser
 	}
 	if !validOpenID(a.OpenID) {
 		return "", errors.New("platform: web authorization: the answer carries no openid")

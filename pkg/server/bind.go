@@ -37,6 +37,8 @@ type BindStore interface {
 	BindingOf(ctx context.Context, openID string) (store.Binding, error)
 	Bind(ctx context.Context, userID, openID string) (replaced string, err error)
 	Unbind(ctx context.Context, userID, openID string) error
+	// TakeOnce records the one use of a single-use value; store.ErrReplayed when it was used.
+	TakeOnce(ctx context.Context, key string, expires time.Time) error
 }
 
 // WebAuth is the platform's web authorization; *platform.WebAuth implements it.
@@ -83,6 +85,8 @@ type bindSession struct {
 
 // bindTicket hands a finished campus sign-in back to the bind session it was started from.
 type bindTicket struct {
+	// ID names the ticket, which is taken once.
+	ID      string    `json:"id"`
 	Bind    string    `json:"bind"` // hash of the bind session's ID
 	UserID  string    `json:"userid"`
 	Expires time.Time `json:"expires"`
@@ -217,6 +221,16 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
 	defer cancel()
 	openID, err := s.cfg.Bind.Platform.OpenID(ctx, c.QueryParam("code"))
+	if errors.Is(err, platform.ErrSnapshotUser) {
+		// A page opened from a Moments snapshot has a virtual openid, of no follower: nothing
+		// to bind. The bind cookie is cleared so a reload starts over.
+		s.log.Info("binding: refused a snapshot page's virtual openid", "addr", c.RealIP())
+		c.SetCookie(&http.Cookie{Name: cookieBind, Value: "", Path: "/bind", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+			Secure: s.secureCookies(), MaxAge: -1})
+		return s.errorPage(c, http.StatusForbidden, "请在公众号中打开 Open this page from the official account",
+			"This page was opened from a Moments snapshot, where WeChat does not say who you are. Follow the official account and open the binding page from its menu.",
+			"snapshot_user")
+	}
 	if err != nil {
 		var pe *platform.Error
 		if errors.As(err, &pe) {
@@ -229,6 +243,11 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 		s.log.Error("binding: the platform's web authorization failed", "err", err)
 		return s.errorPage(c, http.StatusBadGateway, "微信授权失败 WeChat authorization failed",
 			"The platform could not be reached. Try again in a moment.", "temporarily_unavailable")
+	}
+	// The state is taken once, by the first code the platform confirmed: a replayed cookie of
+	// this authorization lets no second code in.
+	if ok, err := s.bindTakeOnce(c, "bindstate."+bs.State, bs.Expires); !ok {
+		return err
 	}
 	// A new session id: nothing started before the follower was known carries over.
 	next := bindSession{ID: oauth.NewSecret()[:22], OpenID: openID, Expires: s.now().Add(bindSessionTTL)}
@@ -266,7 +285,7 @@ func (s *Server) bindAfterLogin(c echo.Context, ar store.AuthRequest, se store.S
 	if ok, err := s.finishOnce(c, ar); !ok {
 		return err
 	}
-	t, err := s.cfg.Bind.Tickets.Seal(bindTicket{Bind: ar.Bind, UserID: se.UserID, Expires: s.now().Add(bindTicketTTL)})
+	t, err := s.cfg.Bind.Tickets.Seal(bindTicket{ID: oauth.NewSecret()[:22], Bind: ar.Bind, UserID: se.UserID, Expires: s.now().Add(bindTicketTTL)})
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
@@ -281,10 +300,14 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 	bs, ok := s.bindSessionOf(c)
 	var t bindTicket
 	if !ok || bs.OpenID == "" || s.cfg.Bind.Tickets.Open(c.QueryParam("t"), &t) != nil || !s.now().Before(t.Expires) ||
-		!sameSecret(t.Bind, oauth.Hash(bs.ID)) {
+		t.ID == "" || !sameSecret(t.Bind, oauth.Hash(bs.ID)) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: a sign-in handed back to another browser's binding page")
 		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
 			"This sign-in did not start from the binding page of this browser, or took too long. Open the page again from the official account's menu.", "expired")
+	}
+	// The ticket is taken once: replayed after the consent, it would bind again with no sign-in.
+	if ok, err := s.bindTakeOnce(c, "bindticket."+t.ID, t.Expires); !ok {
+		return err
 	}
 	bs.UserID = t.UserID
 	if err := s.setBindSession(c, bs); err != nil {
@@ -363,6 +386,20 @@ func (s *Server) bindUnbind(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/bind?done=unbound")
+}
+
+// bindTakeOnce takes a single-use value of the page; ok false: it was used before (the expired
+// page is the answer) or the store failed, and the handler returns err at once.
+func (s *Server) bindTakeOnce(c echo.Context, key string, expires time.Time) (ok bool, err error) {
+	switch err := s.cfg.Bind.Store.TakeOnce(c.Request().Context(), key, expires); {
+	case errors.Is(err, store.ErrReplayed):
+		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: a single-use value of the page was used again")
+		return false, s.errorPage(c, http.StatusBadRequest, "页面已过期 Page expired",
+			"This step of the binding was already used. Open the page again from the official account's menu.", "expired")
+	case err != nil:
+		return false, &Error{Code: CodeUnavailable, Message: "the binding could not be checked; try again", Internal: err}
+	}
+	return true, nil
 }
 
 func (s *Server) bindChanged(userIDs ...string) {

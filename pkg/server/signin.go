@@ -208,8 +208,8 @@ func sentence(desc string) string {
 	return strings.ToUpper(desc[:1]) + desc[1:] + "."
 }
 
-// newFlow gives a sign-in its id, its CSRF value and its lifetime, and binds it to this
-// browser (a cookie set now, whose hash it keeps).
+// newFlow gives a sign-in its kind, its id, its CSRF value and its lifetime, and binds it to
+// this browser (a cookie set now, whose hash it keeps).
 func (s *Server) newFlow(c echo.Context, ar *store.AuthRequest) {
 	browser := cookieValue(c, cookieBrowser)
 	if browser == "" {
@@ -217,6 +217,14 @@ func (s *Server) newFlow(c echo.Context, ar *store.AuthRequest) {
 	}
 	s.setCookie(c, cookieBrowser, browser, 0)
 	now := s.now()
+	switch {
+	case ar.Bind != "":
+		ar.Flow = store.FlowBind
+	case ar.Account:
+		ar.Flow = store.FlowAccount
+	default:
+		ar.Flow = store.FlowClient
+	}
 	ar.ID, ar.CSRF, ar.Browser = oauth.NewSecret()[:22], oauth.NewSecret()[:22], oauth.Hash(browser)
 	ar.At, ar.Expires = now, now.Add(authRequestTTL)
 }
@@ -268,7 +276,8 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 // When ok is false the request has been answered (an error page) and the handler must return
 // err at once: nothing after a refusal may run.
 func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, ok bool, err error) {
-	if err := s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar); err != nil || !s.now().Before(ar.Expires) {
+	// A request of no known kind was sealed before kinds were recorded: start again.
+	if err := s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar); err != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
 		return ar, false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
 			"This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
 	}
@@ -280,6 +289,19 @@ func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, o
 			"This form did not come from the sign-in page of this browser.", "csrf")
 	}
 	return ar, true, nil
+}
+
+// knownFlow reports whether ar is of a kind of flow this service runs, as its kind says.
+func knownFlow(ar store.AuthRequest) bool {
+	switch ar.Flow {
+	case store.FlowClient:
+		return ar.Bind == "" && !ar.Account
+	case store.FlowAccount:
+		return ar.Bind == "" && ar.Account
+	case store.FlowBind:
+		return ar.Bind != "" && !ar.Account
+	}
+	return false
 }
 
 // sameSecret compares two secrets in constant time.
@@ -365,14 +387,14 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 
 // afterLogin asks for consent where it is needed, else answers the client.
 func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Session) error {
-	if ar.Bind != "" {
+	switch ar.Flow {
+	case store.FlowBind:
 		if s.cfg.Bind == nil {
 			// A replica without the binding page: the sign-in has nowhere to go.
 			return s.redirectError(c, ar, oauth.ErrTemporarilyUnavailable, "binding is not configured on this server")
 		}
 		return s.bindAfterLogin(c, ar, se)
-	}
-	if ar.Account {
+	case store.FlowAccount:
 		if ok, err := s.finishOnce(c, ar); !ok {
 			return err
 		}
@@ -396,6 +418,8 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	if ar.Prompt == "none" {
 		return s.redirectError(c, ar, oauth.ErrConsentRequired, "the user has not consented and prompt=none forbids asking")
 	}
+	// The consent step takes only this request as it is now: signed in, by this session.
+	ar.Passed, ar.Session = append(slices.Clone(ar.Passed), store.StepLogin), se.Key
 	action, err := s.flowURL("consent", ar)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
@@ -421,9 +445,19 @@ func (s *Server) consent(c echo.Context) error {
 	if !ok {
 		return err
 	}
+	// Consent follows a sign-in to a client's request, in the session that signed in: a request
+	// that has not passed the login step (prompt=login or max_age asked for a new sign-in), or
+	// one of the account or binding page, never reaches it.
+	if ar.Flow != store.FlowClient || !slices.Contains(ar.Passed, store.StepLogin) || ar.Session == "" {
+		s.securityEvent(c, metrics.EventCSRFRefused, "consent refused: the sign-in step of this request was not passed",
+			"client", ar.ClientID, "flow", ar.Flow)
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
+			"This sign-in has not reached the consent step. Go back to the application and start again.", "invalid_request")
+	}
 	ctx := c.Request().Context()
-	se, err := s.cfg.SignIn.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
-	if err != nil {
+	key := oauth.Hash(cookieValue(c, cookieSession))
+	se, err := s.cfg.SignIn.Store.Session(ctx, key)
+	if err != nil || !sameSecret(key, ar.Session) {
 		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "Your sign-in session ended. Go back to the application and start again.", "expired")
 	}
 	if c.FormValue("accept") == "" {
@@ -569,8 +603,11 @@ type logoutConfirmation struct {
 // legacy logout). Otherwise as Keycloak 18 and later: post_logout_redirect_uri needs
 // id_token_hint or client_id and a registered address; without id_token_hint the user confirms
 // with a form, so that a link or an image on another site signs no one out; an id_token_hint
-// this service did not sign is an error page. No refused request ends anything, and no address
-// that is not registered is ever redirected to.
+// this service did not sign (or a token of another kind) is an error page. A hint of another
+// session than the browser's asks for the confirmation too; a hint without a session cookie
+// ends the session it names. A POST with a client's credentials and refresh_token is the
+// client's own logout (clientLogout). No refused request ends anything, and no address that is
+// not registered is ever redirected to.
 func (s *Server) logout(c echo.Context) error {
 	q := requestParams(c)
 	bad := func(msg string) error {
@@ -582,9 +619,14 @@ func (s *Server) logout(c echo.Context) error {
 	if c.Request().Method == http.MethodPost && q.Has("confirm") {
 		return s.logoutConfirmed(c, q.Get("confirm"))
 	}
+	if c.Request().Method == http.MethodPost && q.Has("refresh_token") {
+		return s.clientLogout(c)
+	}
 	postLogout, legacy, hint, clientID := q.Get("post_logout_redirect_uri"), q.Get("redirect_uri"), q.Get("id_token_hint"), q.Get("client_id")
+	var idc *oauth.IDClaims
 	if hint != "" {
-		idc, err := s.cfg.OAuth.ParseIDToken(hint)
+		var err error
+		idc, err = s.cfg.OAuth.ParseIDToken(hint)
 		if err != nil {
 			return bad("id_token_hint is not an ID token of this server.")
 		}
@@ -605,12 +647,55 @@ func (s *Server) logout(c echo.Context) error {
 			"The address to return to after signing out is not registered for this application.", "invalid_redirect_uri")
 	}
 	key := cookieValue(c, cookieSession)
-	if hint == "" && postLogout != "" || hint == "" && target == "" {
-		if key != "" && s.cfg.SignIn != nil {
-			return s.confirmLogout(c, logoutConfirmation{Session: oauth.Hash(key), Target: target, State: q.Get("state")})
+	if key == "" || s.cfg.SignIn == nil {
+		if idc != nil && s.cfg.SignIn != nil {
+			// No session cookie (a cross-site POST does not carry it): the hint names the
+			// session to end, as Keycloak ends it.
+			if err := s.cfg.OAuth.EndUserSession(c.Request().Context(), idc.Subject, idc.SID); err != nil && !errors.Is(err, oauth.ErrNotYours) {
+				return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
+			}
+		}
+		return s.endSession(c, target, q.Get("state"))
+	}
+	confirm := hint == "" && (postLogout != "" || target == "")
+	if idc != nil {
+		se, err := s.cfg.SignIn.Store.Session(c.Request().Context(), oauth.Hash(key))
+		switch {
+		case err == nil:
+			// A hint of another session or another user is no word of this browser's user:
+			// they confirm.
+			confirm = !sameSecret(idc.SID, se.SID) || idc.Subject != se.UserID
+		case errors.Is(err, store.ErrNotFound):
+			// This browser's session is over already: the hint's is the one to end.
+			if err := s.cfg.OAuth.EndUserSession(c.Request().Context(), idc.Subject, idc.SID); err != nil && !errors.Is(err, oauth.ErrNotYours) {
+				return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
+			}
+		default:
+			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
 		}
 	}
+	if confirm {
+		return s.confirmLogout(c, logoutConfirmation{Session: oauth.Hash(key), Target: target, State: q.Get("state")})
+	}
 	return s.endSession(c, target, q.Get("state"))
+}
+
+// clientLogout is Keycloak's logout by a client's back end (what python-keycloak's logout()
+// sends): the client authenticates and names the session by one of its refresh tokens; that
+// session ends, with every token of it, and the answer is 204. Errors are OAuth's, in JSON.
+func (s *Server) clientLogout(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	req, ok, err := s.clientRequest(c)
+	if !ok {
+		return err
+	}
+	if e := s.cfg.OAuth.LogoutClient(c.Request().Context(), req); e != nil {
+		if e.Code == oauth.ErrInvalidClient && req.Basic {
+			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
+		}
+		return s.oauthError(c, e)
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 // confirmLogout shows the confirmation form of a logout.

@@ -80,6 +80,13 @@ func newSignInEnv(t *testing.T) *signInEnv {
 // newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere).
 func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
 	t.Helper()
+	return newSignInEnvWith(t, logger, nil)
+}
+
+// newSignInEnvWith is newSignInEnvLogged with configure, when set, changing the configuration
+// before the service starts.
+func newSignInEnvWith(t *testing.T, logger *slog.Logger, configure func(*config.Config)) *signInEnv {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +117,9 @@ func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
 					Scopes: []string{"notification.mp"}, Introspect: true}},
 		},
 		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleAPI); err != nil {

@@ -289,10 +289,12 @@ func (a *API) build(ctx context.Context) error {
 	svc := &oauth.Service{Metrics: a.Metrics,
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
+		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
 			Buckets: buckets, Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
+	a.closers = append(a.closers, svc.Backchannel.Close)
 	var proxies []*net.IPNet
 	for _, cidr := range cfg.OAuth.TrustedProxies {
 		_, n, err := net.ParseCIDR(cidr)
@@ -430,6 +432,7 @@ func ClientRecord(c config.Client) (store.Client, error) {
 		RedirectURIs: c.RedirectURIs, PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent,
 		AccessTokenTTL: int64(c.AccessTokenTTL.D() / time.Second), Introspect: c.Introspect, RateLimit: c.RateLimit,
 		IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens, Source: store.SourceConfig,
+		BackchannelLogoutURI: c.BackchannelLogoutURI, BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
 	}
 	// The digest covers every field the file gives, the secret only as its hash: a changed
 	// entry is loaded again, an unchanged one leaves what an operator changed alone.

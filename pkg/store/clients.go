@@ -40,6 +40,11 @@ type Client struct {
 	RateLimit      float64 `bson:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 	IDTokenAlg     string  `bson:"id_token_alg,omitempty" json:"id_token_signed_response_alg,omitempty"`
 	RefreshTokens  *bool   `bson:"refresh_tokens,omitempty" json:"refresh_tokens,omitempty"`
+	// BackchannelLogoutURI is where the client is told that a session it received tokens in
+	// ended (OpenID Connect Back-Channel Logout 1.0); empty: not told.
+	BackchannelLogoutURI string `bson:"backchannel_logout_uri,omitempty" json:"backchannel_logout_uri,omitempty"`
+	// BackchannelLogoutSessionRequired: the client needs sid in logout tokens (always sent).
+	BackchannelLogoutSessionRequired bool `bson:"backchannel_logout_session_required,omitempty" json:"backchannel_logout_session_required,omitempty"`
 	// Disabled clients get no token, and the tokens they have are refused.
 	Disabled bool `bson:"disabled,omitempty" json:"disabled"`
 	// Source is SourceConfig or SourceAdmin.

@@ -38,11 +38,35 @@ type sessionID struct {
 	Expires time.Time `bson:"expires"`
 }
 
+// Kinds of sign-in flow (AuthRequest.Flow): a client's authorization request, the sign-in to
+// the account page, the sign-in of the binding page. Only a client's request has a consent step.
+const (
+	FlowClient  = "client"
+	FlowAccount = "account"
+	FlowBind    = "bind"
+)
+
+// Steps of a sign-in flow a request records once passed (AuthRequest.Passed).
+const (
+	// StepLogin: the user signed in, or a session answered the request (fresh enough for its
+	// prompt and max_age).
+	StepLogin = "login"
+)
+
 // AuthRequest is an authorization request between its arrival and its answer: while the user
 // signs in and consents. It is not stored: it travels sealed (encrypted and authenticated) in
 // the flow's URLs, and only its answer is recorded (FinishAuthRequest).
 type AuthRequest struct {
-	ID                  string `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Flow is the kind of flow (FlowClient, FlowAccount, FlowBind), fixed when it starts: a
+	// step of one kind never takes a request of another.
+	Flow string `json:"flow,omitempty"`
+	// Passed are the steps this request has passed (StepLogin), each sealed into the URL of
+	// the step that follows it: a step is reachable only with the steps before it.
+	Passed []string `json:"passed,omitempty"`
+	// Session is the key (hash of the cookie) of the session that passed StepLogin: the later
+	// steps belong to that session only.
+	Session             string `json:"session,omitempty"`
 	ClientID            string `json:"client,omitempty"`
 	RedirectURI         string `json:"redirect_uri,omitempty"`
 	ResponseMode        string `json:"response_mode,omitempty"`
@@ -105,6 +129,9 @@ type Session struct {
 	// short), shown to the user on the account page.
 	Address string `bson:"addr,omitempty"`
 	Agent   string `bson:"agent,omitempty"`
+	// Clients are the clients that received tokens in the session, told when it ends
+	// (back-channel logout).
+	Clients []string `bson:"clients,omitempty"`
 }
 
 // RefreshToken is an issued refresh token (stored by its hash).
@@ -162,6 +189,14 @@ func (s *Store) FinishAuthRequest(ctx context.Context, id string, expires time.T
 		return fmt.Errorf("finish auth request: %w", err)
 	}
 	return nil
+}
+
+// TakeOnce records the one use of a single-use value of the browser flows that travels sealed
+// rather than stored (the binding page's sign-in ticket and platform authorization state), by
+// a key naming its kind and id; ErrReplayed when it was taken before. expires is the value's
+// own expiry, after which the record may go.
+func (s *Store) TakeOnce(ctx context.Context, key string, expires time.Time) error {
+	return s.FinishAuthRequest(ctx, "once."+key, expires)
 }
 
 // PutAuthCode stores an issued code.
@@ -234,6 +269,16 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 		return se, ErrNotFound
 	}
 	return se, nil
+}
+
+// AddSessionClient records that clientID received tokens in the session whose cookie hashes to
+// key (once, however often it is called).
+func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) error {
+	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$addToSet": bson.M{"clients": clientID}})
+	if err != nil {
+		return fmt.Errorf("record the session's client: %w", err)
+	}
+	return nil
 }
 
 // PutRefreshToken stores an issued refresh token, creating its family on first use.

@@ -44,6 +44,9 @@ type webCode struct {
 	openid  string
 	expires time.Time
 	used    bool
+	// snapshot: the page was opened from a Moments snapshot, so the exchange answers a virtual
+	// openid with is_snapshotuser 1.
+	snapshot bool
 }
 
 // webAuth holds the issued codes.
@@ -127,7 +130,14 @@ func (s *Simulator) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // IssueWebCode issues a code of the web authorization for openid, as the platform does when
 // that follower opens an authorization link: tests use it to skip the page.
-func (s *Simulator) IssueWebCode(openid string) string {
+func (s *Simulator) IssueWebCode(openid string) string { return s.issueWebCode(openid, false) }
+
+// IssueSnapshotWebCode issues a code as the platform does when a page is opened from a Moments
+// snapshot (朋友圈快照页): its exchange answers is_snapshotuser 1 and a virtual openid derived
+// from openid, which is no follower.
+func (s *Simulator) IssueSnapshotWebCode(openid string) string { return s.issueWebCode(openid, true) }
+
+func (s *Simulator) issueWebCode(openid string, snapshot bool) string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	c := base64.RawURLEncoding.EncodeToString(b[:])
@@ -144,7 +154,7 @@ func (s *Simulator) IssueWebCode(openid string) string {
 			}
 		}
 	}
-	s.web.codes[c] = &webCode{openid: openid, expires: now.Add(webCodeTTL)}
+	s.web.codes[c] = &webCode{openid: openid, expires: now.Add(webCodeTTL), snapshot: snapshot}
 	return c
 }
 
@@ -206,10 +216,15 @@ func (s *Simulator) handleWebAccessToken(w http.ResponseWriter, r *http.Request)
 		s.answerError(w, code, msg)
 		return
 	}
-	b, _ := json.Marshal(map[string]any{
+	answer := map[string]any{
 		"access_token": newToken(), "expires_in": 7200, "refresh_token": newToken(),
 		"openid": wc.openid, "scope": "snsapi_base",
-	})
+	}
+	if wc.snapshot {
+		// The documented answer for a snapshot page: a virtual openid, and the flag.
+		answer["openid"], answer["is_snapshotuser"] = "oSnapshot"+strings.TrimPrefix(wc.openid, "o"), 1
+	}
+	b, _ := json.Marshal(answer)
 	writeJSON(w, b)
 }
 

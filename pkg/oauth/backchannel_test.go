@@ -1,0 +1,84 @@
+package oauth_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/oauth"
+)
+
+// TestBackchannelBoundedAndClosed: the queue is bounded (a token beyond it is dropped, never
+// waited for), a refusing client is retried, a 4xx answer is not, and Close ends the retries
+// under way and returns once every sender has.
+func TestBackchannelBoundedAndClosed(t *testing.T) {
+	var failing, refused atomic.Int32
+	release, marker := make(chan struct{}), make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			<-release
+		case "/down":
+			failing.Add(1)
+			w.WriteHeader(http.StatusBadGateway)
+		case "/marker":
+			marker <- struct{}{}
+		case "/refuses":
+			refused.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{Queue: 1, Senders: 1, InitialInterval: 10 * time.Millisecond,
+		MaxInterval: 20 * time.Millisecond, MaxElapsed: time.Hour})
+	if !b.Send("c", srv.URL+"/slow", "t1") {
+		t.Fatal("the first token was not taken")
+	}
+	// The one sender is held by /slow; one token waits in the queue, the next is dropped.
+	deadline := time.Now().Add(10 * time.Second)
+	queued := 0
+	for queued < 1 && time.Now().Before(deadline) {
+		if b.Send("c", srv.URL+"/down", "t2") {
+			queued++
+		}
+	}
+	if b.Send("c", srv.URL+"/down", "t3") {
+		t.Fatal("a token beyond the queue's bound was taken")
+	}
+	release <- struct{}{}
+	for failing.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the retries' count, with the deadline above
+	}
+	if failing.Load() < 3 {
+		t.Fatalf("a failing client was not retried: %d posts", failing.Load())
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the retries under way")
+	}
+	if b.Send("c", srv.URL+"/down", "t4") {
+		t.Fatal("a closed sender took a token")
+	}
+
+	// A 4xx answer is the client's refusal: not retried. One sender takes the tokens in order,
+	// so once the next token arrives the refused one's delivery is over.
+	b = oauth.NewBackchannel(oauth.BackchannelConfig{Senders: 1, InitialInterval: 10 * time.Millisecond, MaxElapsed: time.Hour})
+	defer b.Close()
+	b.Send("c", srv.URL+"/refuses", "t")
+	b.Send("c", srv.URL+"/marker", "t")
+	select {
+	case <-marker:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the token after the refused one never came")
+	}
+	if refused.Load() != 1 {
+		t.Fatalf("a refused token was posted %d times", refused.Load())
+	}
+}

@@ -1,0 +1,41 @@
+// Package oauth is the token service: client authentication, the token endpoint's grants,
+// access token claims, and the verification of bearer tokens on every data interface.
+//
+// # Sign-in flows
+//
+// An authorization request travels sealed with the browser and records its kind (a client's
+// request, the account page's sign-in, the binding page's sign-in) and the steps it has passed.
+// The consent step takes only a client's request that has passed the sign-in, in the session
+// that passed it: a request asking for a new sign-in (prompt=login, an exceeded max_age) gets
+// the login form and nothing else, and the account and binding pages' sign-ins never reach a
+// client's consent.
+//
+// # Refresh
+//
+// A refresh may ask for less than the grant (RFC 6749 §6): that answer's access and ID tokens
+// carry the narrower scope, and the refresh token issued with them keeps the grant's, so the
+// next refresh may ask for all of it again.
+//
+// # Logout
+//
+// An id_token_hint must be an ID token of this issuer (ParseIDToken tells it apart from access
+// tokens and logout tokens: RFC 8725 §3.11). At logout, a hint whose sid and sub are the
+// browser's session signs it out at once; a hint of another session or user asks for the
+// confirmation; a hint without a session cookie ends the session the hint names, as Keycloak
+// does. A client's back end ends a session with POST logout, its credentials and a refresh
+// token of that session (LogoutClient, Keycloak's server-side logout): 204, and the session's
+// refresh tokens, access tokens and browser sign-in end with it.
+//
+// # Back-channel logout
+//
+// A client may register backchannel_logout_uri (OpenID Connect Back-Channel Logout 1.0). A
+// session records each client that received tokens in it; when it ends (logout, the account
+// page, a client's logout, the oldest of a user's sessions beyond MaxSessionsPerUser) each of
+// them that registered an address is sent a logout token by POST (form field logout_token),
+// signed with the keys of its ID tokens: header typ logout+jwt; claims iss, aud, iat, exp (5
+// minutes), jti, sub, sid and events {"http://schemas.openid.net/event/backchannel-logout":
+// {}}; never a nonce. Backchannel sends from a bounded queue (1024 tokens; one more is
+// dropped and logged) with 4 senders; a failed post (no answer, 5xx, 429) is retried with
+// exponential backoff from 500 ms up to 30 s apart for at most 2 minutes; a 4xx answer is the
+// client's refusal and is not retried. The user's logout never waits for it.
+package oauth

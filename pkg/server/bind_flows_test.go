@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestBindValuesSingleUse: the sign-in's ticket back to the page and the platform
+// authorization's state are each taken once; the binding page's sign-in request never reaches
+// a client's consent step.
+func TestBindValuesSingleUse(t *testing.T) {
+	e := newBindEnv(t)
+
+	t.Run("ticket replayed after the consent", func(t *testing.T) {
+		b := phone(t)
+		var ticket string
+		b.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+			if req.URL.Path == "/bind/signed-in" {
+				ticket = req.URL.String()
+			}
+			return nil
+		}
+		c := e.signedIn(t, b, e.authorizedAs(t, b, followerA))
+		if ticket == "" {
+			t.Fatal("the sign-in did not hand back through /bind/signed-in")
+		}
+		if p := submitForm(t, b, c, `name="accept"`, url.Values{"accept": {"yes"}}); !strings.Contains(p.body, bindBoundMsg) {
+			t.Fatalf("bind: %d %s", p.status, p.body)
+		}
+		p := get(t, b, e.base+"/bind")
+		if p = submitForm(t, b, p, `/bind/unbind`, url.Values{}); p.status != 200 {
+			t.Fatalf("unbind: %d", p.status)
+		}
+		if _, ok := e.bindingOf(t, userID); ok {
+			t.Fatal("still bound after unbinding")
+		}
+		p = get(t, b, ticket)
+		if p.status != http.StatusBadRequest || strings.Contains(p.body, `name="accept"`) {
+			t.Fatalf("the ticket replayed: %d %s", p.status, p.body)
+		}
+	})
+
+	t.Run("pre-authorization cookie replayed with a second code", func(t *testing.T) {
+		b, state := e.startAuthorization(t)
+		u, _ := url.Parse(e.base + "/bind")
+		saved := b.Jar.Cookies(u)
+		if p := e.returned(t, b, e.sim.IssueWebCode(followerA), state, nil); p.status != http.StatusSeeOther {
+			t.Fatalf("first code: %d %s", p.status, p.body)
+		}
+		// The old cookie in a fresh jar, with a second code under the same state.
+		jar, _ := cookiejar.New(nil)
+		jar.SetCookies(u, saved)
+		if p := e.returned(t, noFollow(t, jar), e.sim.IssueWebCode(followerB), state, nil); p.status != http.StatusBadRequest {
+			t.Fatalf("the state taken twice: %d %q %s", p.status, p.location, p.body)
+		}
+	})
+
+	t.Run("binding page's sign-in request at the consent step", func(t *testing.T) {
+		b := phone(t)
+		b.CheckRedirect = func(*http.Request, []*http.Request) error { return nil }
+		e.signedIn(t, b, e.authorizedAs(t, b, followerB)) // a sign-in session in this browser
+		login := get(t, b, e.base+"/bind/signin?idp=local")
+		b.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		p := postToConsent(t, b, login)
+		if p.status != http.StatusBadRequest || strings.Contains(p.location, "code=") {
+			t.Fatalf("the bind sign-in at the consent step: %d %s %s", p.status, p.url, p.body)
+		}
+	})
+}
+
+// TestBindSnapshotUser: a page opened from a Moments snapshot (is_snapshotuser 1, a virtual
+// openid) binds nothing and tells the student to open it from the official account.
+func TestBindSnapshotUser(t *testing.T) {
+	e := newBindEnv(t)
+	b, state := e.startAuthorization(t)
+	p := e.returned(t, b, e.sim.IssueSnapshotWebCode(followerA), state, nil)
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "official account") || !strings.Contains(p.body, "snapshot_user") {
+		t.Fatalf("a snapshot user: %d %q %s", p.status, p.location, p.body)
+	}
+	// The page knows no follower: it starts the authorization again.
+	if p := get(t, b, e.base+"/bind"); p.status != http.StatusFound {
+		t.Fatalf("after a snapshot answer the page knows a follower: %d %s", p.status, p.body)
+	}
+	if p := get(t, b, e.base+"/bind/signin?idp=local"); p.status != http.StatusSeeOther || p.location != "/bind" {
+		t.Fatalf("sign-in offered to a snapshot user: %d %q", p.status, p.location)
+	}
+}

@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postToConsent posts the form of the sign-in page p (its hidden fields, CSRF included) to
+// the consent step instead of the login step, with accept: the re-authentication bypass.
+func postToConsent(t *testing.T, b *http.Client, p page) page {
+	t.Helper()
+	m := formAction.FindStringSubmatch(p.body)
+	if m == nil || !strings.Contains(m[1], "/login-actions/authenticate?") {
+		t.Fatalf("not a login page: %d %s", p.status, p.body)
+	}
+	action := strings.Replace(html.UnescapeString(m[1]), "/login-actions/authenticate?", "/login-actions/consent?", 1)
+	return submit(t, b, page{status: p.status, body: `<form action="` + html.EscapeString(action) + `">` + p.body, url: p.url},
+		url.Values{"accept": {"yes"}})
+}
+
+// TestConsentOnlyAfterSignIn: a request that asks for a new sign-in (prompt=login, an exceeded
+// max_age) cannot skip it by posting its sealed request to the consent step; nor can the
+// account page's sign-in request reach a client's consent.
+func TestConsentOnlyAfterSignIn(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	e.signInCode(t, b, "portal") // signed in, consent given
+
+	refused := func(name string, p page) {
+		t.Helper()
+		if p.status == http.StatusFound || strings.Contains(p.location, "code=") || strings.Contains(p.body, `name="code"`) {
+			t.Fatalf("%s: the consent step answered a request that skipped the sign-in: %d %q", name, p.status, p.location)
+		}
+		if p.status != http.StatusBadRequest {
+			t.Fatalf("%s: %d %s", name, p.status, p.body)
+		}
+	}
+	login := get(t, b, e.authURL("portal", "pl", "prompt", "login"))
+	refused("prompt=login", postToConsent(t, b, login))
+	// The same request still takes a real sign-in.
+	if p := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}}); callback(t, p).Get("code") == "" {
+		t.Fatalf("prompt=login after the refusal: %d %q", p.status, p.location)
+	}
+
+	e.clock.Add(2 * time.Second)
+	login = get(t, b, e.authURL("portal", "ma", "max_age", "1"))
+	refused("max_age exceeded", postToConsent(t, b, login))
+
+	// The account page's sign-in request, from a browser that is not signed in.
+	b2 := browser(t)
+	refused("account page's sign-in", postToConsent(t, b2, get(t, b2, e.issuer+"/account")))
+	// A signed-in browser's account page sign-in request too.
+	b3 := browser(t)
+	acct := get(t, b3, e.issuer+"/account")
+	e.signInCode(t, b3, "portal")
+	refused("account page's sign-in, signed in", postToConsent(t, b3, acct))
+}
+
+// TestLogoutHints: a hint must be an ID token of this issuer for the browser's own session.
+// Another user's ID token asks for the confirmation and ends nothing; an access token is no
+// hint, at logout or at authorize.
+func TestLogoutHints(t *testing.T) {
+	e := newSignInEnv(t)
+	logout := e.issuer + "/protocol/openid-connect/logout"
+	signedIn := func(b *http.Client) bool {
+		t.Helper()
+		return get(t, b, e.authURL("trusted", "s")).location != ""
+	}
+	a := browser(t)
+	tokA, errc := e.exchange(t, "trusted", e.signInCode(t, a, "trusted"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// Another user, in another browser (the campus sign-on).
+	bb := browser(t)
+	p := get(t, bb, e.authURL("trusted", "s", "kc_idp_hint", "cas"))
+	p = submit(t, bb, p, url.Values{"username": {"2020000042"}, "password": {"cas-password"}})
+	tokB, errc := e.exchange(t, "trusted", callback(t, p).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+
+	p = get(t, a, logout+"?"+url.Values{"id_token_hint": {tokB["id_token"].(string)},
+		"post_logout_redirect_uri": {rpRedirect}}.Encode())
+	if p.status != http.StatusOK || !strings.Contains(p.body, `name="confirm"`) || !signedIn(a) || !signedIn(bb) {
+		t.Fatalf("another user's hint: %d %q, signed in %v %v", p.status, p.location, signedIn(a), signedIn(bb))
+	}
+	// An ID token of the same user but another session of theirs asks too.
+	a2 := browser(t)
+	tokA2, _ := e.exchange(t, "trusted", e.signInCode(t, a2, "trusted"))
+	if p := get(t, a, logout+"?id_token_hint="+tokA2["id_token"].(string)); !strings.Contains(p.body, `name="confirm"`) || !signedIn(a) || !signedIn(a2) {
+		t.Fatalf("another session's hint: %d, signed in %v %v", p.status, signedIn(a), signedIn(a2))
+	}
+
+	// An access token is no ID token: at logout an error page, at authorize an error.
+	p = get(t, a, logout+"?"+url.Values{"id_token_hint": {tokA["access_token"].(string)},
+		"post_logout_redirect_uri": {rpRedirect}}.Encode())
+	if p.status != http.StatusBadRequest || p.location != "" || !signedIn(a) {
+		t.Fatalf("an access token as hint at logout: %d %q", p.status, p.location)
+	}
+	q := callback(t, get(t, a, e.authURL("trusted", "h", "prompt", "none", "id_token_hint", tokA["access_token"].(string))))
+	if q.Get("error") != "invalid_request" || q.Has("code") {
+		t.Fatalf("an access token as hint at authorize: %v", q)
+	}
+	// The browser's own ID token signs it out at once.
+	p = get(t, a, logout+"?"+url.Values{"id_token_hint": {tokA["id_token"].(string)},
+		"post_logout_redirect_uri": {rpRedirect}}.Encode())
+	if p.status != http.StatusFound || p.location != rpRedirect || signedIn(a) || !signedIn(bb) {
+		t.Fatalf("own hint: %d %q", p.status, p.location)
+	}
+}
+
+// TestServerSideLogout: Keycloak's logout by a client's back end (client credentials and a
+// refresh token) ends that session and answers 204; a hint without a session cookie ends the
+// session it names.
+func TestServerSideLogout(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	other, _ := e.exchange(t, "library", e.signInCode(t, browser(t), "library"))
+
+	// Wrong secret: refused, nothing ends.
+	if st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {"wrong"},
+		"refresh_token": {tok["refresh_token"].(string)}}); st != http.StatusUnauthorized || m["error"] != "invalid_client" {
+		t.Fatalf("wrong secret: %d %v", st, m)
+	}
+	// Another client's refresh token: refused.
+	if st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {other["refresh_token"].(string)}}); st != http.StatusBadRequest || m["error"] != "invalid_grant" {
+		t.Fatalf("another client's token: %d %v", st, m)
+	}
+	if _, errc := e.refresh(t, "library", other["refresh_token"].(string)); errc != "" {
+		t.Fatalf("a refused logout ended another client's session: %s", errc)
+	}
+
+	req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
+		"client_id": {"portal"}, "client_secret": {rpSecret}, "refresh_token": {tok["refresh_token"].(string)}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout by the client: %d", resp.StatusCode)
+	}
+	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("refresh after the logout: %q", errc)
+	}
+	for _, k := range []string{"refresh_token", "access_token"} {
+		if st, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {tok[k].(string)}}); st != 200 || m["active"] != false {
+			t.Fatalf("introspection of the %s after the logout: %d %v", k, st, m)
+		}
+	}
+	if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("error") != "login_required" {
+		t.Fatalf("prompt=none after the logout: %v", q)
+	}
+
+	// id_token_hint without the session cookie (a cross-site form): the hint's session ends.
+	b = browser(t)
+	tok, _ = e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	req, _ = http.NewRequest("POST", e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
+		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != rpRedirect {
+		t.Fatalf("logout with a hint and no cookie: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("error") != "login_required" {
+		t.Fatalf("the hint's session lives on: %v", q)
+	}
+	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("refresh after the logout by hint: %q", errc)
+	}
+}
+
+// TestRefreshKeepsGrantScope: RFC 6749 §6: a refresh asking for less narrows that answer only;
+// the refresh token issued keeps the grant's scope.
+func TestRefreshKeepsGrantScope(t *testing.T) {
+	e := newSignInEnv(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	narrow, errc := e.refresh(t, "portal", tok["refresh_token"].(string), "scope", "openid")
+	if errc != "" || narrow["scope"] != "openid" {
+		t.Fatalf("narrowed refresh: %v %s", narrow, errc)
+	}
+	full, errc := e.refresh(t, "portal", narrow["refresh_token"].(string))
+	if errc != "" || full["scope"] != "notification.mp openid" {
+		t.Fatalf("the next refresh: %v %s", full, errc)
+	}
+	again, errc := e.refresh(t, "portal", full["refresh_token"].(string), "scope", "openid notification.mp")
+	if errc != "" || len(strings.Fields(again["scope"].(string))) != 2 {
+		t.Fatalf("asking for the whole grant after a narrowed refresh: %v %s", again, errc)
+	}
+}
