@@ -41,7 +41,7 @@ func TestParserKeywordKinds(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	// A value already refused by the interface's rules gets no second problem.
-	long := `{"userId":"2020000001","type":"EN","data":{"name":"x","class":"高等数学一班高等数学一班高等数学一班高等","time":"15:01"}}`
+	long := `{"userId":"2020000001","type":"EN","data":{"name":"x","class":"高等数学一班高等数学一班高等数学一班高等数","time":"15:01"}}`
 	_, err = p.Parse([]byte(long))
 	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Kind() != "length" {
 		t.Fatalf("Parse: %v, want one length problem", err)
