@@ -21,6 +21,7 @@ require (
 	github.com/prometheus/client_model v0.6.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1
+	github.com/silenceper/wechat/v2 v2.1.10
 	github.com/yuin/goldmark v1.8.7
 	go.mongodb.org/mongo-driver v1.17.4
 	go.yaml.in/yaml/v3 v3.0.6
