@@ -165,7 +165,14 @@ func kindSamples() []string {
 		"12345", "3.14", "3.", "-5", "ABCdef", "ABC1", "+-*/", "!!!!!!", "a!",
 		strings.Repeat("a", 20), strings.Repeat("9", 20), "x", "1", "考",
 	}
-	return append(out, edgeValues()...)
+	// The character classes are one table for every kind: TestFrontEndAndPlatformAgree walks
+	// their edges with thing; here a few of each class, inside values of every alphabet.
+	for _, r := range []rune{0x3000, 0x00A0, 0x200B, 0xFEFF, 0x202E, 0x200D, 0xE000, 0xFFFE, '\t', '\n', 0x85, 0x2028} {
+		for _, v := range []string{"A1", "15:01", "张三", "¥5", "粤A8", "+86"} {
+			out = append(out, v+string(r), string(r)+v)
+		}
+	}
+	return out
 }
 
 // TestEveryKindAgrees maps a main item of a push type onto a keyword of each
