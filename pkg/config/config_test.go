@@ -352,19 +352,19 @@ func TestTemplateKeywordKinds(t *testing.T) {
 	c.Platform.Templates = map[string]config.Template{
 		"EN": {TemplateID: "t1", Fields: map[string]string{"name": "thing1", "class": "character_string2", "time": "time3"}},
 		"AR": {TemplateID: "t2", Fields: map[string]string{"title": "short_thing1", "applicant": "name2", "time": "date3", "remark": "const4"}},
-		"WR": {TemplateID: "t3", Fields: map[string]string{"title": "keyword1", "date": "enum", "content": "phrase3"}},
+		"WR": {TemplateID: "t3", Fields: map[string]string{"header": "first", "title": "keyword1", "date": "enum", "content": "phrase3", "remark": "remark"}},
 	}
 	if err := c.Validate(config.RoleAPI); err != nil {
 		t.Fatalf("documented kinds refused: %v", err)
 	}
-	c.Platform.Templates["JML"] = config.Template{TemplateID: "t4", Fields: map[string]string{"class": "things1", "info": "first", "room": "thing3"}}
+	c.Platform.Templates["JML"] = config.Template{TemplateID: "t4", Fields: map[string]string{"class": "things1", "info": "memo", "room": "thing3"}}
 	err := c.Validate(config.RoleAPI)
 	if err == nil {
 		t.Fatal("unknown kinds accepted")
 	}
 	for _, want := range []string{
 		`platform.templates.JML.fields.class: keyword "things1" is of no known kind: a keyword is a kind followed by digits, the kinds being thing, number,`,
-		`platform.templates.JML.fields.info: keyword "first" is of no known kind`,
+		`platform.templates.JML.fields.info: keyword "memo" is of no known kind`,
 		`platform.templates.JML.fields.room: not a field of type JML`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -55,7 +55,7 @@ func TestParserKeywordKinds(t *testing.T) {
 
 func TestNewParserRefuses(t *testing.T) {
 	_, err := NewParser(map[string]map[string]string{
-		"EN": {"name": "thing1", "class": "things2", "time": "first", "room": "thing4"},
+		"EN": {"name": "thing1", "class": "things2", "time": "memo", "room": "thing4"},
 		"XX": {"a": "thing1"},
 	})
 	if err == nil {
@@ -63,7 +63,7 @@ func TestNewParserRefuses(t *testing.T) {
 	}
 	for _, want := range []string{
 		`EN.fields.class: keyword "things2" is of no known kind`,
-		`EN.fields.time: keyword "first" is of no known kind`,
+		`EN.fields.time: keyword "memo" is of no known kind`,
 		"EN.fields.room: not a field of type EN",
 		"XX: unknown push type",
 	} {

@@ -63,7 +63,7 @@ var metaRules = []string{
 	"every value in data is a string without emoji, line breaks, control or formatting characters, private-use characters or code points that are not characters (the platform refuses them): such a push is refused, naming the field and the code point",
 	"in data, spaces other than U+0020 (such as the full-width space U+3000) are sent as U+0020, and invisible characters (U+00AD, U+180E, U+200B, U+200C, U+2060 to U+2064, U+FEFF) are removed before sending and not counted; characters lists every class",
 	"main items (every data field but header and remark) are required and at most 20 characters",
-	"a field mapped to a template keyword (fields[].keyword) must obey the rule of the keyword's kind as well (thing, number, letter, symbol, character_string, time, date, amount, phone_number, car_number, name, phrase, short_thing, const, enum, keyword); const and enum values only the platform can check",
+	"a field mapped to a template keyword (fields[].keyword) must obey the rule of the keyword's kind as well (thing, number, letter, symbol, character_string, time, date, amount, phone_number, car_number, name, phrase, short_thing, const, enum, and keyword, first and remark of the old industry templates); const and enum values only the platform can check",
 	"header and remark are at most 200 characters; the platform does not show them",
 	"url is an absolute http or https URL",
 	"time is Unix seconds (10 digits) or milliseconds (13 digits), as a number or a string of digits",

@@ -1,8 +1,8 @@
 // Package keyword holds the messaging platform's rules for the values of
 // template keywords: the kinds of keyword (Kinds: thing, number, letter,
 // symbol, character_string, time, date, amount, phone_number, car_number,
-// name, phrase, short_thing, const, enum, and keyword for the old industry
-// templates), each with its length and character rule, and the one table of
+// name, phrase, short_thing, const, enum, and keyword, first and remark for
+// the old industry templates), each with its length and character rule, and the one table of
 // the characters the platform refuses in any value, each class with what the
 // service does about it before sending (refuse the push, send a plain space,
 // or drop the character).

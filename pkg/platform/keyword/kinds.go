@@ -25,7 +25,8 @@ import (
 //   - keyword (keyword1, keyword2, … of the old industry templates) has no
 //     rule that refuses: since the announcement of 2023-05-04 ("关于规范公众号
 //     模板消息的再次公告") the platform shows at most 20 characters of each and
-//     removes line breaks itself (Strip).
+//     removes line breaks itself (Strip); it removes their first and remark
+//     lines altogether.
 //
 // "Symbols" are the common characters other than Chinese, letters and digits.
 // No value of any kind may hold a character of the classes in chars.go (line
@@ -120,6 +121,14 @@ var kinds = []Kind{
 		Rule:   "(old industry template) shows at most 20 characters and no line breaks; the platform cuts the rest",
 		RuleZH: "行业模板关键词：单个字段不超过20个字，不支持换行，超出部分由平台去除（2023年5月4日公告）",
 		valid:  func(string, int) bool { return true }},
+	{Name: "first", MaxRunes: 200, Checked: true, Stripped: true,
+		Rule:   "(old industry template) is the first line, which the platform no longer shows",
+		RuleZH: "行业模板首行内容：平台已去除，不再显示（2023年5月4日公告）",
+		valid:  func(string, int) bool { return true }},
+	{Name: "remark", MaxRunes: 200, Checked: true, Stripped: true,
+		Rule:   "(old industry template) is the remark, which the platform no longer shows",
+		RuleZH: "行业模板备注：平台已去除，不再显示（2023年5月4日公告）",
+		valid:  func(string, int) bool { return true }},
 }
 
 // Kinds returns a copy of the table of keyword kinds.
@@ -143,14 +152,21 @@ func KindOf(keyword string) string {
 }
 
 // Of returns the kind of a keyword name, or nil if its kind is not known.
-// A known kind's name must be followed by digits, except enum's, which the
-// platform also names without (enum.DATA).
+// A known kind's name must be followed by digits, except those the platform
+// also names without: enum (enum.DATA), const, and the old industry
+// templates' first and remark.
 func Of(keyword string) *Kind {
 	k := Lookup(KindOf(keyword))
-	if k == nil || (k.Name == keyword && k.Name != "enum" && k.Name != "const") {
+	if k == nil {
 		return nil
 	}
-	return k
+	switch {
+	case k.Name != keyword:
+		return k
+	case k.Name == "enum", k.Name == "const", k.Name == "first", k.Name == "remark":
+		return k
+	}
+	return nil
 }
 
 // Valid reports whether the platform accepts value for a keyword of kind;

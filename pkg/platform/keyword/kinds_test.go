@@ -176,7 +176,7 @@ func TestOf(t *testing.T) {
 	for kw, want := range map[string]string{
 		"thing1": "thing", "character_string12": "character_string", "short_thing3": "short_thing",
 		"const4": "const", "enum": "enum", "enum2": "enum", "keyword1": "keyword", "amount5": "amount",
-		"thing": "", "first": "", "remark": "", "things1": "", "Thing1": "", "": "", "1": "",
+		"thing": "", "first": "first", "remark": "remark", "remark2": "remark", "things1": "", "memo": "", "Thing1": "", "": "", "1": "",
 	} {
 		got := ""
 		if k := Of(kw); k != nil {

@@ -33,8 +33,8 @@ func TestMessageIDsUniqueAcrossRestarts(t *testing.T) {
 }
 
 // TestIndustryTemplateCut: an old industry template's values are cut to 20
-// characters without line breaks and first and remark dropped, as the
-// platform has done since 2023-05-04, not refused.
+// characters without line breaks, as the platform has done since 2023-05-04,
+// not refused; its first and remark are taken.
 func TestIndustryTemplateCut(t *testing.T) {
 	e := newEnv(t, simulator.Config{})
 	e.sim.AddTemplate("tpl-old", []string{"first", "keyword1", "keyword2", "remark"})
@@ -50,7 +50,7 @@ func TestIndustryTemplateCut(t *testing.T) {
 	}
 	sent := e.sim.Sent()
 	got := sent[len(sent)-1].Data
-	if len(got) != 2 || got["keyword1"] != strings.Repeat("考", 20) || got["keyword2"] != "第一行第二行" {
+	if len(got) != 4 || got["first"] != "您好" || got["keyword1"] != strings.Repeat("考", 20) || got["keyword2"] != "第一行第二行" {
 		t.Fatalf("the platform keeps %q", got)
 	}
 	// A category template's keyword is still refused.

@@ -302,10 +302,10 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make(map[string]string, len(req.Data))
 	for k, v := range req.Data {
+		// An old industry template's first and remark are taken as sent (the platform no longer
+		// shows them: the sandbox's phones leave them out), its keywords cut as it shows them.
 		switch {
-		case tpl.industry && (k == "first" || k == "remark"):
-			// Removed by the platform since 2023-05-04: never shown.
-		case tpl.industry:
+		case tpl.industry && k != "first" && k != "remark":
 			data[k] = keyword.Strip(string(v.Value))
 		default:
 			data[k] = string(v.Value)

@@ -15,8 +15,8 @@
 //     Message ids exceed 2^53 and never repeat those of an earlier run.
 //     Values are checked by the kind of their keyword (package keyword); an
 //     old industry template's (keyword1, …) are cut to 20 characters without
-//     line breaks, and its first and remark dropped, as the platform has
-//     done since 2023-05-04, rather than refused.
+//     line breaks, as the platform has done since 2023-05-04, rather than
+//     refused; its first and remark are taken (and not shown).
 //   - POST /cgi-bin/stable_token's forced refresh: at most once in 30 s
 //     (within them the current token is handed out) and 20 times a day
 //     (then 45009).
@@ -344,9 +344,9 @@ func (s *Simulator) Close() {
 // "thing1", "character_string2", "time3". A keyword's kind is its name
 // without trailing digits and decides the rule its values must obey.
 //
-// A template with keyword1, keyword2, … is an old industry template: its
-// values are cut as the platform has done since 2023-05-04 (keyword.Strip),
-// and first and remark are taken and dropped.
+// A template with keyword1, keyword2, …, first or remark is an old industry
+// template: its values are cut as the platform has done since 2023-05-04
+// (keyword.Strip), and first and remark are taken whatever they hold.
 func (s *Simulator) AddTemplate(id string, keywords []string) {
 	t := &template{id: id, keywords: append([]string(nil), keywords...), kinds: make(map[string]string, len(keywords))}
 	for _, k := range keywords {
