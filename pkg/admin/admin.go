@@ -224,12 +224,12 @@ func (a *app) usage(c *command, path string, fs *flag.FlagSet) {
 func root() *command {
 	return &command{
 		name:    "admin",
-		summary: "Operators' commands: registered clients, bindings of campus accounts to the official account, a test push.",
+		summary: "Operators' commands: registered clients, bindings of campus accounts to the official account, a test push, the account's templates and menu.",
 		help: `
 Work on the service's MongoDB with -config FILE (the file the service runs with; MONGODB_URI
 overrides it), or on a running standalone stack with -data DIR (api -standalone -data DIR).
 Flags may be given at any level: api admin -data ./data clients list --json.`,
-		sub: []*command{clientsCommand(), bindingsCommand(), pushCommand()},
+		sub: []*command{clientsCommand(), bindingsCommand(), pushCommand(), platformCommand()},
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // Defaults of the configuration.
@@ -369,6 +371,16 @@ type Template struct {
 	// Fields maps a data field of the push (e.g. content) to a template keyword (e.g. thing4).
 	// Fields not listed are not sent (header and remark are stripped by the platform anyway).
 	Fields map[string]string `yaml:"fields" json:"fields"`
+}
+
+// TemplateFields returns the keyword mapping of every configured push type: type → data field
+// → template keyword, as push.NewParser takes it.
+func (pl *Platform) TemplateFields() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(pl.Templates))
+	for t, tpl := range pl.Templates {
+		out[t] = tpl.Fields
+	}
+	return out
 }
 
 // Worker tunes the delivery workers.
@@ -907,6 +919,23 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 		if len(tpl.Fields) == 0 {
 			p.add("platform.templates.%s.fields: at least one field is required", t)
+		}
+		spec, known := push.LookupType(t)
+		fields := make([]string, 0, len(tpl.Fields))
+		for f := range tpl.Fields {
+			fields = append(fields, f)
+		}
+		sort.Strings(fields)
+		for _, f := range fields {
+			kw := tpl.Fields[f]
+			if known && !slices.ContainsFunc(spec.Fields, func(x push.Field) bool { return x.Name == f }) {
+				p.add("platform.templates.%s.fields.%s: not a field of type %s", t, f, t)
+			}
+			// A keyword of no documented kind would be held to no rule here and
+			// refused by the platform for values the front end accepted.
+			if keyword.Of(kw) == nil {
+				p.add("platform.templates.%s.fields.%s: %s", t, f, push.UnknownKeyword(kw))
+			}
 		}
 	}
 }

@@ -343,3 +343,32 @@ func TestEncodingAESKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateKeywordKinds: a keyword of no documented kind, or a field the
+// type does not have, is refused; every documented kind is taken.
+func TestTemplateKeywordKinds(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
+	c.Defaults()
+	c.Platform.Templates = map[string]config.Template{
+		"EN": {TemplateID: "t1", Fields: map[string]string{"name": "thing1", "class": "character_string2", "time": "time3"}},
+		"AR": {TemplateID: "t2", Fields: map[string]string{"title": "short_thing1", "applicant": "name2", "time": "date3", "remark": "const4"}},
+		"WR": {TemplateID: "t3", Fields: map[string]string{"header": "first", "title": "keyword1", "date": "enum", "content": "phrase3", "remark": "remark"}},
+	}
+	if err := c.Validate(config.RoleAPI); err != nil {
+		t.Fatalf("documented kinds refused: %v", err)
+	}
+	c.Platform.Templates["JML"] = config.Template{TemplateID: "t4", Fields: map[string]string{"class": "things1", "info": "memo", "room": "thing3"}}
+	err := c.Validate(config.RoleAPI)
+	if err == nil {
+		t.Fatal("unknown kinds accepted")
+	}
+	for _, want := range []string{
+		`platform.templates.JML.fields.class: keyword "things1" is of no known kind: a keyword is a kind followed by digits, the kinds being thing, number,`,
+		`platform.templates.JML.fields.info: keyword "memo" is of no known kind`,
+		`platform.templates.JML.fields.room: not a field of type JML`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+}

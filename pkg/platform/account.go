@@ -1,60 +1,162 @@
 package platform
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
-	"strconv"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
 )
 
-// HTTPError is an answer of the platform with an HTTP status other than 2xx: the request did
-// not reach the API behind it (a gateway or the platform itself failing).
-type HTTPError struct {
-	// Status is the status line's text, e.g. "502 Bad Gateway".
-	Status string
+// codeMenuNotExist is the platform's answer to menu/get for an account without a custom menu.
+const codeMenuNotExist = 46003
+
+// ErrNoMenu is returned by Menu for an account without a custom menu.
+var ErrNoMenu = errors.New("the account has no custom menu")
+
+// Template is one of the account's templates, as template/get_all_private_template lists it.
+type Template struct {
+	TemplateID      string `json:"template_id"`
+	Title           string `json:"title"`
+	PrimaryIndustry string `json:"primary_industry"`
+	DeputyIndustry  string `json:"deputy_industry"`
+	// Content is the template's text, each keyword written {{name.DATA}}.
+	Content string `json:"content"`
+	Example string `json:"example"`
 }
 
-// Error formats the answer as "HTTP status 502 Bad Gateway".
-func (e *HTTPError) Error() string { return "HTTP status " + e.Status }
+var keywordRef = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.DATA\s*\}\}`)
 
-// Account-level error codes: the platform refuses the account itself, whatever the message.
-const (
-	// CodeAppSecretMissing is 41004: no appsecret was sent.
-	CodeAppSecretMissing = 41004
-	// CodeIPNotWhitelisted is 40164: the caller's address is not on the account's IP
-	// whitelist.
-	CodeIPNotWhitelisted = 40164
-	// CodeAPIUnauthorized is 48001: the account lacks the permission for the interface.
-	CodeAPIUnauthorized = 48001
-)
-
-// accountActions says, for each account-level code, what an operator must do.
-var accountActions = map[int]string{
-	CodeIPNotWhitelisted: "add the workers' outgoing IP addresses to the official account's IP whitelist " +
-		"(the platform's console: Settings and Development, Basic Configuration), then run `worker -resume`",
-	CodeAPIUnauthorized: "the official account lacks the permission for template messages: " +
-		"enable the template message feature for the account, then run `worker -resume`",
-	CodeInvalidAppSecret: "platform.secret is not the account's current AppSecret: " +
-		"set the right one in the configuration, restart the workers, then run `worker -resume`",
-	CodeInvalidAppID: "platform.appid is not a valid AppID: " +
-		"set the account's AppID in the configuration, restart the workers, then run `worker -resume`",
-	CodeAppSecretMissing: "platform.secret is empty: " +
-		"set the account's AppSecret in the configuration, restart the workers, then run `worker -resume`",
+// Keywords returns the names of the template's keywords, in the order of its content.
+func (t Template) Keywords() []string {
+	var out []string
+	for _, m := range keywordRef.FindAllStringSubmatch(t.Content, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
-// AccountProblem reports whether err is a refusal of the account itself (40164, 48001, 40125,
-// 40013, 41004), which no retry of a message can cure: every send fails alike until an
-// operator acts. reason starts with the code; action says what the operator must do.
-func AccountProblem(err error) (reason, action string, ok bool) {
-	var pe *Error
-	if !errors.As(err, &pe) {
-		return "", "", false
+// Templates lists the account's templates.
+func (c *Client) Templates(ctx context.Context) ([]Template, error) {
+	var a struct {
+		ErrCode      int        `json:"errcode"`
+		ErrMsg       string     `json:"errmsg"`
+		TemplateList []Template `json:"template_list"`
 	}
-	action, ok = accountActions[pe.Code]
-	if !ok {
-		return "", "", false
+	if err := c.call(ctx, http.MethodGet, "/cgi-bin/template/get_all_private_template", nil, &a); err != nil {
+		return nil, fmt.Errorf("list templates: %w", err)
 	}
-	text := stripRequestID(pe.Msg)
-	if text == "" {
-		text = "account refused"
+	if a.ErrCode != 0 {
+		return nil, fmt.Errorf("list templates: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
 	}
-	return strconv.Itoa(pe.Code) + " " + text, action, true
+	return a.TemplateList, nil
+}
+
+// Menu returns the account's custom menu as menu/get answers it ({"button": […]}), or
+// ErrNoMenu.
+func (c *Client) Menu(ctx context.Context) (json.RawMessage, error) {
+	var a struct {
+		ErrCode int             `json:"errcode"`
+		ErrMsg  string          `json:"errmsg"`
+		Menu    json.RawMessage `json:"menu"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/cgi-bin/menu/get", nil, &a); err != nil {
+		return nil, fmt.Errorf("read the menu: %w", err)
+	}
+	switch {
+	case a.ErrCode == codeMenuNotExist:
+		return nil, ErrNoMenu
+	case a.ErrCode != 0:
+		return nil, fmt.Errorf("read the menu: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
+	}
+	return a.Menu, nil
+}
+
+// SetMenu replaces the account's custom menu with menu ({"button": […]}, as menu/create
+// takes it).
+func (c *Client) SetMenu(ctx context.Context, menu json.RawMessage) error {
+	var a struct {
+		ErrCode int    `json:"errcode"`
+		ErrMsg  string `json:"errmsg"`
+	}
+	if err := c.call(ctx, http.MethodPost, "/cgi-bin/menu/create", menu, &a); err != nil {
+		return fmt.Errorf("set the menu: %w", err)
+	}
+	if a.ErrCode != 0 {
+		return fmt.Errorf("set the menu: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
+	}
+	return nil
+}
+
+// BindMenu is a custom menu of one button, 绑定学号 (bind your student number), that opens
+// the binding page at bindURL.
+func BindMenu(bindURL string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"button": []map[string]string{{"type": "view", "name": "绑定学号", "url": bindURL}}})
+	return b
+}
+
+// call makes one call of an account endpoint with the access token and decodes its answer
+// into v; a rejected token is fetched again and the call made once more.
+func (c *Client) call(ctx context.Context, method, path string, body []byte, v any) error {
+	target := c.base + path
+	tok, err := c.tokens.get(ctx, "")
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		raw, err := c.do(ctx, method, target+"?access_token="+url.QueryEscape(tok), target, body)
+		if err != nil {
+			return err
+		}
+		var code struct {
+			ErrCode int `json:"errcode"`
+		}
+		if err := json.Unmarshal(raw, &code); err != nil {
+			return fmt.Errorf("unparsable answer: %w", err)
+		}
+		if attempt == 0 && isTokenCode(code.ErrCode) {
+			if tok, err = c.tokens.get(ctx, tok); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return fmt.Errorf("unparsable answer: %w", err)
+		}
+		return nil
+	}
+}
+
+// do makes one request and returns the answer's body, naming shownURL in errors.
+func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte) ([]byte, error) {
+	if method == http.MethodPost {
+		return c.post(ctx, target, shownURL, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	if err != nil {
+		return nil, &url.Error{Op: method, URL: shownURL, Err: errors.New("cannot build the request")}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, &url.Error{Op: ue.Op, URL: shownURL, Err: ue.Err}
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	if len(raw) > maxAnswerBytes {
+		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)
+	}
+	return raw, nil
 }

@@ -77,6 +77,7 @@ func (c Config) Validate() error {
 type Client struct {
 	appID    string
 	secret   string
+	base     string // APIBase without a trailing slash
 	tokenURL string
 	sendURL  string // without the access_token query
 	http     *http.Client
@@ -102,6 +103,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		appID:    cfg.AppID,
 		secret:   cfg.Secret,
+		base:     base,
 		tokenURL: base + "/cgi-bin/stable_token",
 		sendURL:  base + "/cgi-bin/message/template/send",
 		http:     cfg.HTTPClient,

@@ -456,7 +456,8 @@ func TestStubbornTokenIsForcedAtMostOncePerMinute(t *testing.T) {
 	var poisoned atomic.Value // a token the "platform" rejects with 40001
 	poisoned.Store("")
 	workerClock := newClock()
-	e := newEnv(t, envOptions{clientNow: workerClock.Now, wrap: func(next http.Handler) http.Handler {
+	// One clock for both: the platform too refuses a second forced refresh within 30 s.
+	e := newEnv(t, envOptions{clientNow: workerClock.Now, simNow: workerClock.Now, wrap: func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasSuffix(r.URL.Path, "/template/send") && r.URL.Query().Get("access_token") == poisoned.Load() {
 				_, _ = io.WriteString(w, `{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1-2-3"}`)

@@ -127,7 +127,10 @@ const (
 // body's values: Parse keeps no reference to body itself, so the caller may
 // reuse its buffer at once. On failure the error
 // is a *ValidationError that lists every problem.
-func Parse(body []byte) (Request, error) {
+func Parse(body []byte) (Request, error) { return parse(body, nil) }
+
+// parse is Parse, with the keyword rules of p if p is not nil.
+func parse(body []byte, p *Parser) (Request, error) {
 	if len(body) > MaxBodyBytes {
 		return Request{}, bodyProblem("larger than " + strconv.Itoa(MaxBodyBytes) + " bytes")
 	}
@@ -136,7 +139,7 @@ func Parse(body []byte) (Request, error) {
 	}
 	// One allocation holds the data members of any type.
 	var buf [maxFields]member
-	b := bodyReader{members: buf[:0]}
+	b := bodyReader{members: buf[:0], parser: p}
 	if problem := b.read(body); problem != "" {
 		if problem == ruleNotJSON {
 			problem = TextProblem(body)
@@ -198,6 +201,7 @@ type bodyReader struct {
 	members                      []member // of data, if it is an object
 	unknown                      []string // unknown top-level keys
 	problems                     []Problem
+	parser                       *Parser // keyword rules of the templates; nil: none
 }
 
 // Kinds of a JSON value, as the rules need them.
@@ -645,6 +649,7 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		}
 	}
 	var clean [maxFields]bool // values the platform gets with characters replaced or removed
+	kinds := b.parser.kindsOf(sp)
 	for i := range sp.Fields {
 		f := &sp.Fields[i]
 		switch at[i] {
@@ -655,7 +660,11 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		case -2:
 			b.add("data."+f.Name, ruleDuplicate)
 		default:
+			n := len(b.problems)
 			clean[i] = b.checkText(f.Name, b.members[at[i]].val, f)
+			if kinds != nil && kinds[i] != nil && len(b.problems) == n {
+				b.checkKeyword(f.Name, b.members[at[i]].val.str, clean[i], kinds[i])
+			}
 		}
 	}
 	if len(unknown) > 0 {
@@ -1021,6 +1030,8 @@ func (p Problem) Kind() string {
 	switch {
 	case p.Field == "body":
 		return "body"
+	case isKeywordRule(p.Rule):
+		return "keyword"
 	case strings.Contains(p.Rule, " characters, at most "):
 		return "length"
 	case p.Field == "type":

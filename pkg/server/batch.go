@@ -221,7 +221,7 @@ func (s *Server) batch(c echo.Context) error {
 	at := make([]int, 0, len(items)) // index of each message in items
 	for i, raw := range items {
 		ans.Results[i].Index = i
-		req, err := push.Parse(raw)
+		req, err := s.cfg.Push.Parse(raw)
 		if err != nil {
 			ans.Results[i].Errors = itemErrors(err)
 			var ve *push.ValidationError
@@ -295,7 +295,7 @@ func (s *Server) replayBatch(c echo.Context, items []jsontext.Value, idem *idemR
 	msgs := map[int]push.Message{}
 	for i, raw := range items {
 		ans.Results[i].Index = i
-		req, err := push.Parse(raw)
+		req, err := s.cfg.Push.Parse(raw)
 		if err != nil || i >= len(rec.IDs) || rec.IDs[i] == "" {
 			ans.Results[i].Errors = itemErrors(err)
 			ans.Rejected++

@@ -35,7 +35,7 @@ func (s *Server) push(c echo.Context) error {
 		}
 		return errf(CodeBadRequest, "body: could not be read")
 	}
-	req, err := push.Parse(body)
+	req, err := s.cfg.Push.Parse(body)
 	if err != nil {
 		var ve *push.ValidationError
 		if errors.As(err, &ve) {

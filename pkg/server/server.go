@@ -123,6 +123,9 @@ type Config struct {
 	// Sandbox configures the sandbox phones, GET /sandbox, of the standalone stack; nil turns
 	// them off.
 	Sandbox *Sandbox
+	// Push parses push bodies with the keyword kinds of the account's templates, which the
+	// metadata dictionary shows too; nil applies the interface's rules only.
+	Push *push.Parser
 	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and
 	// serves no /metrics.
 	Metrics *metrics.Metrics

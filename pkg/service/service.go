@@ -30,6 +30,7 @@ import (
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/store"
@@ -337,7 +338,12 @@ func (a *API) build(ctx context.Context) error {
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	pub := queue.NewPublisher(a.conn.js)
+	parser, err := push.NewParser(cfg.Platform.TemplateFields())
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{
+		Push:    parser,
 		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: pub, Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,

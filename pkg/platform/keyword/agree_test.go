@@ -149,3 +149,108 @@ func TestFrontEndAndPlatformAgree(t *testing.T) {
 	t.Logf("%d values: %d refused by both, %d cleaned before sending, %d refused by the front end alone (emoji, blank)",
 		len(edgeValues()), refused, cleaned, stricter)
 }
+
+// kindSamples are values of every kind, right and wrong, near each limit.
+func kindSamples() []string {
+	out := []string{
+		"高等数学一班", "下周一上午第三节", "高等数学期末考试", "Calculus II", "CS-101/A#7", "01HZX3K9-2024/A#7",
+		"15:01", "9:05", "15:01:59", "24:00", "2019年10月1日 15:01", "2019年10月1日15:01", "2024-07-05 16:16:42",
+		"2024/07/05 16:16", "15:01~17:30", "2024-01-08 09:00 ~ 2024-01-08 11:00", "2024-07-05", "2019年10月1日",
+		"2019年10月", "10月1日", "10月", "2018.01.01", "01-01", "2018-13-01", "2018-01-01~2018-01-31",
+		"¥99.00", "￥100元", "$5", "39.8元", "13.10", "¥1234567890", "¥12345678901", "¥12345678.90", "人民币5元", "¥¥5",
+		"+86-0766-66888866", "(010) 6275 1234", "+86-0766-668888661", "ext.12",
+		"粤A8Z888挂", "京A12345", "粤A8Z8888挂", "A京12345",
+		"张三", "欧阳娜娜娜娜娜娜娜娜", "欧阳娜娜娜娜娜娜娜娜娜", "John Smith", "Maximilian Alexander", "张Tom", "R2D2",
+		"配送中", "审核通过了吧", "ok", "已通过!", "D-3", "审批中请等", "审批中请稍等",
+		"12345", "3.14", "3.", "-5", "ABCdef", "ABC1", "+-*/", "!!!!!!", "a!",
+		strings.Repeat("a", 20), strings.Repeat("9", 20), "x", "1", "考",
+	}
+	// The character classes are one table for every kind: TestFrontEndAndPlatformAgree walks
+	// their edges with thing; here a few of each class, inside values of every alphabet.
+	for _, r := range []rune{0x3000, 0x00A0, 0x200B, 0xFEFF, 0x202E, 0x200D, 0xE000, 0xFFFE, '\t', '\n', 0x85, 0x2028} {
+		for _, v := range []string{"A1", "15:01", "张三", "¥5", "粤A8", "+86"} {
+			out = append(out, v+string(r), string(r)+v)
+		}
+	}
+	return out
+}
+
+// TestEveryKindAgrees maps a main item of a push type onto a keyword of each
+// kind in turn and feeds the samples of every kind through the push
+// validation with that mapping and through the simulator: whatever the front
+// end accepts, the platform accepts, and the front end refuses with the
+// kind's rule only what the platform refuses too.
+func TestEveryKindAgrees(t *testing.T) {
+	const appID, secret, openid = "wx-agree", "agree-secret-0123456789", "o-agree"
+	sim := simulator.New(simulator.Config{AppID: appID, Secret: secret, Seed: 1})
+	sim.AddFollower(openid)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	c, err := platform.New(platform.Config{APIBase: srv.URL, AppID: appID, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(tpl, kw, v string) int {
+		_, err := c.SendTemplate(context.Background(), platform.TemplateMessage{ToUser: openid, TemplateID: tpl,
+			Data: map[string]string{kw: v, "thing2": "高等数学", "thing3": "明天"}})
+		var pe *platform.Error
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &pe):
+			return pe.Code
+		}
+		t.Fatalf("send: %v", err)
+		return -1
+	}
+	for _, k := range keyword.Kinds() {
+		kw := k.Name + "1"
+		tpl := "tpl-" + k.Name
+		sim.AddTemplate(tpl, []string{kw, "thing2", "thing3"})
+		p, err := push.NewParser(map[string]map[string]string{"EN": {"name": kw, "class": "thing2", "time": "thing3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var accepted, refusedBoth, stricter int
+		for _, v := range kindSamples() {
+			body, _ := json.Marshal(map[string]any{"userId": "2020000001", "type": "EN",
+				"data": map[string]string{"name": v, "class": "高等数学", "time": "明天"}})
+			req, perr := p.Parse(body)
+			raw := send(tpl, kw, v)
+			if perr == nil {
+				if code := send(tpl, kw, req.Data["name"]); code != 0 {
+					t.Fatalf("%s: the front end accepts %q as %q, the platform answers %d", k.Name, v, req.Data["name"], code)
+				}
+				accepted++
+				continue
+			}
+			var ve *push.ValidationError
+			if !errors.As(perr, &ve) {
+				t.Fatalf("%s: %q: %v", k.Name, v, perr)
+			}
+			if raw != 0 {
+				refusedBoth++
+				continue
+			}
+			for _, pr := range ve.Problems {
+				switch {
+				case k.Stripped:
+					// On purpose: what the platform would cut silently, the
+					// front end refuses, so that nothing is lost unseen.
+				case pr.Kind() == "emoji" || pr.Kind() == "blank" || pr.Kind() == "length":
+					// On purpose: the interface's own limits of a main item.
+				default:
+					t.Fatalf("%s: the platform accepts %q, the front end refuses: %v", k.Name, v, ve)
+				}
+			}
+			stricter++
+		}
+		if accepted == 0 {
+			t.Errorf("%s: no sample accepted", k.Name)
+		}
+		if k.Checked && !k.Stripped && refusedBoth == 0 {
+			t.Errorf("%s: no sample refused by both", k.Name)
+		}
+		t.Logf("%-16s %3d accepted, %3d refused by both, %3d refused by the front end alone", k.Name, accepted, refusedBoth, stricter)
+	}
+}

@@ -6,39 +6,144 @@ import (
 	"unicode/utf8"
 )
 
-// The keyword value rules of category templates ("类目模板", the template
-// rules in force since 2023), as the platform documents them in the
-// template message interface and its parameter table. Each keyword is named
-// by its kind followed by digits (thing1, character_string2, time3); the
-// kind decides what its value may hold:
+// The keyword value rules of category templates ("类目模板") and subscription
+// templates, as the platform documents them in its table of parameter kinds
+// ("订阅消息参数值内容限制说明", on the page "发送订阅消息" of the mini program
+// server API, developers.weixin.qq.com/miniprogram/dev/OpenApiDoc/
+// mp-message-management/subscribe-message/sendMessage.html, which the
+// official account's template message documentation refers category
+// templates to). Each keyword is named by its kind followed by digits
+// (thing1, character_string2, time3); the kind decides what its value may
+// hold. Kinds lists them with their rules; what the table does not say is
+// marked where it is decided:
 //
-//	thing             20 characters at most: Chinese, digits, letters, symbols
-//	number            32 at most: digits, may carry a decimal point
-//	letter            32 at most: letters only
-//	symbol            5 at most: symbols only
-//	character_string  32 at most: digits, letters, symbols (no Chinese)
-//	time              24-hour time (HH:MM or HH:MM:SS), a date may precede it;
-//	                  a period joins two points with "~"
-//	date              a date (y年m月d日, y年m月, m月d日 or joined by - / .), a
-//	                  time may follow; a period joins two points with "~"
-//	amount            one currency symbol + 12 digits at most, may carry
-//	                  decimals, may end in 元
-//	phone_number      17 at most: digits and symbols
-//	car_number        8 at most: the first and last may be Chinese, the
-//	                  others letters or digits
-//	name              10 Chinese characters at most, or 20 letters/symbols at
-//	                  most; a mix of Chinese and letters counts as Chinese
-//	phrase            5 Chinese characters at most
-//	const             20 at most, may be empty (the platform also requires
-//	                  the value to be one approved for the template, which
-//	                  the simulator does not model)
+//   - short_thing is not in the table; the platform holds it to 5
+//     characters of the thing alphabet.
+//   - const and enum values must be among those approved for the template,
+//     which only the platform knows: they cannot be checked here, beyond the
+//     character classes and 20 characters.
+//   - keyword (keyword1, keyword2, … of the old industry templates) has no
+//     rule that refuses: since the announcement of 2023-05-04 ("关于规范公众号
+//     模板消息的再次公告") the platform shows at most 20 characters of each and
+//     removes line breaks itself (Strip); it removes their first and remark
+//     lines altogether.
 //
 // "Symbols" are the common characters other than Chinese, letters and digits.
 // No value of any kind may hold a character of the classes in chars.go (line
 // breaks, controls, spaces other than U+0020, formatting characters, private
 // use, code points that are not characters). Lengths count characters
-// (runes), not bytes. Kinds the table does not name are held to the thing
-// rule.
+// (runes), not bytes.
+
+// Kind is one kind of template keyword and the rule of its values.
+type Kind struct {
+	// Name is the kind as keyword names start with it: thing, time, ….
+	Name string
+	// MaxRunes is the longest value in characters; for time, date and amount
+	// the longest the format allows.
+	MaxRunes int
+	// Rule says in words what a value may hold, after the kind's name:
+	// "character_string allows only letters, digits and symbols, at most 32".
+	Rule string
+	// RuleZH is Rule as the platform's table says it.
+	RuleZH string
+	// Checked is false for the kinds whose values only the platform can
+	// check (const, enum): the front end holds them to the character
+	// classes and MaxRunes only.
+	Checked bool
+	// Stripped is true for the old industry templates' keywords, whose
+	// over-long values and line breaks the platform cuts instead of
+	// refusing them.
+	Stripped bool
+	valid    func(s string, n int) bool
+}
+
+// String returns the kind's name and rule, as a refusal states it.
+func (k *Kind) String() string { return k.Name + " " + k.Rule }
+
+// kinds is the table, in the order of the platform's documentation.
+var kinds = []Kind{
+	{Name: "thing", MaxRunes: 20, Checked: true,
+		Rule: "allows Chinese, letters, digits and symbols, at most 20", RuleZH: "20个以内字符，可汉字、数字、字母或符号组合",
+		valid: func(_ string, n int) bool { return n <= 20 }},
+	{Name: "number", MaxRunes: 32, Checked: true,
+		Rule: "allows only digits, with at most one decimal point, at most 32", RuleZH: "32位以内数字，只能数字，可带小数",
+		valid: func(s string, n int) bool { return n <= 32 && isDecimal(s) }},
+	{Name: "letter", MaxRunes: 32, Checked: true,
+		Rule: "allows only letters, at most 32", RuleZH: "32位以内字母，只能字母",
+		valid: func(s string, n int) bool { return n <= 32 && allRunes(s, isASCIILetter) }},
+	{Name: "symbol", MaxRunes: 5, Checked: true,
+		Rule: "allows only symbols, at most 5", RuleZH: "5位以内符号，只能符号",
+		valid: func(s string, n int) bool { return n <= 5 && allRunes(s, isSymbol) }},
+	{Name: "character_string", MaxRunes: 32, Checked: true,
+		Rule: "allows only letters, digits and symbols, at most 32", RuleZH: "32位以内数字、字母或符号，可数字、字母或符号组合",
+		valid: func(s string, n int) bool {
+			return n <= 32 && allRunes(s, func(r rune) bool { return isASCIILetter(r) || isASCIIDigit(r) || isSymbol(r) })
+		}},
+	{Name: "time", MaxRunes: 41, Checked: true,
+		Rule:   "allows a 24-hour time (15:01 or 15:01:59), a date may precede it (2019年10月1日 15:01, 2019-10-01 15:01); a period joins two with ~",
+		RuleZH: "24小时制时间格式（支持+年月日），支持填时间段，两个时间点之间用“~”符号连接",
+		valid:  func(s string, _ int) bool { return validPeriod(s, true) }},
+	{Name: "date", MaxRunes: 41, Checked: true,
+		Rule:   "allows a date (2019年10月1日, 2019年10月, 10月1日, 2019-10-01, 2019/10/01, 2019.10.01, 2019-10, 10-01), a 24-hour time may follow it; a period joins two with ~",
+		RuleZH: "年月日格式（支持+24小时制时间），支持填时间段，两个时间点之间用“~”符号连接",
+		valid:  func(s string, _ int) bool { return validPeriod(s, false) }},
+	{Name: "amount", MaxRunes: 13, Checked: true,
+		Rule:   "allows a currency symbol and at most 10 digits, decimals included, and may end in 元 (¥99.00, 39.8元)",
+		RuleZH: "1个币种符号+10位以内纯数字，可带小数，结尾可带“元”",
+		valid:  func(s string, _ int) bool { return validAmount(s) }},
+	{Name: "phone_number", MaxRunes: 17, Checked: true,
+		Rule: "allows only digits and symbols, at most 17", RuleZH: "17位以内，数字、符号",
+		valid: func(s string, n int) bool {
+			return n <= 17 && allRunes(s, func(r rune) bool { return isASCIIDigit(r) || isSymbol(r) })
+		}},
+	{Name: "car_number", MaxRunes: 8, Checked: true,
+		Rule: "allows letters and digits, Chinese only first and last, at most 8", RuleZH: "8位以内，第一位与最后一位可为汉字，其余为字母或数字",
+		valid: validCarNumber},
+	{Name: "name", MaxRunes: 20, Checked: true,
+		Rule:   "allows at most 10 Chinese characters, or at most 20 letters and symbols; a mix of Chinese and letters is held to 10",
+		RuleZH: "10个以内纯汉字或20个以内纯字母或符号；中文和字母混合按中文名算，10个字内",
+		valid:  validName},
+	{Name: "phrase", MaxRunes: 5, Checked: true,
+		Rule: "allows only Chinese characters, at most 5", RuleZH: "5个以内汉字",
+		valid: func(s string, n int) bool { return n <= 5 && allRunes(s, isHan) }},
+	{Name: "short_thing", MaxRunes: 5, Checked: true,
+		Rule: "allows Chinese, letters, digits and symbols, at most 5", RuleZH: "5个以内字符（平台参数表未列出）",
+		valid: func(_ string, n int) bool { return n <= 5 }},
+	{Name: "const", MaxRunes: 20,
+		Rule:   "allows only the values approved for the template, which only the platform can check; here at most 20 characters",
+		RuleZH: "常量：只能填模板审核通过的值，无法在本地校验",
+		valid:  func(_ string, n int) bool { return n <= 20 }},
+	{Name: "enum", MaxRunes: 20,
+		Rule:   "allows only the template's enumerated values, which only the platform can check; here at most 20 characters",
+		RuleZH: "枚举值：只能上传枚举值范围内的字段值，无法在本地校验",
+		valid:  func(_ string, n int) bool { return n <= 20 }},
+	{Name: "keyword", MaxRunes: 20, Checked: true, Stripped: true,
+		Rule:   "(old industry template) shows at most 20 characters and no line breaks; the platform cuts the rest",
+		RuleZH: "行业模板关键词：单个字段不超过20个字，不支持换行，超出部分由平台去除（2023年5月4日公告）",
+		valid:  func(string, int) bool { return true }},
+	{Name: "first", MaxRunes: 200, Checked: true, Stripped: true,
+		Rule:   "(old industry template) is the first line, which the platform no longer shows",
+		RuleZH: "行业模板首行内容：平台已去除，不再显示（2023年5月4日公告）",
+		valid:  func(string, int) bool { return true }},
+	{Name: "remark", MaxRunes: 200, Checked: true, Stripped: true,
+		Rule:   "(old industry template) is the remark, which the platform no longer shows",
+		RuleZH: "行业模板备注：平台已去除，不再显示（2023年5月4日公告）",
+		valid:  func(string, int) bool { return true }},
+}
+
+// Kinds returns a copy of the table of keyword kinds.
+func Kinds() []Kind { return append([]Kind(nil), kinds...) }
+
+// Lookup returns the kind named kind, or nil if the platform documents no
+// such kind.
+func Lookup(kind string) *Kind {
+	for i := range kinds {
+		if kinds[i].Name == kind {
+			return &kinds[i]
+		}
+	}
+	return nil
+}
 
 // KindOf returns the kind of a keyword name: the name without its trailing
 // digits, so "thing4" is of kind "thing".
@@ -46,49 +151,71 @@ func KindOf(keyword string) string {
 	return strings.TrimRight(keyword, "0123456789")
 }
 
+// Of returns the kind of a keyword name, or nil if its kind is not known.
+// A known kind's name must be followed by digits, except those the platform
+// also names without: enum (enum.DATA), const, and the old industry
+// templates' first and remark.
+func Of(keyword string) *Kind {
+	k := Lookup(KindOf(keyword))
+	if k == nil {
+		return nil
+	}
+	switch {
+	case k.Name != keyword:
+		return k
+	case k.Name == "enum", k.Name == "const", k.Name == "first", k.Name == "remark":
+		return k
+	}
+	return nil
+}
+
 // Valid reports whether the platform accepts value for a keyword of kind;
-// invalid UTF-8 is never accepted.
+// invalid UTF-8 is never accepted. Kinds the table does not name are held to
+// the thing rule. The values of a Stripped kind are valid whatever their
+// length and line breaks: the platform cuts them (Strip).
 func Valid(kind, value string) bool {
+	k := Lookup(kind)
+	if k == nil {
+		k = &kinds[0]
+	}
+	if k.Stripped {
+		value = Strip(value)
+	}
 	// The character classes hold for every kind, whatever its own rule
 	// would make of the character (a time's TrimSpace would take U+3000).
 	if !utf8.ValidString(value) || !allRunes(value, Allowed) {
 		return false
 	}
 	n := utf8.RuneCountInString(value)
-	if kind == "const" {
-		return n <= 20
-	}
 	if n == 0 {
-		return false
+		return !k.Checked // an empty const or enum is the platform's to judge
 	}
-	switch kind {
-	case "number":
-		return n <= 32 && isDecimal(value)
-	case "letter":
-		return n <= 32 && allRunes(value, isASCIILetter)
-	case "symbol":
-		return n <= 5 && allRunes(value, isSymbol)
-	case "character_string":
-		return n <= 32 && allRunes(value, func(r rune) bool { return isASCIILetter(r) || isASCIIDigit(r) || isSymbol(r) })
-	case "time":
-		return validPeriod(value, true)
-	case "date":
-		return validPeriod(value, false)
-	case "amount":
-		return validAmount(value)
-	case "phone_number":
-		return n <= 17 && allRunes(value, func(r rune) bool { return isASCIIDigit(r) || isSymbol(r) })
-	case "car_number":
-		return validCarNumber(value, n)
-	case "name":
-		return validName(value, n)
-	case "phrase":
-		return n <= 5 && allRunes(value, isHan)
-	default: // thing and kinds the table does not name
-		return n <= 20
-	}
+	return k.valid(value, n)
 }
 
+// Strip returns what the platform shows of a value of an old industry
+// template's keyword: line breaks removed, at most 20 characters.
+func Strip(value string) string {
+	value = strings.Map(func(r rune) rune {
+		for _, lb := range lineBreaks {
+			if lb.Lo <= r && r <= lb.Hi {
+				return -1
+			}
+		}
+		return r
+	}, value)
+	if utf8.RuneCountInString(value) <= 20 {
+		return value
+	}
+	n := 0
+	for i := range value {
+		if n == 20 {
+			return value[:i]
+		}
+		n++
+	}
+	return value
+}
 func allRunes(s string, ok func(rune) bool) bool {
 	for _, r := range s {
 		if !ok(r) {
@@ -116,8 +243,10 @@ func isDecimal(s string) bool {
 	return !hasDot || (frac != "" && allRunes(frac, isASCIIDigit))
 }
 
-// validAmount: an optional currency symbol, digits (12 at most, decimals
-// included) with an optional decimal part, and an optional trailing 元.
+// validAmount: a currency symbol, digits (10 at most, decimals included)
+// with an optional decimal part, and an optional trailing 元. The table
+// reads "1个币种符号+10位以内纯数字"; the symbol is optional here because the
+// platform accepts amounts without one (13.10, 39.8元) in the field.
 func validAmount(s string) bool {
 	if r, size := utf8.DecodeRuneInString(s); unicode.Is(unicode.Sc, r) {
 		s = s[size:]
@@ -126,7 +255,7 @@ func validAmount(s string) bool {
 	if !isDecimal(s) {
 		return false
 	}
-	return len(s)-strings.Count(s, ".") <= 12
+	return len(s)-strings.Count(s, ".") <= 10
 }
 
 func validCarNumber(s string, n int) bool {

@@ -93,8 +93,10 @@ func TestValidValue(t *testing.T) {
 		{"amount", "￥100元", true},
 		{"amount", "$5", true},
 		{"amount", "39.8元", true},
-		{"amount", "¥" + strings.Repeat("9", 12), true},
-		{"amount", "¥" + strings.Repeat("9", 13), false},
+		{"amount", "¥" + strings.Repeat("9", 10), true},
+		{"amount", "¥" + strings.Repeat("9", 11), false},
+		{"amount", "¥12345678.90", true},
+		{"amount", "¥123456789.01", false},
 		{"amount", "人民币260.00元", false},
 		{"amount", "¥¥5", false},
 		{"amount", "five", false},
@@ -127,9 +129,22 @@ func TestValidValue(t *testing.T) {
 		{"const", "", true},
 		{"const", "课程取消申请单", true},
 		{"const", strings.Repeat("x", 21), false},
-		// unnamed kinds fall back to the thing rule.
+		// short_thing: 5 characters of any printable kind.
 		{"short_thing", "审批", true},
-		{"short_thing", strings.Repeat("审", 21), false},
+		{"short_thing", "D-3", true},
+		{"short_thing", "审批中请等", true},
+		{"short_thing", "审批中请稍等", false},
+		// enum: the platform's to judge; 20 at most here.
+		{"enum", "已发货", true},
+		{"enum", "", true},
+		{"enum", strings.Repeat("x", 21), false},
+		// keyword (old industry templates): cut by the platform, not refused.
+		{"keyword", strings.Repeat("考", 30), true},
+		{"keyword", "第一行\n第二行", true},
+		{"keyword", "a\u202eb", false},
+		// unnamed kinds fall back to the thing rule.
+		{"unknown", strings.Repeat("审", 20), true},
+		{"unknown", strings.Repeat("审", 21), false},
 	}
 	for _, tt := range tests {
 		if got := Valid(tt.kind, tt.value); got != tt.want {
@@ -144,13 +159,56 @@ func FuzzValidValue(f *testing.F) {
 	for _, s := range []string{"15:01", "2019年10月1日 15:01", "¥99.00元", "粤A8Z888挂", "a~b~c", "日日", "年月日", "::", "\u3000", "a\u200bb", "\ue000", "\ufffe"} {
 		f.Add(s)
 	}
-	kinds := []string{"thing", "number", "letter", "symbol", "character_string", "time", "date",
-		"amount", "phone_number", "car_number", "name", "phrase", "const"}
 	f.Fuzz(func(t *testing.T, value string) {
-		for _, k := range kinds {
-			if Valid(k, value) && strings.ContainsFunc(value, func(r rune) bool { return !Allowed(r) }) {
-				t.Fatalf("%s accepted %q", k, value)
+		for _, k := range Kinds() {
+			v := value
+			if k.Stripped {
+				v = Strip(v)
+			}
+			if Valid(k.Name, value) && strings.ContainsFunc(v, func(r rune) bool { return !Allowed(r) }) {
+				t.Fatalf("%s accepted %q", k.Name, value)
 			}
 		}
 	})
+}
+
+func TestOf(t *testing.T) {
+	for kw, want := range map[string]string{
+		"thing1": "thing", "character_string12": "character_string", "short_thing3": "short_thing",
+		"const4": "const", "enum": "enum", "enum2": "enum", "keyword1": "keyword", "amount5": "amount",
+		"thing": "", "first": "first", "remark": "remark", "remark2": "remark", "things1": "", "memo": "", "Thing1": "", "": "", "1": "",
+	} {
+		got := ""
+		if k := Of(kw); k != nil {
+			got = k.Name
+		}
+		if got != want {
+			t.Errorf("Of(%q) = %q, want %q", kw, got, want)
+		}
+	}
+}
+
+func TestStrip(t *testing.T) {
+	for in, want := range map[string]string{
+		"第一行\n第二行":                       "第一行第二行",
+		strings.Repeat("考", 25):          strings.Repeat("考", 20),
+		"a\r\nb\u2028c":                  "abc",
+		strings.Repeat("考", 19) + "\n考考": strings.Repeat("考", 20),
+	} {
+		if got := Strip(in); got != want {
+			t.Errorf("Strip(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestKindsDocumented checks that every kind states its rule and a length.
+func TestKindsDocumented(t *testing.T) {
+	for _, k := range Kinds() {
+		if k.Rule == "" || k.RuleZH == "" || k.MaxRunes <= 0 || k.valid == nil {
+			t.Errorf("kind %q is not fully described", k.Name)
+		}
+		if !k.Checked && !strings.Contains(k.Rule, "only the platform can check") {
+			t.Errorf("kind %q is not checked here and does not say so", k.Name)
+		}
+	}
 }

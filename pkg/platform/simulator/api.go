@@ -30,6 +30,7 @@ const (
 	codeMissingAppID      = 41002
 	codeMissingSecret     = 41004
 	codeTokenExpired      = 42001
+	codeRequireGET        = 43001
 	codeRequirePOST       = 43002
 	codeRequireSubscribe  = 43004
 	codeUserRefused       = 43101
@@ -45,6 +46,7 @@ func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/cgi-bin/stable_token", s.handleStableToken)
 	mux.HandleFunc("/cgi-bin/message/template/send", s.handleSend)
+	s.accountRoutes(mux)
 	s.webAuthRoutes(mux)
 	s.adminRoutes(mux)
 	return mux
@@ -89,7 +91,11 @@ func (s *Simulator) handleStableToken(w http.ResponseWriter, r *http.Request) {
 	if req.ForceRefresh {
 		s.stats.tokenForceRefreshes.Add(1)
 	}
-	tok, left := s.issueToken(req.ForceRefresh)
+	tok, left, ok := s.issueToken(req.ForceRefresh)
+	if !ok {
+		s.answerError(w, codeDailyQuota, "reach max api daily quota limit")
+		return
+	}
 	expiresIn := max(int64(left/time.Second), 1)
 	b := make([]byte, 0, 160)
 	b = append(b, `{"access_token":"`...)
@@ -104,12 +110,28 @@ func (s *Simulator) handleStableToken(w http.ResponseWriter, r *http.Request) {
 // mode keeps the current token, except in its last minutes, when it makes a
 // new one and lets the old one live out its time, so holders of the old
 // token are never cut off. A forced refresh makes a new token and revokes
-// every other one.
-func (s *Simulator) issueToken(force bool) (string, time.Duration) {
+// every other one, at most once in 30 s (within them it is normal mode) and
+// 20 times a day (beyond them ok is false: 45009).
+func (s *Simulator) issueToken(force bool) (tok string, left time.Duration, ok bool) {
 	now := s.now()
 	renewBefore := min(maxRenewBefore, s.cfg.TokenTTL/24)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if force {
+		i := 0
+		for i < len(s.forced) && now.Sub(s.forced[i]) >= 24*time.Hour {
+			i++
+		}
+		s.forced = s.forced[i:]
+		switch n := len(s.forced); {
+		case n >= forcedRefreshesPerDay:
+			return "", 0, false
+		case n > 0 && now.Sub(s.forced[n-1]) < forcedRefreshGap:
+			force = false
+		default:
+			s.forced = append(s.forced, now)
+		}
+	}
 	cur := s.tokens[s.current]
 	if force || cur == nil || cur.revoked || cur.exp.Sub(now) <= renewBefore {
 		for tok, st := range s.tokens {
@@ -125,7 +147,7 @@ func (s *Simulator) issueToken(force bool) (string, time.Duration) {
 		s.tokens[tok] = cur
 		s.current = tok
 	}
-	return s.current, cur.exp.Sub(now)
+	return s.current, cur.exp.Sub(now), true
 }
 
 // checkToken returns the errcode for an access token, 0 if it is usable.
@@ -280,7 +302,14 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make(map[string]string, len(req.Data))
 	for k, v := range req.Data {
-		data[k] = string(v.Value)
+		// An old industry template's first and remark are taken as sent (the platform no longer
+		// shows them: the sandbox's phones leave them out), its keywords cut as it shows them.
+		switch {
+		case tpl.industry && k != "first" && k != "remark":
+			data[k] = keyword.Strip(string(v.Value))
+		default:
+			data[k] = string(v.Value)
+		}
 	}
 
 	s.mu.Lock()
@@ -378,6 +407,9 @@ func checkData(t *template, data map[string]keywordValue) string {
 	}
 	bad, missing := "", false
 	for k, v := range data {
+		if t.industry && (k == "first" || k == "remark") {
+			continue
+		}
 		kind, ok := t.kinds[k]
 		if ok && keyword.Valid(kind, string(v.Value)) {
 			continue

@@ -243,7 +243,7 @@ func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct
 				return fmt.Errorf("push %s event: %w (last failure: %w)", e.name, ctx.Err(), err)
 			}
 		}
-		if err = s.post(ctx, body, encrypted); err == nil {
+		if err = s.post(ctx, e.openid, body, encrypted); err == nil {
 			s.stats.callbacksDelivered.Add(1)
 			return nil
 		}
@@ -256,7 +256,7 @@ func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct
 
 // post makes one signed push; encrypted is the body's Encrypt value in safe
 // mode, which msg_signature covers.
-func (s *Simulator) post(ctx context.Context, body []byte, encrypted string) error {
+func (s *Simulator) post(ctx context.Context, openid string, body []byte, encrypted string) error {
 	ts := strconv.FormatInt(s.now().Unix(), 10)
 	// The whole 64 bits: receivers accept a (timestamp, nonce) pair once, and
 	// thousands of pushes a second must not make two alike.
@@ -265,6 +265,8 @@ func (s *Simulator) post(ctx context.Context, body []byte, encrypted string) err
 	q.Set("signature", Sign(s.cfg.CallbackToken, ts, nonce))
 	q.Set("timestamp", ts)
 	q.Set("nonce", nonce)
+	// The platform names the follower in the query of every event push too.
+	q.Set("openid", openid)
 	if s.cipher != nil {
 		q.Set("encrypt_type", "aes")
 		q.Set("msg_signature", safemode.MsgSignature(s.cfg.CallbackToken, ts, nonce, encrypted))

@@ -12,11 +12,24 @@
 //     template and each keyword value are checked with the documented codes;
 //     client_msg_id de-duplicates per openid for ten minutes; an accepted
 //     send is pushed later as a TEMPLATESENDJOBFINISH event.
+//     Message ids exceed 2^53 and never repeat those of an earlier run.
+//     Values are checked by the kind of their keyword (package keyword); an
+//     old industry template's (keyword1, …) are cut to 20 characters without
+//     line breaks, as the platform has done since 2023-05-04, rather than
+//     refused; its first and remark are taken (and not shown).
+//   - POST /cgi-bin/stable_token's forced refresh: at most once in 30 s
+//     (within them the current token is handed out) and 20 times a day
+//     (then 45009).
+//   - GET /cgi-bin/token: a new token on every call, the previous one valid
+//     five more minutes.
+//   - GET /cgi-bin/template/get_all_private_template: the added templates.
+//   - POST /cgi-bin/menu/create and GET /cgi-bin/menu/get: the custom menu,
+//     with the platform's limits on buttons.
 //   - GET /connect/oauth2/authorize and GET /sns/oauth2/access_token: the web
 //     authorization (snsapi_base) that tells a page which follower opened it;
 //     its page lets a person pick the follower they are (webauth.go).
-//   - Event pushes to the callback URL carry signature, timestamp and nonce,
-//     and a failed push is retried three times. With an EncodingAESKey they
+//   - Event pushes to the callback URL carry signature, timestamp, nonce and
+//     the follower's openid in the query, and a failed push is retried three times. With an EncodingAESKey they
 //     are in safe mode: encrypted, with encrypt_type=aes and msg_signature.
 //
 // An admin API under /sim/ lets scripts inspect and steer it.
@@ -53,7 +66,16 @@ const (
 	maxRenewBefore = 5 * time.Minute
 	// msgIDBase makes message ids as large as the platform's, which exceed
 	// 2^53: receivers that parse them as floating point show the bug here.
+	// A simulator's first id adds the nanoseconds of its start to it, so that
+	// the ids of a restarted simulator never repeat those of an earlier run
+	// (a late receipt must not land on an older message): a run would have to
+	// send faster than one message a nanosecond to catch up with the next.
 	msgIDBase int64 = 3_100_000_000_000_000_000
+	// forcedRefreshGap and forcedRefreshesPerDay are the limits of the
+	// stable token's forced refresh: "每天限用20次且需间隔30秒"; within the gap
+	// the platform hands out the current token without refreshing it.
+	forcedRefreshGap      = 30 * time.Second
+	forcedRefreshesPerDay = 20
 )
 
 // Config configures a Simulator.
@@ -160,7 +182,13 @@ type tokenState struct {
 
 // template is an added template: its keywords and their kinds.
 type template struct {
-	kinds map[string]string // keyword -> kind
+	id       string
+	keywords []string          // in the order added, for get_all_private_template
+	kinds    map[string]string // keyword -> kind
+	// industry marks an old industry template (keyword1, keyword2, …): since
+	// 2023-05-04 the platform removes its first and remark lines and cuts
+	// each keyword to 20 characters without line breaks, refusing nothing.
+	industry bool
 }
 
 // follower is a user the account knows.
@@ -205,17 +233,24 @@ type Simulator struct {
 
 	// mu guards everything below; sends hold it only for map lookups and
 	// updates, never while validating values or doing I/O.
-	mu        sync.Mutex
-	rng       *mrand.Rand
-	faults    Faults
-	tokens    map[string]*tokenState
-	current   string // the token normal mode hands out
-	templates map[string]*template
-	followers map[string]*follower
-	dedup     map[dedupKey]dedupEntry
-	dedupSeed maphash.Seed
-	dedupFIFO []dedupKey // insertion order, for expiring dedup entries
-	dedupHead int        // dedupFIFO[:dedupHead] is already expired
+	mu      sync.Mutex
+	rng     *mrand.Rand
+	faults  Faults
+	tokens  map[string]*tokenState
+	current string // the token normal mode hands out
+	// plainCurrent is the token GET /cgi-bin/token handed out last.
+	plainCurrent string
+	templates    map[string]*template
+	followers    map[string]*follower
+	dedup        map[dedupKey]dedupEntry
+	dedupSeed    maphash.Seed
+	dedupFIFO    []dedupKey // insertion order, for expiring dedup entries
+	dedupHead    int        // dedupFIFO[:dedupHead] is already expired
+	// forced holds the times of the forced stable token refreshes of the
+	// last day, oldest first.
+	forced []time.Time
+	// menu is the custom menu as menu/create set it (its JSON), nil if none.
+	menu      []byte
 	nextMsgID int64
 	sent      []SentMessage
 	errors    map[int]int64
@@ -285,7 +320,7 @@ func New(cfg Config) *Simulator {
 		followers:   make(map[string]*follower),
 		dedup:       make(map[dedupKey]dedupEntry),
 		dedupSeed:   maphash.MakeSeed(),
-		nextMsgID:   msgIDBase,
+		nextMsgID:   msgIDBase + time.Now().UnixNano(),
 		errors:      make(map[int]int64),
 	}
 	if cbURL != nil {
@@ -308,10 +343,17 @@ func (s *Simulator) Close() {
 // AddTemplate adds (or replaces) a template with the given keywords, such as
 // "thing1", "character_string2", "time3". A keyword's kind is its name
 // without trailing digits and decides the rule its values must obey.
+//
+// A template with keyword1, keyword2, …, first or remark is an old industry
+// template: its values are cut as the platform has done since 2023-05-04
+// (keyword.Strip), and first and remark are taken whatever they hold.
 func (s *Simulator) AddTemplate(id string, keywords []string) {
-	t := &template{kinds: make(map[string]string, len(keywords))}
+	t := &template{id: id, keywords: append([]string(nil), keywords...), kinds: make(map[string]string, len(keywords))}
 	for _, k := range keywords {
 		t.kinds[k] = keyword.KindOf(k)
+		if k := keyword.Of(k); k != nil && k.Stripped {
+			t.industry = true
+		}
 	}
 	s.mu.Lock()
 	s.templates[id] = t

@@ -60,6 +60,8 @@ type pushed struct {
 	MsgID        int64
 	Status       string
 	SignatureOK  bool
+	// QueryOpenID is the openid the push's query names.
+	QueryOpenID string `xml:"-"`
 }
 
 // receiver is a callback endpoint that checks signatures on its own (not with
@@ -112,6 +114,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.SignatureOK = q.Get("signature") == hex.EncodeToString(sum[:]) && q.Get("timestamp") != "" && q.Get("nonce") != ""
+	p.QueryOpenID = q.Get("openid")
 	rc.events <- p
 	_, _ = io.WriteString(w, "success")
 }
@@ -489,6 +492,7 @@ func TestTemplateSendJobFinishEvent(t *testing.T) {
 			want := pushed{
 				ToUserName: simulator.AccountID, FromUserName: follower, CreateTime: clk.Now().Unix(),
 				MsgType: "event", Event: "TEMPLATESENDJOBFINISH", MsgID: a.MsgID, Status: tt.status, SignatureOK: true,
+				QueryOpenID: follower,
 			}
 			if p != want {
 				t.Errorf("event %+v\nwant  %+v", p, want)
@@ -546,7 +550,7 @@ func TestSubscribeAndUnsubscribePushEvents(t *testing.T) {
 	select {
 	case p := <-rc.events:
 		want := pushed{ToUserName: simulator.AccountID, FromUserName: "oNewcomer", CreateTime: clk.Now().Unix(),
-			MsgType: "event", Event: "subscribe", SignatureOK: true}
+			MsgType: "event", Event: "subscribe", SignatureOK: true, QueryOpenID: "oNewcomer"}
 		if p != want {
 			t.Errorf("event %+v, want %+v", p, want)
 		}

@@ -1,0 +1,60 @@
+package platform
+
+import (
+	"errors"
+	"strconv"
+)
+
+// HTTPError is an answer of the platform with an HTTP status other than 2xx: the request did
+// not reach the API behind it (a gateway or the platform itself failing).
+type HTTPError struct {
+	// Status is the status line's text, e.g. "502 Bad Gateway".
+	Status string
+}
+
+// Error formats the answer as "HTTP status 502 Bad Gateway".
+func (e *HTTPError) Error() string { return "HTTP status " + e.Status }
+
+// Account-level error codes: the platform refuses the account itself, whatever the message.
+const (
+	// CodeAppSecretMissing is 41004: no appsecret was sent.
+	CodeAppSecretMissing = 41004
+	// CodeIPNotWhitelisted is 40164: the caller's address is not on the account's IP
+	// whitelist.
+	CodeIPNotWhitelisted = 40164
+	// CodeAPIUnauthorized is 48001: the account lacks the permission for the interface.
+	CodeAPIUnauthorized = 48001
+)
+
+// accountActions says, for each account-level code, what an operator must do.
+var accountActions = map[int]string{
+	CodeIPNotWhitelisted: "add the workers' outgoing IP addresses to the official account's IP whitelist " +
+		"(the platform's console: Settings and Development, Basic Configuration), then run `worker -resume`",
+	CodeAPIUnauthorized: "the official account lacks the permission for template messages: " +
+		"enable the template message feature for the account, then run `worker -resume`",
+	CodeInvalidAppSecret: "platform.secret is not the account's current AppSecret: " +
+		"set the right one in the configuration, restart the workers, then run `worker -resume`",
+	CodeInvalidAppID: "platform.appid is not a valid AppID: " +
+		"set the account's AppID in the configuration, restart the workers, then run `worker -resume`",
+	CodeAppSecretMissing: "platform.secret is empty: " +
+		"set the account's AppSecret in the configuration, restart the workers, then run `worker -resume`",
+}
+
+// AccountProblem reports whether err is a refusal of the account itself (40164, 48001, 40125,
+// 40013, 41004), which no retry of a message can cure: every send fails alike until an
+// operator acts. reason starts with the code; action says what the operator must do.
+func AccountProblem(err error) (reason, action string, ok bool) {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return "", "", false
+	}
+	action, ok = accountActions[pe.Code]
+	if !ok {
+		return "", "", false
+	}
+	text := stripRequestID(pe.Msg)
+	if text == "" {
+		text = "account refused"
+	}
+	return strconv.Itoa(pe.Code) + " " + text, action, true
+}

@@ -1,0 +1,78 @@
+package push
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestParserKeywordKinds: with class mapped to a character_string keyword and
+// time to a time keyword, values the platform would answer 47003 are refused
+// at the front end, naming the field, the kind and its rule.
+func TestParserKeywordKinds(t *testing.T) {
+	p, err := NewParser(map[string]map[string]string{"EN": {"name": "thing1", "class": "character_string2", "time": "time3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"高等数学一班","time":"下周一上午第三节"}}`
+	_, err = p.Parse([]byte(body))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Parse: %v, want a refusal", err)
+	}
+	want := []string{
+		"data.class: character_string allows only letters, digits and symbols, at most 32",
+		"data.time: time allows a 24-hour time (15:01 or 15:01:59), a date may precede it (2019年10月1日 15:01, 2019-10-01 15:01); a period joins two with ~",
+	}
+	if got := ve.Lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, pr := range ve.Problems {
+		if pr.Kind() != "keyword" {
+			t.Errorf("%v: kind %q, want keyword", pr, pr.Kind())
+		}
+	}
+	// Without the mapping the same body passes: the interface's rules alone.
+	if _, err := Parse([]byte(body)); err != nil {
+		t.Fatalf("Parse without keywords: %v", err)
+	}
+	ok := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"MATH-101/A","time":"2024-07-05 08:00"}}`
+	if _, err := p.Parse([]byte(ok)); err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	// A value already refused by the interface's rules gets no second problem.
+	long := `{"userId":"2020000001","type":"EN","data":{"name":"x","class":"高等数学一班高等数学一班高等数学一班高等数","time":"15:01"}}`
+	_, err = p.Parse([]byte(long))
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Kind() != "length" {
+		t.Fatalf("Parse: %v, want one length problem", err)
+	}
+	// Cleaned characters are cleaned before the kind's rule: the platform
+	// gets "MATH 101".
+	if req, err := p.Parse([]byte(`{"userId":"u","type":"EN","data":{"name":"x","class":"MATH\u3000101","time":"15:01"}}`)); err != nil || req.Data["class"] != "MATH 101" {
+		t.Fatalf("Parse: %v %q", err, req.Data["class"])
+	}
+}
+
+func TestNewParserRefuses(t *testing.T) {
+	_, err := NewParser(map[string]map[string]string{
+		"EN": {"name": "thing1", "class": "things2", "time": "memo", "room": "thing4"},
+		"XX": {"a": "thing1"},
+	})
+	if err == nil {
+		t.Fatal("NewParser accepted unknown kinds")
+	}
+	for _, want := range []string{
+		`EN.fields.class: keyword "things2" is of no known kind`,
+		`EN.fields.time: keyword "memo" is of no known kind`,
+		"EN.fields.room: not a field of type EN",
+		"XX: unknown push type",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	var p *Parser
+	if name, k := p.Keyword(TypeEN, "class"); name != "" || k != nil {
+		t.Fatal("a nil Parser maps a keyword")
+	}
+}
