@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -488,18 +489,12 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Wri
 		return err
 	}
 	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
-	retry := time.NewTicker(w.cfg.StoreRetry)
-	defer retry.Stop()
-	for {
-		select {
-		case <-w.stopping.Done():
+	for w.pause(w.cfg.StoreRetry) {
+		if err = w.cfg.Events.Write(ctx, recs...); err == nil || errors.Is(err, store.ErrFinalExists) {
 			return err
-		case <-retry.C:
-			if err = w.cfg.Events.Write(ctx, recs...); err == nil || errors.Is(err, store.ErrFinalExists) {
-				return err
-			}
 		}
 	}
+	return err
 }
 
 // poison ends a message that does not decode. Nothing the front end publishes fails to
@@ -578,28 +573,12 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// The attempt is recorded before the call, so that it counts even if this worker
 		// dies before the platform answers.
 		r.Attempts++
-		mark := *r
-		mark.State, mark.Updated, mark.RetryAt = store.StateSending, w.cfg.Now(), time.Time{}
-		rec := store.ProgressRecord(mark, mark.Updated)
-		if first && r.Attempts == 1 {
-			rec = store.FirstAttemptRecord(mark, mark.Updated)
-		}
-		if err := w.cfg.Events.Write(ctx, rec); errors.Is(err, store.ErrHistory) {
-			// A copy of the message was handled before (the queue gave it out again while
-			// this one waited): go on from what came of it.
-			cur, err := w.cfg.Store.Current(ctx, m.UcsID)
-			switch {
-			case err != nil:
-				r.Attempts--
-				return attemptResult{out: Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry)}
-			case cur.State == store.StateSent || cur.State.Final():
-				return attemptResult{done: true}
-			}
-			r.Attempts, r.LastError, first = cur.Attempts, cur.LastError, false
-			continue
-		} else if err != nil {
+		switch done, err := w.markAttempt(ctx, r, &first); {
+		case done:
+			return attemptResult{done: true}
+		case err != nil:
 			r.Attempts--
-			return attemptResult{out: Snooze("recording the attempt: "+err.Error(), w.cfg.StoreRetry)}
+			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 		}
 		id, err := w.send(ctx, tm)
 		if st, ok := w.accountPause(ctx, err); ok {
@@ -620,6 +599,60 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			res.out = Retry(err.Error(), 0)
 		}
 		return res
+	}
+}
+
+// markAttempt records that attempt r.Attempts is about to call the platform, and returns once
+// the store has it: a write the store may or may not have taken is written again, never left in
+// doubt, so that the recorded attempts are the calls made. It reports done when an earlier copy
+// of the message was delivered, and adopts the attempts of an earlier copy's history when there
+// is one (first becomes false). It gives up, with an error, only when the worker stops or the
+// history cannot be read.
+func (w *Worker) markAttempt(ctx context.Context, r *store.Result, first *bool) (done bool, err error) {
+	for {
+		mark := *r
+		mark.State, mark.Updated, mark.RetryAt = store.StateSending, w.cfg.Now(), time.Time{}
+		rec := store.ProgressRecord(mark, mark.Updated)
+		if *first && r.Attempts == 1 {
+			rec = store.FirstAttemptRecord(mark, mark.Updated)
+		}
+		for {
+			err = w.cfg.Events.Write(ctx, rec)
+			if err == nil || errors.Is(err, store.ErrHistory) {
+				break
+			}
+			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
+			if !w.pause(w.cfg.StoreRetry) {
+				return false, fmt.Errorf("recording the attempt: %w", err)
+			}
+		}
+		if err == nil {
+			return false, nil
+		}
+		// The push has a progress record: this one, written by a try whose answer was
+		// lost, or one of an earlier copy of the message (the queue gave it out again).
+		cur, err := w.cfg.Store.Current(ctx, r.UcsID)
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("reading earlier attempts: %w", err)
+		case cur.State == store.StateSent || cur.State.Final():
+			return true, nil
+		case cur.State == store.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
+			return false, nil // its own
+		}
+		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
+	}
+}
+
+// pause waits d, and reports false if the worker stops first.
+func (w *Worker) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.stopping.Done():
+		return false
 	}
 }
 
