@@ -77,8 +77,9 @@ func newSignInEnv(t *testing.T) *signInEnv {
 	return newSignInEnvLogged(t, nil)
 }
 
-// newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere).
-func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
+// newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere), and
+// the configuration changed by change.
+func newSignInEnvLogged(t *testing.T, logger *slog.Logger, change ...func(*config.Config)) *signInEnv {
 	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -110,6 +111,9 @@ func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
 					Scopes: []string{"notification.mp"}, Introspect: true}},
 		},
 		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
+	}
+	for _, f := range change {
+		f(cfg)
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleAPI); err != nil {
