@@ -102,10 +102,13 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 	if _, ok, wait := t.fromMemory(key); ok || wait > 0 {
 		return ok, wait, nil
 	}
-	now := t.now()
+	var now time.Time
 	want := t.chunk(r)
 	var got int
 	_, err = t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		// The clock is read at each try: a try repeated after another replica's write must
+		// not count from before that write.
+		now = t.now()
 		var st bucketState
 		if old != nil {
 			if err := json.Unmarshal(old, &st); err != nil {
@@ -206,9 +209,15 @@ func full(r Rate, now time.Time) bucketState {
 }
 
 // take refills the bucket for the time since its last change and takes up to want tokens of
-// it. With none, wait is how long until one is back. A clock that went back refills nothing.
+// it. With none, wait is how long until one is back. A clock behind the bucket's (another
+// replica's, or one that went back) refills nothing and does not move the bucket's time back,
+// so that no interval is ever refilled twice.
 func (s bucketState) take(now time.Time, r Rate, want int) (next bucketState, got int, wait time.Duration) {
-	elapsed := max(0, now.Sub(time.Unix(0, s.At)))
+	last := time.Unix(0, s.At)
+	elapsed := max(0, now.Sub(last))
+	if now.Before(last) {
+		now = last
+	}
 	tokens := math.Min(float64(r.Burst), s.Tokens+r.PerSecond*elapsed.Seconds())
 	got = min(want, int(tokens))
 	tokens -= float64(got)

@@ -18,20 +18,21 @@ func TestBucketTake(t *testing.T) {
 		got  int
 		left float64
 		wait time.Duration
+		at   time.Time
 	}{
-		{"a new bucket is full", full(r, t0), t0, r, 5, 5, 15, 0},
-		{"takes what there is, up to want", bucketState{Tokens: 3, At: t0.UnixNano()}, t0, r, 5, 3, 0, 0},
-		{"empty: wait for one token", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, r, 5, 0, 0, 100 * time.Millisecond},
-		{"part of a token: wait for the rest", bucketState{Tokens: 0.5, At: t0.UnixNano()}, t0, r, 1, 0, 0.5, 50 * time.Millisecond},
-		{"refills with time", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(300 * time.Millisecond), r, 5, 3, 0, 0},
-		{"never beyond the burst", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(time.Hour), r, 30, 20, 0, 0},
-		{"a clock that went back refills nothing", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-time.Minute), r, 1, 0, 0, 100 * time.Millisecond},
-		{"a slow rate waits long", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, Rate{PerSecond: 0.5, Burst: 1}, 1, 0, 0, 2 * time.Second},
+		{"a new bucket is full", full(r, t0), t0, r, 5, 5, 15, 0, t0},
+		{"takes what there is, up to want", bucketState{Tokens: 3, At: t0.UnixNano()}, t0, r, 5, 3, 0, 0, t0},
+		{"empty: wait for one token", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, r, 5, 0, 0, 100 * time.Millisecond, t0},
+		{"part of a token: wait for the rest", bucketState{Tokens: 0.5, At: t0.UnixNano()}, t0, r, 1, 0, 0.5, 50 * time.Millisecond, t0},
+		{"refills with time", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(300 * time.Millisecond), r, 5, 3, 0, 0, t0.Add(300 * time.Millisecond)},
+		{"never beyond the burst", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(time.Hour), r, 30, 20, 0, 0, t0.Add(time.Hour)},
+		{"a clock behind the bucket's refills nothing, nor moves it back", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-time.Minute), r, 1, 0, 0, 100 * time.Millisecond, t0},
+		{"a slow rate waits long", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, Rate{PerSecond: 0.5, Burst: 1}, 1, 0, 0, 2 * time.Second, t0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			next, got, wait := c.st.take(c.now, c.r, c.want)
-			if got != c.got || wait != c.wait || next.Tokens != c.left || next.At != c.now.UnixNano() {
-				t.Fatalf("got %d, wait %v, left %v at %d; want %d, %v, %v at %d", got, wait, next.Tokens, next.At, c.got, c.wait, c.left, c.now.UnixNano())
+			if got != c.got || wait != c.wait || next.Tokens != c.left || next.At != c.at.UnixNano() {
+				t.Fatalf("got %d, wait %v, left %v at %d; want %d, %v, %v at %d", got, wait, next.Tokens, next.At, c.got, c.wait, c.left, c.at.UnixNano())
 			}
 		})
 	}

@@ -1,5 +1,3 @@
-// Package oauth is the token service: client authentication, the token endpoint's grants,
-// access token claims, and the verification of bearer tokens on every data interface.
 package oauth
 
 import (
