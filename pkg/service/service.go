@@ -199,8 +199,8 @@ type API struct {
 const RevocationsBucket = "ucs_revocations"
 
 // SharedCacheSize bounds the entries each front end keeps in memory of RevocationsBucket and
-// of FailuresBucket: with keys of at most 100 bytes and values of at most 200, about 25 MB each
-// at most, whatever callers do (see natskv.Cache).
+// of FailuresBucket: with keys of at most 140 bytes and values of at most 200, at most 30 MB
+// each, whatever callers do (see natskv.Cache).
 const SharedCacheSize = 50_000
 
 // FailuresBucket holds the failed authentications and blocks of brute-force detection, and
