@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
@@ -117,6 +118,19 @@ func TestSecretsStayPrivate(t *testing.T) {
 	}
 	if err := ping(s.Info.MongoDBURI); err != nil {
 		t.Fatalf("the generated client certificate: %v", err)
+	}
+	// A worker process joins with worker.yaml, which carries both.
+	wc, err := config.Load(filepath.Join(dir, standalone.WorkerConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(wc.NATS.URL, nats.Timeout(5*time.Second)); err != nil {
+		t.Fatalf("worker.yaml's NATS URL: %v", err)
+	} else {
+		nc.Close()
+	}
+	if err := ping(wc.MongoDB.URI); err != nil {
+		t.Fatalf("worker.yaml's MongoDB URI: %v", err)
 	}
 
 	// A restart keeps the credentials.
