@@ -303,8 +303,8 @@ func (s *Server) loginLocal(c echo.Context) error {
 	if e := g.Slowed(addr); e != nil {
 		return s.tooManyPage(c, e)
 	}
-	known := dir.Exists(user)
-	blocked := known && g.UserLocked(ctx, user)
+	// Read for every name alike (a made-up one has no record): no timing tells users apart.
+	known, blocked := dir.Exists(user), g.UserLocked(ctx, user)
 	if ok := dir.Check(user, c.FormValue("password")); !ok || blocked {
 		if blocked {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: blocked after repeated failures",
