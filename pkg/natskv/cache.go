@@ -127,7 +127,8 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		e = cacheEntry{value: got.Value(), revision: got.Revision(), at: got.Created()}
 	}
 	c.mu.Lock()
-	if c.writes == writes {
+	// Nor may it replace a newer value this replica wrote meanwhile.
+	if old, ok := c.entries.Peek(key); c.writes == writes && (!ok || old.revision <= e.revision) {
 		c.entries.Add(key, e)
 	}
 	c.mu.Unlock()
