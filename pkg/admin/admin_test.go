@@ -388,8 +388,15 @@ func TestClients(t *testing.T) {
 	})
 
 	// Under -data, the new secret of a client the stack seeded is written to standalone.json,
-	// where the walk-through reads it and the next start loads it from.
+	// where the walk-through reads it and the next start loads it from; it stays 0600 even
+	// over a temporary file an interrupted write left behind with mode 0644.
 	t.Run("rotate-secret of a seeded client", func(t *testing.T) {
+		if err := os.WriteFile(data+"/standalone.json.tmp", []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(data+"/standalone.json.tmp", 0o644); err != nil { // past any umask
+			t.Fatal(err)
+		}
 		rot := decode[created](t, mustRun(t, "-data", data, "clients", "rotate-secret", standalone.TestClient, "--json"))
 		b, err := os.ReadFile(data + "/standalone.json")
 		if err != nil {

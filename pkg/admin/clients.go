@@ -20,6 +20,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/secretfile"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -391,11 +392,8 @@ func updateSeededSecret(dir, id, secret string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
-		return false, err
-	}
-	return true, os.Rename(tmp, path)
+	// Atomically and 0600, whatever a leftover temporary file says.
+	return true, secretfile.Write(path, append(out, '\n'))
 }
 
 func clientsSetTTL() *command {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	_ "modernc.org/sqlite" // the SQLite driver FerretDB itself uses
+
+	"github.com/campus-it/ucs/pkg/secretfile"
 )
 
 // NATS is a running embedded NATS server.
@@ -42,6 +45,9 @@ type NATSOptions struct {
 	// Cluster, when set, makes the server one node of a JetStream cluster: its name, the
 	// port it takes routes on, and the route URLs of every node (nats-route://host:port).
 	Cluster *ClusterOptions
+	// User and Password, when set, are the only credentials the server accepts: a client
+	// without them is refused (clients give them in the URL, nats://user:password@host:port).
+	User, Password string
 }
 
 // ClusterOptions make an embedded server a node of a cluster, as the drills run one.
@@ -60,7 +66,7 @@ func StartNATS(o NATSOptions) (*NATS, error) {
 	if port == 0 {
 		port = natsserver.RANDOM_PORT
 	}
-	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
+	if err := secretfile.PrivateDir(o.Dir); err != nil {
 		return nil, fmt.Errorf("nats store dir: %w", err)
 	}
 	if o.Name == "" {
@@ -76,6 +82,8 @@ func StartNATS(o NATSOptions) (*NATS, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: 1 << 20,
+		Username:   o.User,
+		Password:   o.Password,
 	}
 	if c := o.Cluster; c != nil {
 		opts.Cluster = natsserver.ClusterOpts{Name: c.Name, Host: o.Host, Port: c.Port}
@@ -120,6 +128,11 @@ type FerretDBOptions struct {
 	Dir string
 	// Addr to listen on; default 127.0.0.1:0 (the OS chooses the port).
 	Addr string
+	// CredentialsDir, when set, makes the server take only clients that present the client
+	// certificate kept there: it listens with TLS and requires a certificate of its own
+	// authority, and URI names the files the MongoDB driver needs. The certificates are
+	// generated at first start (folder 0700, files 0600) and kept.
+	CredentialsDir string
 	// Logger for FerretDB's own messages; nil keeps only errors, on standard error (FerretDB
 	// warns of every command it does not implement, which the store expects and handles).
 	Logger *slog.Logger
@@ -183,11 +196,23 @@ func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := secretfile.PrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("ferretdb dir: %w", err)
 	}
+	listener := ferretdb.ListenerConfig{TCP: o.Addr}
+	if c := o.CredentialsDir; c != "" {
+		if c, err = filepath.Abs(c); err != nil {
+			return nil, err
+		}
+		if err := ensureCredentials(c); err != nil {
+			return nil, fmt.Errorf("ferretdb credentials: %w", err)
+		}
+		o.CredentialsDir = c
+		listener = ferretdb.ListenerConfig{TLS: o.Addr, TLSCertFile: filepath.Join(c, serverCertFile),
+			TLSKeyFile: filepath.Join(c, serverKeyFile), TLSCAFile: filepath.Join(c, caFile)}
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: o.Addr},
+		Listener:  listener,
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + dir + "/?" + sqlitePragmas,
 		Logger:    o.Logger,
@@ -201,7 +226,17 @@ func StartFerretDB(o FerretDBOptions) (*FerretDB, error) {
 		defer close(done)
 		_ = f.Run(ctx)
 	}()
-	return &FerretDB{dir: dir, uri: f.MongoDBURI(), cancel: cancel, done: done}, nil
+	uri := f.MongoDBURI()
+	if o.CredentialsDir != "" {
+		u, err := url.Parse(uri)
+		if err != nil {
+			cancel()
+			<-done
+			return nil, fmt.Errorf("ferretdb address: %w", err)
+		}
+		uri = tlsURI(u.Host, o.CredentialsDir)
+	}
+	return &FerretDB{dir: dir, uri: uri, cancel: cancel, done: done}, nil
 }
 
 // URI is the MongoDB connection string of the server.

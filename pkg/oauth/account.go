@@ -125,14 +125,14 @@ func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKe
 // accessRevoked reports whether the grant of an access token was revoked after it was issued,
 // from the shared revocations. An access token carries its issue time in whole seconds, so one
 // issued in the second of the revocation counts as revoked.
-func (s *Service) accessRevoked(c *Claims) bool {
+func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
 	if s.Revoked == nil || c.UserID == "" || c.IssuedAt == nil {
-		return false
+		return false, nil
 	}
-	v, ok := s.Revoked.Get(revokedGrantKey(c.UserID, c.Azp))
-	if !ok {
-		return false
+	v, ok, err := s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
+	if err != nil || !ok {
+		return false, err
 	}
 	at, err := strconv.ParseInt(string(v), 10, 64)
-	return err != nil || c.IssuedAt.Unix() <= at
+	return err != nil || c.IssuedAt.Unix() <= at, nil
 }

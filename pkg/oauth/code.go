@@ -103,8 +103,8 @@ type ClientRequest struct {
 }
 
 // authenticateClient finds the client of a request from the form or HTTP Basic credentials.
-// Failures count towards brute-force blocks of the client id and the address; while either is
-// blocked, even the right secret gets the same answer as a wrong one.
+// A correct secret is always accepted: no one else's failures lock a client out. A failure
+// counts against the address it came from, which is answered 429 once it fails too often.
 func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Client, *Error) {
 	form := r.Form
 	id, secret := form.Get("client_id"), form.Get("client_secret")
@@ -113,8 +113,7 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		bid, err1 := url.QueryUnescape(r.BasicID)
 		bsec, err2 := url.QueryUnescape(r.BasicSecret)
 		if err1 != nil || err2 != nil {
-			s.clientAuthFailed(r, r.BasicID, "malformed Basic credentials")
-			return nil, errorf(ErrInvalidClient, "malformed Basic credentials")
+			return nil, s.refuseClient(ctx, r, r.BasicID, "malformed Basic credentials", errorf(ErrInvalidClient, "malformed Basic credentials"))
 		}
 		if id != "" && id != bid {
 			return nil, errorf(ErrInvalidRequest, "client_id in the form differs from the Basic credentials")
@@ -125,29 +124,27 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		id, secret = bid, bsec
 	}
 	if id == "" || secret == "" {
-		s.clientAuthFailed(r, id, "no client_id or no client_secret")
-		return nil, errorf(ErrInvalidClient, "client_id and client_secret are required")
+		return nil, s.refuseClient(ctx, r, id, "no client_id or no client_secret", errorf(ErrInvalidClient, "client_id and client_secret are required"))
 	}
-	blocked := s.Guard.Blocked(ClientKey(id), AddressKey(r.Addr))
 	client, ok := s.Clients.Authenticate(id, secret)
-	if blocked {
-		s.clientAuthFailed(r, id, "blocked after repeated failures")
-		return nil, errWrongClient()
-	}
 	if !ok {
-		keys := []string{AddressKey(r.Addr)}
-		_, known := s.Clients.Lookup(id)
-		if known {
-			keys = append(keys, ClientKey(id))
-			s.clientAuthFailed(r, id, "wrong secret")
-		} else {
-			s.clientAuthFailed(r, id, "unknown client")
+		why := "unknown client"
+		if _, known := s.Clients.Lookup(id); known {
+			why = "wrong secret"
 		}
-		s.Guard.Failed(ctx, keys...)
-		return nil, errWrongClient()
+		return nil, s.refuseClient(ctx, r, id, why, errWrongClient())
 	}
-	s.Guard.Succeeded(ctx, ClientKey(id))
 	return client, nil
+}
+
+// refuseClient logs and counts a client that did not authenticate, counts the failure against
+// its address, and answers e, or 429 when the address fails too often.
+func (s *Service) refuseClient(ctx context.Context, r ClientRequest, id, why string, e *Error) *Error {
+	s.clientAuthFailed(r, id, why)
+	if slow := s.Guard.AddressFailed(ctx, r.Addr); slow != nil {
+		return slow
+	}
+	return e
 }
 
 // clientAuthFailed logs at warn and counts a client that did not authenticate, with the client

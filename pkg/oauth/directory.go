@@ -51,3 +51,10 @@ func (d *Directory) Check(userID, password string) bool {
 	}
 	return bcrypt.CompareHashAndPassword(h, []byte(password)) == nil
 }
+
+// Exists reports whether userID is a user of the directory: only those get a record of failed
+// sign-ins, so that made-up names cost no memory or storage.
+func (d *Directory) Exists(userID string) bool {
+	_, ok := d.hashes[userID]
+	return ok
+}

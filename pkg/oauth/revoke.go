@@ -10,11 +10,14 @@ import (
 	"github.com/campus-it/ucs/pkg/store"
 )
 
-// Shared is state every front-end replica reads from memory and any of them writes: revoked
-// sessions and token families, sign-in failures and blocks. *queue.Mirror (a NATS key-value
-// bucket each replica watches) implements it.
+// Shared is state every front-end replica reads and any of them writes: revoked sessions, token
+// families and grants, and the failure records of users. *natskv.Cache implements it: a NATS
+// key-value bucket read through a bounded cache in memory that a watch of the bucket keeps
+// current, so that a key read once is answered from memory, a write reaches every replica in
+// milliseconds, and memory stays bounded however many keys callers make.
 type Shared interface {
-	Get(key string) ([]byte, bool)
+	// Get returns key's value; an error means the state could not be read.
+	Get(ctx context.Context, key string) ([]byte, bool, error)
 	Put(ctx context.Context, key string, value []byte) error
 	Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error)
 }
@@ -41,7 +44,7 @@ func (s *Service) revokeFamily(ctx context.Context, family string) error {
 // revoked (a refresh can be retried, a revoked family must not live on).
 func (s *Service) familyRevoked(ctx context.Context, family string) bool {
 	if s.Revoked != nil {
-		if _, ok := s.Revoked.Get(revokedFamilyKey(family)); ok {
+		if _, ok, err := s.Revoked.Get(ctx, revokedFamilyKey(family)); ok && err == nil {
 			return true
 		}
 	}
@@ -92,14 +95,28 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		return nil
 	}
 	if s.Revoked != nil {
-		if _, ok := s.Revoked.Get(revokedSessionKey(c.SID)); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, ended, err1 := s.Revoked.Get(ctx, revokedSessionKey(c.SID))
+		if err1 == nil && ended {
 			return errorf(ErrInvalidToken, "the sign-in session of the token ended")
 		}
-		if _, ok := s.Revoked.Get(revokedFamilyKey(c.Family)); ok && c.Family != "" {
-			return errorf(ErrInvalidToken, "the token was revoked")
+		var revoked bool
+		var err2 error
+		if c.Family != "" {
+			if _, revoked, err2 = s.Revoked.Get(ctx, revokedFamilyKey(c.Family)); err2 == nil && revoked {
+				return errorf(ErrInvalidToken, "the token was revoked")
+			}
 		}
-		if s.accessRevoked(c) {
+		gone, err3 := s.accessRevoked(ctx, c)
+		if err3 == nil && gone {
 			return errorf(ErrInvalidToken, "the user revoked this application's access")
+		}
+		if err := errors.Join(err1, err2, err3); err != nil {
+			// The shared revocations cannot be read: the store, which records every one of
+			// them too, answers instead.
+			s.Logger.Warn("reading revocations failed; asking the store", "err", err)
+			inStore = true
 		}
 	}
 	if !inStore || s.Store == nil {

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/natskv"
 )
 
 // SendingBucket holds what every worker obeys when sending to the platform: the pause after
@@ -22,7 +23,7 @@ const (
 
 // Pause is the shared pause of sending: every worker follows it in memory.
 type Pause struct {
-	m   *Mirror
+	m   *natskv.Mirror
 	now func() time.Time
 }
 
@@ -50,7 +51,7 @@ func OpenPause(ctx context.Context, js jetstream.JetStream, replicas int, now fu
 	if now == nil {
 		now = time.Now
 	}
-	m, err := OpenMirror(ctx, js, SendingBucket, 48*time.Hour, replicas, now)
+	m, err := natskv.OpenMirror(ctx, js, SendingBucket, 48*time.Hour, replicas, now)
 	if err != nil {
 		return nil, err
 	}
@@ -87,117 +88,37 @@ func (p *Pause) Resume(ctx context.Context) error {
 // Close stops following the bucket.
 func (p *Pause) Close() { p.m.Close() }
 
-// Budget is a send budget shared by every worker through a token bucket in NATS: together they
-// send at most rate messages a second. A worker takes a twentieth of a second's worth at a time
-// (a lease) with one compare-and-set, and spends it within leaseTTL, so that the bucket is
-// touched about twenty times a second however many workers share it.
+// Budget is a send budget shared by every worker through a token bucket in NATS (key-value
+// bucket ucs_sending_budget): together they send at most rate messages a second. A worker
+// takes a twentieth of a second's worth at a time (a lease) with one compare-and-set, and
+// spends it within a second, so that the bucket is touched about twenty times a second however
+// many workers share it. The bucket holds at most one lease: a quiet second is not saved up
+// for a burst.
 type Budget struct {
-	c     *Counters
-	rate  float64
-	chunk float64
-	now   func() time.Time
-
-	lease chan struct{} // held by the goroutine taking a lease
-	mu    sync.Mutex
-	left  int
-	until time.Time
+	tb   *natskv.TokenBuckets
+	rate natskv.Rate
 }
 
-// leaseTTL bounds how long a lease may be spent: tokens a worker took and did not use in time
-// are gone, so that an idle worker cannot save them up for a burst.
-const leaseTTL = time.Second
+// budgetLease is how much of a second's worth of sends a worker takes at a time.
+const budgetLease = time.Second / 20
 
 // OpenBudget opens the shared budget of rate messages a second.
 func OpenBudget(ctx context.Context, js jetstream.JetStream, rate float64, replicas int, now func() time.Time) (*Budget, error) {
-	if now == nil {
-		now = time.Now
-	}
-	c, err := OpenCounters(ctx, js, SendingBucket+"_budget", time.Hour, replicas)
+	c, err := natskv.OpenCounters(ctx, js, SendingBucket+"_budget", time.Hour, replicas)
 	if err != nil {
 		return nil, err
 	}
-	return &Budget{c: c, rate: rate, chunk: math.Max(1, math.Ceil(rate/20)), now: now, lease: make(chan struct{}, 1)}, nil
+	chunk := max(1, int(math.Ceil(rate*budgetLease.Seconds())))
+	return &Budget{
+		tb:   natskv.NewTokenBuckets(c, natskv.TokenBucketsConfig{Lease: budgetLease, Keys: 1, Now: now}),
+		rate: natskv.Rate{PerSecond: rate, Burst: chunk},
+	}, nil
 }
 
-type bucketState struct {
-	Tokens float64 `json:"t"`
-	At     int64   `json:"at"` // unix ns
-}
-
-// Wait returns once one message may be sent, or with ctx's error.
+// Wait returns once one message may be sent, or with ctx's error or the bucket's.
 func (b *Budget) Wait(ctx context.Context) error {
-	for {
-		if b.take() {
-			return nil
-		}
-		select {
-		case b.lease <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if b.take() { // another goroutine took a lease meanwhile
-			<-b.lease
-			return nil
-		}
-		wait, err := b.refill(ctx)
-		<-b.lease
-		if err != nil {
-			return err
-		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-		}
+	if err := b.tb.Wait(ctx, budgetKey, b.rate); err != nil {
+		return fmt.Errorf("send budget: %w", err)
 	}
-}
-
-func (b *Budget) take() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.left > 0 && b.now().Before(b.until) {
-		b.left--
-		return true
-	}
-	return false
-}
-
-// refill takes a lease from the shared bucket, or says how long until one is there.
-func (b *Budget) refill(ctx context.Context) (time.Duration, error) {
-	var granted float64
-	var wait time.Duration
-	_, err := b.c.Update(ctx, budgetKey, func(old []byte) ([]byte, error) {
-		now := b.now()
-		st := bucketState{Tokens: b.chunk, At: now.UnixNano()}
-		if old != nil {
-			if err := json.Unmarshal(old, &st); err != nil {
-				return nil, fmt.Errorf("send budget: %w", err)
-			}
-			elapsed := time.Duration(now.UnixNano() - st.At).Seconds()
-			// The bucket holds at most one lease: a quiet second is not saved for a burst.
-			st.Tokens = math.Min(b.chunk, st.Tokens+math.Max(0, elapsed)*b.rate)
-			st.At = now.UnixNano()
-		}
-		granted, wait = 0, 0
-		if st.Tokens >= b.chunk {
-			st.Tokens -= b.chunk
-			granted = b.chunk
-		} else {
-			wait = time.Duration((b.chunk - st.Tokens) / b.rate * float64(time.Second))
-		}
-		return json.Marshal(st)
-	})
-	if err != nil {
-		return 0, err
-	}
-	if granted > 0 {
-		b.mu.Lock()
-		b.left, b.until = int(granted), b.now().Add(leaseTTL)
-		b.mu.Unlock()
-	}
-	return wait, nil
+	return nil
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/service"
@@ -36,48 +40,71 @@ func grant(t *testing.T, base, id, secret, xff string) answer {
 	return answer{status: resp.StatusCode, header: resp.Header, body: body}
 }
 
-// TestBruteForceBlocksClient: after 40 wrong secrets the right one is refused with the very
-// answer a wrong one gets, until the wait (60 s after 30 failures, Keycloak's default) passes.
-func TestBruteForceBlocksClient(t *testing.T) {
-	e := newEnv(t)
-	var wrong answer
+// TestNoOneLocksAClientOut: client ids are public, so wrong secrets, slow or quick (two within
+// a second imposed a minute's block before), from anywhere, never make the real client's
+// correct secret fail, from its own address or the one the failures came from.
+func TestNoOneLocksAClientOut(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) { c.OAuth.TrustedProxies = []string{"127.0.0.0/8"} })
 	for i := range 40 {
-		wrong = grant(t, e.url, "pusher", "wrong-secret-"+strconv.Itoa(i), "")
-		if wrong.status != http.StatusUnauthorized {
-			t.Fatalf("wrong secret %d: %d %s", i, wrong.status, wrong.body)
+		if a := grant(t, e.url, "pusher", "wrong-secret-"+strconv.Itoa(i), "10.9.0."+strconv.Itoa(i%3)); a.status != http.StatusUnauthorized {
+			t.Fatalf("wrong secret %d: %d %s", i, a.status, a.body)
 		}
 	}
-	blocked := grant(t, e.url, "pusher", pushSecret, "")
-	if blocked.status != wrong.status || string(blocked.body) != string(wrong.body) {
-		t.Fatalf("the right secret during a block: %d %s, a wrong one: %d %s", blocked.status, blocked.body, wrong.status, wrong.body)
+	for _, addr := range []string{"10.9.0.1", "10.9.1.1"} {
+		if a := grant(t, e.url, "pusher", pushSecret, addr); a.status != 200 {
+			t.Fatalf("the right secret from %s after others' failures: %d %s", addr, a.status, a.body)
+		}
 	}
-	// Another client from another address is not affected... but this address is blocked too.
-	if a := grant(t, e.url, "other", pushSecret, ""); a.status != http.StatusUnauthorized {
-		t.Fatalf("the blocked address got a token: %d", a.status)
-	}
-	e.clock.Add(59 * time.Second)
-	if a := grant(t, e.url, "pusher", pushSecret, ""); a.status != http.StatusUnauthorized {
-		t.Fatalf("the block lifted early: %d", a.status)
-	}
-	e.clock.Add(2 * time.Second)
-	if a := grant(t, e.url, "pusher", pushSecret, ""); a.status != 200 {
-		t.Fatalf("after the wait: %d %s", a.status, a.body)
+	grant(t, e.url, "other", "wrong-1", "10.9.2.1")
+	e.clock.Add(500 * time.Millisecond)
+	grant(t, e.url, "other", "wrong-2", "10.9.2.2")
+	if a := grant(t, e.url, "other", pushSecret, "10.9.2.3"); a.status != 200 {
+		t.Fatalf("the right secret after two quick failures: %d %s", a.status, a.body)
 	}
 }
 
-// TestBruteForceQuickFailures: two failures less than a second apart impose the minimum quick
-// login wait (60 s), as Keycloak's quick-login check does.
-func TestBruteForceQuickFailures(t *testing.T) {
-	e := newEnvWith(t, func(c *config.Config) { c.OAuth.TrustedProxies = []string{"127.0.0.0/8"} })
-	grant(t, e.url, "pusher", "wrong-1", "10.0.0.1")
-	e.clock.Add(500 * time.Millisecond)
-	grant(t, e.url, "pusher", "wrong-2", "10.0.0.2")
-	if a := grant(t, e.url, "pusher", pushSecret, "10.0.0.3"); a.status != http.StatusUnauthorized {
-		t.Fatalf("after quick failures: %d", a.status)
+// TestAddressSlowed: an address that fails to authenticate faster than a NAT of people ever
+// does is answered 429 with Retry-After for its wrong attempts, for a while, never locked;
+// the right secret still works from it; other addresses are not touched; and failures at a
+// NAT's rate (2,000 in ten minutes) are never slowed.
+func TestAddressSlowed(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.OAuth.TrustedProxies = []string{"127.0.0.0/8"}
+		c.OAuth.RateLimits.PerAddress, c.OAuth.RateLimits.PerAddressBurst = 10_000, 10_000
+	})
+	for i := range 2000 {
+		if a := grant(t, e.url, "pusher", "mistyped", "10.7.0.1"); a.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d at a NAT's rate: %d %s", i, a.status, a.body)
+		}
+		e.clock.Add(300 * time.Millisecond)
 	}
-	e.clock.Add(61 * time.Second)
-	if a := grant(t, e.url, "pusher", pushSecret, "10.0.0.3"); a.status != 200 {
-		t.Fatalf("after the quick-login wait: %d", a.status)
+	e.clock.Add(time.Hour)
+	var slowed answer
+	for i := range 1100 {
+		a := grant(t, e.url, "pusher", "guess-"+strconv.Itoa(i), "10.7.0.2")
+		if a.status == http.StatusTooManyRequests {
+			slowed = a
+			if i < 1000 {
+				t.Fatalf("slowed after %d failures, the burst is 1000", i)
+			}
+			break
+		}
+		if a.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
+		}
+	}
+	if ra, err := strconv.Atoi(slowed.header.Get("Retry-After")); err != nil || ra < 1 || !strings.Contains(string(slowed.body), "too_many_requests") {
+		t.Fatalf("a guessing address: %d, Retry-After %q, %s", slowed.status, slowed.header.Get("Retry-After"), slowed.body)
+	}
+	if a := grant(t, e.url, "pusher", pushSecret, "10.7.0.2"); a.status != 200 {
+		t.Fatalf("the right secret from a slowed address: %d %s", a.status, a.body)
+	}
+	if a := grant(t, e.url, "pusher", "wrong", "10.7.0.3"); a.status != http.StatusUnauthorized {
+		t.Fatalf("another address: %d %s", a.status, a.body)
+	}
+	e.clock.Add(time.Second)
+	if a := grant(t, e.url, "pusher", "wrong", "10.7.0.2"); a.status != http.StatusUnauthorized {
+		t.Fatalf("a second later the address may fail again: %d %s", a.status, a.body)
 	}
 }
 
@@ -161,10 +188,14 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
-// TestBruteForceLoginForm: the login form blocks a user after repeated wrong passwords, with
-// the generic answer, until the wait passes.
+// TestBruteForceLoginForm: the login form locks a user after repeated wrong passwords, with
+// the generic answer, until the wait passes; meanwhile another user signs in from the same
+// address (a campus NAT), and made-up user names leave no record.
 func TestBruteForceLoginForm(t *testing.T) {
-	e := newSignInEnv(t)
+	const other, otherPass = "2020000002", "another good password"
+	e := newSignInEnvLogged(t, nil, func(c *config.Config) {
+		c.Directory.Users = append(c.Directory.Users, config.User{UserID: other, Password: otherPass})
+	})
 	b := browser(t)
 	login := get(t, b, e.authURL("trusted", "st"))
 	for range 30 {
@@ -177,8 +208,98 @@ func TestBruteForceLoginForm(t *testing.T) {
 	if blocked.status != http.StatusUnauthorized || blocked.location != "" || !strings.Contains(blocked.body, "Wrong user number or password") {
 		t.Fatalf("the right password during a block: %d %q", blocked.status, blocked.location)
 	}
+	// Six quick wrong passwords of one user do not shut another out of the same address.
+	for range 6 {
+		blocked = submit(t, b, blocked, url.Values{"username": {userID}, "password": {"wrong"}})
+	}
+	if q := callback(t, submit(t, b, blocked, url.Values{"username": {other}, "password": {otherPass}})); q.Get("code") == "" {
+		t.Fatalf("another user from the same address: %v", q)
+	}
 	e.clock.Add(61 * time.Second)
+	b = browser(t) // the other user's browser is signed in
 	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
 		t.Fatalf("after the wait: %v", q)
+	}
+}
+
+// TestLoginQuickFailures: two wrong passwords of a user less than a second apart lock that
+// user for the minimum quick login wait (60 s), as Keycloak's quick-login check does.
+func TestLoginQuickFailures(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	login := get(t, b, e.authURL("trusted", "st"))
+	login = submit(t, b, login, url.Values{"username": {userID}, "password": {"wrong-1"}})
+	e.clock.Add(500 * time.Millisecond)
+	login = submit(t, b, login, url.Values{"username": {userID}, "password": {"wrong-2"}})
+	if p := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}}); p.status != http.StatusUnauthorized {
+		t.Fatalf("after quick failures: %d", p.status)
+	}
+	e.clock.Add(61 * time.Second)
+	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
+		t.Fatalf("after the quick-login wait: %v", q)
+	}
+}
+
+// TestLoginFormSlowedAddress: a made-up user name leaves no failure record; an address slowed
+// by its failures is answered 429 with Retry-After at the login form before any password is
+// checked, even the right one, until it is back under the rate.
+func TestLoginFormSlowedAddress(t *testing.T) {
+	e := newSignInEnvLogged(t, nil, func(c *config.Config) {
+		c.OAuth.RateLimits.PerAddress, c.OAuth.RateLimits.PerAddressBurst = 10_000, 10_000
+	})
+	b := browser(t)
+	login := get(t, b, e.authURL("trusted", "st"))
+	for i := range 5 {
+		login = submit(t, b, login, url.Values{"username": {"made-up-" + strconv.Itoa(i)}, "password": {"x"}})
+		if login.status != http.StatusUnauthorized {
+			t.Fatalf("unknown user: %d", login.status)
+		}
+	}
+	nc, err := nats.Connect(e.cfg.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(t.Context(), service.FailuresBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := kv.ListKeys(t.Context()); err != nil {
+		t.Fatal(err)
+	} else {
+		var n int
+		for range keys.Keys() {
+			n++
+		}
+		if n != 0 {
+			t.Fatalf("made-up user names left %d failure records", n)
+		}
+	}
+	for i := 0; ; i++ {
+		a := grant(t, e.base, "gateway", "guess-"+strconv.Itoa(i), "")
+		if a.status == http.StatusTooManyRequests {
+			break
+		}
+		if a.status != http.StatusUnauthorized || i > 1100 {
+			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
+		}
+	}
+	fields := url.Values{"username": {userID}, "password": {userPass}}
+	for _, h := range hidden.FindAllStringSubmatch(login.body, -1) {
+		fields.Set(h[1], html.UnescapeString(h[2]))
+	}
+	action, _ := login.url.Parse(html.UnescapeString(formAction.FindStringSubmatch(login.body)[1]))
+	resp, err := b.PostForm(action.String(), fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := read(t, resp)
+	if p.status != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(p.body, "too_many_requests") {
+		t.Fatalf("the login form from a slowed address: %d, Retry-After %q", p.status, resp.Header.Get("Retry-After"))
+	}
+	e.clock.Add(time.Second)
+	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
+		t.Fatalf("a second later: %v", q)
 	}
 }

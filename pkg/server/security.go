@@ -1,6 +1,14 @@
 package server
 
-import "github.com/labstack/echo/v4"
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/campus-it/ucs/pkg/oauth"
+)
 
 // securityEvent logs a refused authentication or a forged request at warn, with the source
 // address and attrs, and counts it. attrs name the client or user where known; never a secret,
@@ -24,4 +32,12 @@ func loggedName(name string) string {
 		n++
 	}
 	return name
+}
+
+// tooManyPage answers a sign-in step from an address that fails too often: 429 with
+// Retry-After, never a lock.
+func (s *Server) tooManyPage(c echo.Context, e *oauth.Error) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter/time.Second)))
+	return s.errorPage(c, http.StatusTooManyRequests, "请稍后再试 Try again later",
+		"Too many failed sign-ins came from your network. Wait a moment and try again.", e.Code)
 }

@@ -318,23 +318,32 @@ func (s *Server) loginLocal(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the login form.", "invalid_request")
 	}
 	user := strings.TrimSpace(c.FormValue("username"))
-	// Brute-force detection per user and per address, as Keycloak's: a blocked user gets the
+	// Keycloak's brute-force detection locks a user, never an address: a locked user gets the
 	// same answer as a wrong password, and the password is checked all the same (no timing
-	// tells them apart).
-	ctx, g, addr := c.Request().Context(), s.cfg.OAuth.Guard, c.RealIP()
-	blocked := g.Blocked(oauth.UserKey(user), oauth.LoginAddressKey(addr))
-	if ok := s.cfg.SignIn.Directory.Check(user, c.FormValue("password")); !ok || blocked {
+	// tells them apart). An address that fails too often is slowed (429) before any check.
+	ctx, g, addr, dir := c.Request().Context(), s.cfg.OAuth.Guard, c.RealIP(), s.cfg.SignIn.Directory
+	if e := g.Slowed(addr); e != nil {
+		return s.tooManyPage(c, e)
+	}
+	// Read for every name alike (a made-up one has no record): no timing tells users apart.
+	known, blocked := dir.Exists(user), g.UserLocked(ctx, user)
+	if ok := dir.Check(user, c.FormValue("password")); !ok || blocked {
 		if blocked {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: blocked after repeated failures",
 				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
 		} else {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: wrong user number or password",
 				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
-			g.Failed(ctx, oauth.UserKey(user), oauth.LoginAddressKey(addr))
+			if known {
+				g.UserFailed(ctx, user)
+			}
+		}
+		if e := g.AddressFailed(ctx, addr); e != nil {
+			return s.tooManyPage(c, e)
 		}
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
 	}
-	g.Succeeded(ctx, oauth.UserKey(user))
+	g.UserSucceeded(ctx, user)
 	se, err := s.newSession(c, user, "local")
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)

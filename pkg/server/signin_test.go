@@ -77,15 +77,16 @@ func newSignInEnv(t *testing.T) *signInEnv {
 	return newSignInEnvLogged(t, nil)
 }
 
-// newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere).
-func newSignInEnvLogged(t *testing.T, logger *slog.Logger) *signInEnv {
+// newSignInEnvLogged is newSignInEnv with the service logging to logger (nil: nowhere), and
+// the configuration changed by change.
+func newSignInEnvLogged(t *testing.T, logger *slog.Logger, change ...func(*config.Config)) *signInEnv {
 	t.Helper()
-	return newSignInEnvWith(t, logger, nil)
+	return newSignInEnvWith(t, logger, change...)
 }
 
-// newSignInEnvWith is newSignInEnvLogged with configure, when set, changing the configuration
-// before the service starts.
-func newSignInEnvWith(t *testing.T, logger *slog.Logger, configure func(*config.Config)) *signInEnv {
+// newSignInEnvWith is newSignInEnvLogged with each change (nil: none) applied to the
+// configuration before the service starts.
+func newSignInEnvWith(t *testing.T, logger *slog.Logger, change ...func(*config.Config)) *signInEnv {
 	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -118,8 +119,10 @@ func newSignInEnvWith(t *testing.T, logger *slog.Logger, configure func(*config.
 		},
 		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
 	}
-	if configure != nil {
-		configure(cfg)
+	for _, f := range change {
+		if f != nil {
+			f(cfg)
+		}
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleAPI); err != nil {

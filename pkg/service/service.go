@@ -28,6 +28,7 @@ import (
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
@@ -188,8 +189,8 @@ type API struct {
 	Keys    *keys.Set
 	oauth   *oauth.Service
 	Clients *oauth.Clients
-	// mirrors are the shared state buckets the front end follows.
-	mirrors []*queue.Mirror
+	// caches are the shared state buckets the front end follows.
+	caches  []*natskv.Cache
 	closers []func()
 	Metrics *metrics.Metrics
 	// DrainDelay is how long a stopping front end keeps serving with /readyz failing before it
@@ -201,6 +202,11 @@ type API struct {
 // RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
 // which every front end honours at once.
 const RevocationsBucket = "ucs_revocations"
+
+// SharedCacheSize bounds the entries each front end keeps in memory of RevocationsBucket and
+// of FailuresBucket: with keys of at most 140 bytes and values of at most 200, at most 30 MB
+// each, whatever callers do (see natskv.Cache).
+const SharedCacheSize = 50_000
 
 // FailuresBucket holds the failed authentications and blocks of brute-force detection, and
 // RateBucket the token buckets of the rate limits; both are shared by every front end.
@@ -224,7 +230,7 @@ func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
 	}
 	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st, DrainDelay: min(cfg.ShutdownGrace.D()/5, 5*time.Second)}
 	if err := a.build(ctx); err != nil {
-		for _, m := range a.mirrors {
+		for _, m := range a.caches {
 			m.Close()
 		}
 		for _, c := range a.closers {
@@ -271,18 +277,18 @@ func (a *API) build(ctx context.Context) error {
 	}
 	// A revocation must outlive every access token it refuses: the longest lifetime a client
 	// may be given, plus the clock skew the checks allow.
-	revoked, err := queue.OpenMirror(ctx, a.conn.js, RevocationsBucket, config.MaxAccessTokenTTL+time.Hour, cfg.NATS.Replicas, d.Now)
+	revoked, err := natskv.OpenCache(ctx, a.conn.js, RevocationsBucket, config.MaxAccessTokenTTL+time.Hour, cfg.NATS.Replicas, SharedCacheSize, d.Now)
 	if err != nil {
 		return err
 	}
-	a.mirrors = append(a.mirrors, revoked)
+	a.caches = append(a.caches, revoked)
 	// Failures are forgotten after failure_reset without one: the bucket's entries expire then.
-	failures, err := queue.OpenMirror(ctx, a.conn.js, FailuresBucket, cfg.OAuth.BruteForce.FailureReset.D(), cfg.NATS.Replicas, d.Now)
+	failures, err := natskv.OpenCache(ctx, a.conn.js, FailuresBucket, cfg.OAuth.BruteForce.FailureReset.D(), cfg.NATS.Replicas, SharedCacheSize, d.Now)
 	if err != nil {
 		return err
 	}
-	a.mirrors = append(a.mirrors, failures)
-	buckets, err := queue.OpenCounters(ctx, a.conn.js, RateBucket, time.Hour, cfg.NATS.Replicas)
+	a.caches = append(a.caches, failures)
+	buckets, err := natskv.OpenCounters(ctx, a.conn.js, RateBucket, time.Hour, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -292,7 +298,7 @@ func (a *API) build(ctx context.Context) error {
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
 		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
-			Buckets: buckets, Now: d.Now, Logger: d.Logger},
+			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
 	a.closers = append(a.closers, svc.Backchannel.Close)
@@ -568,7 +574,7 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 
 // Close releases the connections.
 func (a *API) Close() {
-	for _, m := range a.mirrors {
+	for _, m := range a.caches {
 		m.Close()
 	}
 	for _, c := range a.closers {

@@ -31,6 +31,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/secretfile"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/service"
 )
@@ -64,6 +65,14 @@ type Info struct {
 	Platform *InfoPlatform `json:"platform,omitempty"`
 	// Bindings of the demo users, kept so a restart reuses them.
 	Bindings []config.Binding `json:"bindings,omitempty"`
+	// NATS holds the credentials the embedded NATS server takes, generated at first start.
+	NATS *InfoNATS `json:"nats,omitempty"`
+}
+
+// InfoNATS are the embedded NATS server's only credentials.
+type InfoNATS struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
 }
 
 // InfoClient is a seeded client.
@@ -138,7 +147,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	// Only the owner may read the data folder: it holds every secret of the stack. Files
+	// the embedded servers create later are the owner's alone too (umask 077); files of an
+	// earlier version are made so.
+	restrictUmask()
+	if err := secretfile.PrivateDir(dir); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	if err := secretfile.Restrict(dir); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
 	cfg := &config.Config{}
@@ -176,17 +192,24 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 
 	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor}
 	if cfg.NATS.URL == "" {
-		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats")})
+		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"),
+			User: seed.info.NATS.User, Password: seed.info.NATS.Password})
 		if err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, n.Shutdown)
-		cfg.NATS.URL = n.URL()
+		u, err := url.Parse(n.URL())
+		if err != nil {
+			return nil, err
+		}
+		u.User = url.UserPassword(seed.info.NATS.User, seed.info.NATS.Password)
+		cfg.NATS.URL = u.String()
 		deps.NATSInProcess = n.InProcess()
 	}
 	var ferret *embedded.FerretDB
 	if cfg.MongoDB.URI == "" {
-		f, err := embedded.StartFerretDB(embedded.FerretDBOptions{Dir: filepath.Join(dir, "ferretdb")})
+		f, err := embedded.StartFerretDB(embedded.FerretDBOptions{Dir: filepath.Join(dir, "ferretdb"),
+			CredentialsDir: filepath.Join(dir, CredentialsDir)})
 		if err != nil {
 			return nil, err
 		}
@@ -433,6 +456,9 @@ func loadOrSeed(path string) (*seedState, error) {
 	if info.Platform == nil {
 		return nil, fmt.Errorf("%s: no platform section; remove the file to seed anew", path)
 	}
+	if info.NATS == nil { // a file of an earlier version: credentials from now on
+		info.NATS = &InfoNATS{User: "ucs", Password: secret()}
+	}
 	st := &seedState{info: info}
 	for _, c := range info.Clients {
 		cc := config.Client{ClientID: c.ClientID, ClientSecret: c.ClientSecret}
@@ -484,13 +510,11 @@ func writeInfo(path string, info Info) error {
 }
 
 // writeSecret replaces the file at path with b, readable by the owner only.
-func writeSecret(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeSecret(path string, b []byte) error { return secretfile.Write(path, b) }
+
+// CredentialsDir is the folder of the data folder that holds the embedded FerretDB's
+// certificates: the server's, and the one client certificate it accepts.
+const CredentialsDir = "credentials"
 
 // WorkerConfigFile is the worker configuration the stack writes into its data folder:
 // `go run ./worker -config <data>/worker.yaml` adds a delivery worker to the running stack.
@@ -547,6 +571,15 @@ func encodingAESKey() string {
 	return string(out)
 }
 
+// redacted is a URL without the password it carries.
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Redacted()
+}
+
 func hexish(n int) string {
 	const digits = "0123456789abcdef"
 	b := make([]byte, n)
@@ -590,6 +623,6 @@ The operations page:              %[1]s/ops  (sign in as %[8]s, password in %[6]
 Bind a campus account to a follower (as a student, in a browser):  %[1]s/bind
   (user %[9]s has no binding; its password is in %[6]s)
 
-`, base, s.Info.NATSURL, s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
+`, base, redacted(s.Info.NATSURL), s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
 		info, DemoClient, DemoUsers[0], UnboundUser)
 }

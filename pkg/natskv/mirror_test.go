@@ -1,4 +1,4 @@
-package queue_test
+package natskv_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/natskv"
 )
 
 // TestMirror: two mirrors of one bucket (two replicas) see each other's writes, concurrent
@@ -16,8 +16,8 @@ import (
 func TestMirror(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
-	open := func() *queue.Mirror {
-		m, err := queue.OpenMirror(ctx, js, "shared", time.Hour, 1, nil)
+	open := func() *natskv.Mirror {
+		m, err := natskv.OpenMirror(ctx, js, "shared", time.Hour, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestMirror(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	for _, m := range []*queue.Mirror{a, b} {
+	for _, m := range []*natskv.Mirror{a, b} {
 		for range 4 {
 			wg.Go(func() {
 				for range 25 {

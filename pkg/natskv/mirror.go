@@ -1,4 +1,4 @@
-package queue
+package natskv
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 // Mirror is a NATS key-value bucket kept in memory: every front end watches the bucket, so a
 // value any replica writes is read by all of them without a round trip. It holds state that
-// must be shared by the replicas and read on hot paths: revoked sessions and token families,
-// sign-in failures and blocks.
+// must be shared by the replicas and read on hot paths, and that callers cannot grow: the pause
+// of sending.
 //
 // Reads are from memory and see another replica's write as soon as the watch delivers it
 // (milliseconds); a replica's own writes are seen by it at once.
@@ -35,8 +35,9 @@ type mirrored struct {
 	at       time.Time
 }
 
-// OpenMirror creates or opens the bucket (its entries expire after ttl; replicas as the stream's) and returns once every
-// entry it holds is in memory.
+// OpenMirror creates or opens the bucket (its entries expire after ttl; replicas as the
+// stream's) and returns once every entry it holds is in memory. A Mirror holds every key of
+// the bucket: use it only for buckets whose keys no caller can multiply (a Cache for others).
 func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, now func() time.Time) (*Mirror, error) {
 	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
 	if err != nil {
@@ -63,8 +64,7 @@ func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 	}
 }
 
-// follow applies the watch's updates until the mirror is closed; ready is closed once the
-// entries present when the watch started are applied.
+// openBucket creates or opens a key-value bucket whose entries expire after ttl.
 func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
 	if replicas < 1 {
 		replicas = 1
@@ -98,6 +98,8 @@ func (c *Counters) Update(ctx context.Context, key string, change func(old []byt
 	return v, err
 }
 
+// follow applies the watch's updates until the mirror is closed; ready is closed once the
+// entries present when the watch started are applied.
 func (m *Mirror) follow(w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(m.done)
 	defer func() { _ = w.Stop() }()

@@ -1,0 +1,16 @@
+// Package natskv holds the NATS key-value helpers the front ends and workers share state
+// with:
+//
+//   - Mirror: a whole bucket in every replica's memory, for small state read on hot paths
+//     (the pause of sending).
+//   - Cache: a bucket read through a bounded cache that a watch keeps current, for state
+//     callers can grow (revoked token families and sessions, failed sign-ins): memory stays
+//     within a stated bound whatever the callers do.
+//   - Counters: values changed atomically and kept only in the bucket.
+//   - TokenBuckets: the one token bucket type, shared by every replica, behind the token
+//     endpoint's rate limits, the slowing of addresses that fail to authenticate, and the
+//     workers' send budget.
+//
+// Every value is written with a compare-and-set, so concurrent writers in any replica never
+// lose an update.
+package natskv

@@ -1,0 +1,233 @@
+package natskv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Rate is the policy of one token bucket: PerSecond tokens come back every second, and the
+// bucket holds at most Burst of them.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Updater changes a key of a key-value bucket atomically; *Counters and *Mirror implement it.
+type Updater interface {
+	Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error)
+}
+
+// TokenBuckets are token buckets shared by every replica through a NATS key-value bucket, one
+// bucket per key: the token endpoint's rate limits (per client, per address), the slowing of
+// an address that fails to authenticate, and the workers' send budget all use this one type.
+//
+// A replica does not ask the shared bucket for every token: it takes Lease's worth of tokens
+// at a time (a lease) with one compare-and-set, and hands them out from memory for at most a
+// second; tokens it did not use by then are gone, so an idle replica cannot save them up.
+// When the shared bucket is empty, the replica remembers until when, and answers from memory
+// until then. So a key costs a round trip to NATS a few times a second however busy it is, and
+// the limit holds across replicas, give or take one lease per replica.
+//
+// Memory: at most Keys leases are kept (least recently used first out); a lease is a key and
+// a few numbers, so with keys of at most 80 bytes (the keys callers build are) the leases take
+// at most Keys × 350 bytes (35 MB at the default 100,000; measured 269 bytes a lease),
+// whatever the callers send.
+// A key whose lease was dropped is read again from the shared bucket: nothing is lost but a
+// round trip.
+type TokenBuckets struct {
+	kv    Updater
+	now   func() time.Time
+	lease time.Duration
+
+	mu     sync.Mutex
+	leases *lru.Cache[string, *lease]
+}
+
+// TokenBucketsConfig configures NewTokenBuckets.
+type TokenBucketsConfig struct {
+	// Lease is how much of a second's worth of tokens a replica takes at a time: 100 ms takes
+	// a tenth. Default 100 ms; more means fewer round trips and a coarser limit.
+	Lease time.Duration
+	// Keys bounds the leases kept in memory. Default 100,000.
+	Keys int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// leaseKeep is how long tokens taken from a shared bucket stay usable here.
+const leaseKeep = time.Second
+
+// lease is the part of one shared bucket this replica took.
+type lease struct {
+	tokens     int
+	until      time.Time // the tokens lapse then
+	emptyUntil time.Time // the shared bucket has no token before then
+	refill     sync.Mutex
+}
+
+// NewTokenBuckets keeps token buckets in kv.
+func NewTokenBuckets(kv Updater, c TokenBucketsConfig) *TokenBuckets {
+	if c.Lease <= 0 {
+		c.Lease = 100 * time.Millisecond
+	}
+	if c.Keys <= 0 {
+		c.Keys = 100_000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	leases, _ := lru.New[string, *lease](c.Keys) // errors only for a size below 1
+	return &TokenBuckets{kv: kv, now: c.Now, lease: c.Lease, leases: leases}
+}
+
+// Leases is how many leases are in memory now; never more than TokenBucketsConfig.Keys.
+func (t *TokenBuckets) Leases() int { return t.leases.Len() }
+
+// Take takes one token from key's bucket of rate r. Without a token it says how long until
+// there is one. An error means the shared bucket could not be read: the caller decides
+// whether that lets the request through.
+func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, wait time.Duration, err error) {
+	l, ok, wait := t.fromMemory(key)
+	if ok || wait > 0 {
+		return ok, wait, nil
+	}
+	// One refill per key at a time: the others wait for it and share its lease.
+	l.refill.Lock()
+	defer l.refill.Unlock()
+	if _, ok, wait := t.fromMemory(key); ok || wait > 0 {
+		return ok, wait, nil
+	}
+	var now time.Time
+	want := t.chunk(r)
+	var got int
+	_, err = t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		// The clock is read at each try: a try repeated after another replica's write must
+		// not count from before that write.
+		now = t.now()
+		var st bucketState
+		if old != nil {
+			if err := json.Unmarshal(old, &st); err != nil {
+				return nil, fmt.Errorf("token bucket %s: %w", key, err)
+			}
+		} else {
+			st = full(r, now)
+		}
+		st, got, wait = st.take(now, r, want)
+		return json.Marshal(st)
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if got == 0 {
+		l.emptyUntil = now.Add(wait)
+		t.leases.Add(key, l)
+		return false, wait, nil
+	}
+	if !now.Before(l.until) {
+		l.tokens = 0
+	}
+	l.tokens += got - 1
+	l.until = now.Add(leaseKeep)
+	t.leases.Add(key, l)
+	return true, 0, nil
+}
+
+// fromMemory takes a token of key's lease, or says how long the shared bucket stays empty; with
+// neither, it returns the lease to refill.
+func (t *TokenBuckets) fromMemory(key string) (*lease, bool, time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.leases.Get(key)
+	if !ok {
+		l = &lease{}
+		t.leases.Add(key, l)
+	}
+	if l.tokens > 0 && now.Before(l.until) {
+		l.tokens--
+		return l, true, 0
+	}
+	if now.Before(l.emptyUntil) {
+		return l, false, l.emptyUntil.Sub(now)
+	}
+	return l, false, 0
+}
+
+// Empty reports, from memory only, whether key's shared bucket was found empty, and for how
+// long still. A replica that has not asked for the key lately does not know.
+func (t *TokenBuckets) Empty(key string) (bool, time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.leases.Peek(key)
+	if !ok || !now.Before(l.emptyUntil) || (l.tokens > 0 && now.Before(l.until)) {
+		return false, 0
+	}
+	return true, l.emptyUntil.Sub(now)
+}
+
+// Wait takes one token from key's bucket, waiting as long as it takes, or returns ctx's error
+// or the shared bucket's.
+func (t *TokenBuckets) Wait(ctx context.Context, key string, r Rate) error {
+	for {
+		ok, wait, err := t.Take(ctx, key, r)
+		if ok || err != nil {
+			return err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// chunk is how many tokens a lease asks for: Lease's worth, at least one, at most the burst.
+func (t *TokenBuckets) chunk(r Rate) int {
+	n := int(math.Ceil(r.PerSecond * t.lease.Seconds()))
+	return max(1, min(n, r.Burst))
+}
+
+// bucketState is a shared token bucket as stored.
+type bucketState struct {
+	Tokens float64 `json:"t"`
+	At     int64   `json:"at"` // unix nanoseconds of the last change
+}
+
+// full is a new bucket: a first request is not held back.
+func full(r Rate, now time.Time) bucketState {
+	return bucketState{Tokens: float64(r.Burst), At: now.UnixNano()}
+}
+
+// take refills the bucket for the time since its last change and takes up to want tokens of
+// it. With none, wait is how long until one is back. A clock behind the bucket's (another
+// replica's, or one that went back) refills nothing and does not move the bucket's time back,
+// so that no interval is ever refilled twice.
+func (s bucketState) take(now time.Time, r Rate, want int) (next bucketState, got int, wait time.Duration) {
+	last := time.Unix(0, s.At)
+	elapsed := max(0, now.Sub(last))
+	if now.Before(last) {
+		now = last
+	}
+	tokens := math.Min(float64(r.Burst), s.Tokens+r.PerSecond*elapsed.Seconds())
+	got = min(want, int(tokens))
+	tokens -= float64(got)
+	if got == 0 {
+		if r.PerSecond <= 0 {
+			wait = time.Hour
+		} else {
+			wait = time.Duration(math.Ceil((1 - tokens) / r.PerSecond * float64(time.Second)))
+		}
+	}
+	return bucketState{Tokens: tokens, At: now.UnixNano()}, got, wait
+}

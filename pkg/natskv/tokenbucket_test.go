@@ -1,0 +1,136 @@
+package natskv_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/natskv"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func counters(t *testing.T, name string) *natskv.Counters {
+	_, js := embeddedtest.JetStream(t)
+	c, err := natskv.OpenCounters(context.Background(), js, name, time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTokenBucketsShared: two replicas on one bucket hand out the burst between them, then
+// what the rate refills; a key's tokens are its own; and an empty bucket is answered from
+// memory with how long to wait.
+func TestTokenBucketsShared(t *testing.T) {
+	ctx := context.Background()
+	kv := counters(t, "rates")
+	clk := &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)}
+	a := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
+	b := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
+	r := natskv.Rate{PerSecond: 20, Burst: 40}
+	take := func(n int, key string) (granted int) {
+		for i := range n {
+			tb := a
+			if i%2 == 1 {
+				tb = b
+			}
+			ok, _, err := tb.Take(ctx, key, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				granted++
+			}
+		}
+		return granted
+	}
+	if got := take(100, "k1"); got != 40 {
+		t.Fatalf("a burst of 40 over two replicas: %d granted", got)
+	}
+	if empty, wait := a.Empty("k1"); !empty || wait <= 0 || wait > 100*time.Millisecond {
+		t.Fatalf("after the burst: empty %v for %v", empty, wait)
+	}
+	if got := take(10, "k2"); got != 10 {
+		t.Fatalf("another key: %d of 10", got)
+	}
+	clk.Add(time.Second)
+	// A second refills 20; leases lapsed with the second, so each replica asks again.
+	if got := take(100, "k1"); got != 20 {
+		t.Fatalf("after a second at 20/s: %d granted", got)
+	}
+}
+
+// TestTokenBucketsWait: Wait hands out the rate and no more: at 200/s, 50 tokens take about a
+// quarter of a second on the real clock.
+func TestTokenBucketsWait(t *testing.T) {
+	ctx := context.Background()
+	tb := natskv.NewTokenBuckets(counters(t, "budget"), natskv.TokenBucketsConfig{Lease: 50 * time.Millisecond})
+	r := natskv.Rate{PerSecond: 200, Burst: 10}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			for range 10 {
+				if err := tb.Wait(ctx, "budget", r); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 10 at once, then 40 at 200/s: at least 200 ms.
+	if d := time.Since(start); d < 190*time.Millisecond {
+		t.Fatalf("50 tokens at 200/s with a burst of 10 in %v", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	for {
+		if err := tb.Wait(cctx, "budget", natskv.Rate{PerSecond: 0.001, Burst: 1}); err != nil {
+			break
+		}
+	}
+}
+
+// TestTokenBucketsBounded: however many keys callers make, at most Keys leases stay in memory,
+// and a key whose lease was dropped still finds its shared bucket empty.
+func TestTokenBucketsBounded(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)}
+	tb := natskv.NewTokenBuckets(counters(t, "bounded"), natskv.TokenBucketsConfig{Keys: 50, Now: clk.Now})
+	r := natskv.Rate{PerSecond: 1, Burst: 1}
+	if ok, _, _ := tb.Take(ctx, "first", r); !ok {
+		t.Fatal("first token refused")
+	}
+	if ok, _, _ := tb.Take(ctx, "first", r); ok {
+		t.Fatal("second token of a burst of 1 granted")
+	}
+	for i := range 500 {
+		if _, _, err := tb.Take(ctx, "k"+strconv.Itoa(i), r); err != nil {
+			t.Fatal(err)
+		}
+		if n := tb.Leases(); n > 50 {
+			t.Fatalf("%d leases in memory, bound 50", n)
+		}
+	}
+	if empty, _ := tb.Empty("first"); empty {
+		t.Fatal("the first key's lease should have been dropped")
+	}
+	if ok, _, _ := tb.Take(ctx, "first", r); ok {
+		t.Fatal("a dropped lease let a token through that the shared bucket does not have")
+	}
+}
