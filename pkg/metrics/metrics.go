@@ -73,7 +73,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		}),
 		PushRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ucs_push_rejected_total",
-			Help: "Pushes refused for a broken rule (single and batch items), by the first rule broken.",
+			Help: "Pushes refused for a broken rule (single and batch items), each counted once per push, by the first rule broken (problems are ordered: body, userId, type, url, time, data).",
 		}, []string{"rule"}),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ucs_deliveries_total",
@@ -140,7 +140,7 @@ func (m *Metrics) Accepted(n int) {
 	}
 }
 
-// Rejected counts a push refused for rule.
+// Rejected counts a push refused; rule is the kind of the first rule it broke.
 func (m *Metrics) Rejected(rule string) {
 	if m != nil {
 		m.PushRejected.WithLabelValues(rule).Inc()
