@@ -160,6 +160,16 @@ var (
 	}()
 )
 
+// noLineFeed refuses a line feed anywhere in a string. Every pattern above
+// refuses one already, but Python's re lets $ match before a final line
+// feed, so Python validators (jsonschema) would accept "value\n"; this
+// unanchored pattern reads the same in all three dialects.
+var noLineFeed = obj{
+	{"$comment", "Python's re lets $ match before a final line feed: this keeps Python validators in agreement."},
+	{"type", "string"}, // a null url or time is not a string with a line feed
+	{"pattern", "\n"},
+}
+
 // keywordRanges are the ranges of the classes of package keyword with
 // treatment t.
 func keywordRanges(t keyword.Treatment) []runeRange {
@@ -202,6 +212,7 @@ func generatePushSchema() []byte {
 				"Spaces other than U+0020 are sent as U+0020; soft hyphens, zero width spaces, word joiners and byte order marks are removed before sending and not counted."},
 			{"type", "string"},
 			{"pattern", textPattern},
+			{"not", noLineFeed},
 		}},
 		{"mainItem", obj{
 			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters (removed characters not counted).", mainItemMaxRunes)},
@@ -257,6 +268,7 @@ func generatePushSchema() []byte {
 				{"description", "Campus user number of the recipient."},
 				{"type", "string"},
 				{"pattern", userIDPattern},
+				{"not", noLineFeed},
 			}},
 			{"type", obj{
 				{"description", "Message type code, exact case."},
@@ -268,6 +280,7 @@ func generatePushSchema() []byte {
 				{"type", []string{"string", "null"}},
 				{"maxLength", maxURLRunes},
 				{"pattern", urlPattern},
+				{"not", noLineFeed},
 			}},
 			{"time", obj{
 				{"description", "Unix time in seconds (10 digits) or milliseconds (13 digits), as a whole number or a string of digits. null means none."},
@@ -275,7 +288,7 @@ func generatePushSchema() []byte {
 					obj{{"type", "null"}},
 					obj{{"type", "integer"}, {"minimum", int64(1e9)}, {"maximum", int64(9999999999)}},
 					obj{{"type", "integer"}, {"minimum", int64(1e12)}, {"maximum", int64(9999999999999)}},
-					obj{{"type", "string"}, {"pattern", timeDigits}},
+					obj{{"type", "string"}, {"pattern", timeDigits}, {"not", noLineFeed}},
 				}},
 			}},
 			{"data", obj{
