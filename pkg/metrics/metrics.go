@@ -1,6 +1,11 @@
 // Package metrics holds the Prometheus metrics of both programs. A Metrics is built on a
 // registry the program passes in (never the global one), so that every test and every process
 // has its own, and it is handed to the parts that count.
+//
+// Each program exports what it does: NewFrontEnd registers the front end's series, NewWorker a
+// worker's, and New both, for the standalone process whose front end and in-process workers
+// share one registry and one /metrics. ucs_push_rejected_total counts each refused push once,
+// by the kind of the first rule it broke (push.Problem.Kind).
 package metrics
 
 import (
