@@ -1,5 +1,10 @@
 // Command worker delivers accepted pushes to the messaging platform. Any number of worker
 // processes share one durable consumer; scale them on the consumer's backlog.
+//
+// At start a worker prints where its probes and metrics are, in one line an operator can copy
+// ("metrics: http://127.0.0.1:9091/metrics"), and writes that address to worker.metrics-url
+// next to its configuration file (named after it: a.yaml gives a.metrics-url), so that a
+// worker listening on port 0 can be found; the file is removed when the worker stops.
 package main
 
 import (
@@ -7,10 +12,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	_ "time/tzdata"
 
@@ -39,6 +47,7 @@ type options struct {
 	listen  string
 	verbose bool
 	resume  bool
+	out     io.Writer // where the metrics line goes; nil means standard output
 }
 
 // run loads the configuration and delivers until ctx ends; log, when nil, is made as the
@@ -95,12 +104,40 @@ func run(ctx context.Context, log *slog.Logger, o options, started ...func(*slog
 			log.Error("probes server stopped", "err", err)
 		}
 	}()
+	metricsURL := "http://" + ln.Addr().String() + "/metrics"
+	out := o.out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintln(out, "metrics:", metricsURL)
+	if o.path != "" {
+		file := metricsFile(o.path)
+		if err := os.WriteFile(file, []byte(metricsURL+"\n"), 0o644); err != nil {
+			log.Warn("the metrics address could not be written next to the configuration", "file", file, "err", err)
+		} else {
+			defer removeIfOurs(file, metricsURL+"\n")
+		}
+	}
 	log.Info("delivering", "stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer,
-		"concurrency", cfg.Worker.Concurrency, "probes", "http://"+ln.Addr().String())
+		"concurrency", cfg.Worker.Concurrency, "probes", "http://"+ln.Addr().String(), "metrics", metricsURL)
 	err = w.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	log.Info("stopped")
 	return err
+}
+
+// metricsFile is where a worker started with the configuration file path writes its metrics
+// address: beside it, with the extension .metrics-url.
+func metricsFile(path string) string {
+	return strings.TrimSuffix(path, filepath.Ext(path)) + ".metrics-url"
+}
+
+// removeIfOurs removes file if it still holds content: another worker started since with the
+// same configuration wrote its own address there.
+func removeIfOurs(file, content string) {
+	if b, err := os.ReadFile(file); err == nil && string(b) == content {
+		_ = os.Remove(file)
+	}
 }

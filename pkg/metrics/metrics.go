@@ -1,9 +1,15 @@
 // Package metrics holds the Prometheus metrics of both programs. A Metrics is built on a
 // registry the program passes in (never the global one), so that every test and every process
 // has its own, and it is handed to the parts that count.
+//
+// Each program exports what it does: NewFrontEnd registers the front end's series, NewWorker a
+// worker's, and New both, for the standalone process whose front end and in-process workers
+// share one registry and one /metrics. ucs_push_rejected_total counts each refused push once,
+// by the kind of the first rule it broke (push.Problem.Kind).
 package metrics
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -65,9 +71,23 @@ type Metrics struct {
 	ReceiptsUnknown prometheus.Counter
 }
 
-// New registers the metrics, and Go's runtime and process collectors, on reg. The registry
-// must be empty of them: one Metrics per registry.
-func New(reg *prometheus.Registry) *Metrics {
+// New registers the metrics of both programs, and Go's runtime and process collectors, on
+// reg: for a process that is a front end with workers inside (the standalone stack). The
+// registry must be empty of them: one Metrics per registry, shared by the parts.
+func New(reg *prometheus.Registry) *Metrics { return build(reg, true, true) }
+
+// NewFrontEnd registers the front end's metrics (pushes accepted and refused, token grants,
+// idempotent replays, security events) and the runtime collectors on reg.
+func NewFrontEnd(reg *prometheus.Registry) *Metrics { return build(reg, true, false) }
+
+// NewWorker registers a worker's metrics (deliveries and their failures and durations, the
+// platform's answers, dead letters, the sending pause) and the runtime collectors on reg.
+func NewWorker(reg *prometheus.Registry) *Metrics { return build(reg, false, true) }
+
+// build makes every series, so that a part counting into one of another program only counts
+// into a series nobody exports, and registers those of the programs asked for: each program
+// exports what it does, and no series that always reads 0.
+func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		PushAccepted: prometheus.NewCounter(prometheus.CounterOpts{
@@ -76,7 +96,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		}),
 		PushRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ucs_push_rejected_total",
-			Help: "Pushes refused for a broken rule (single and batch items), by the first rule broken.",
+			Help: "Pushes refused for a broken rule (single and batch items), each counted once per push, by the first rule broken (problems are ordered: body, userId, type, url, time, data).",
 		}, []string{"rule"}),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ucs_deliveries_total",
@@ -130,9 +150,14 @@ func New(reg *prometheus.Registry) *Metrics {
 	for _, e := range SecurityEvents {
 		m.SecurityEvents.WithLabelValues(e)
 	}
-	reg.MustRegister(m.PushAccepted, m.PushRejected, m.Deliveries, m.DeliveryFailures, m.DeliverySeconds,
-		m.PlatformSeconds, m.PlatformErrors, m.TokenGrants, m.DeadLetters, m.SendingPaused, m.IdempotentReplay, m.SecurityEvents,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if frontEnd {
+		reg.MustRegister(m.PushAccepted, m.PushRejected, m.TokenGrants, m.IdempotentReplay, m.SecurityEvents)
+	}
+	if worker {
+		reg.MustRegister(m.Deliveries, m.DeliveryFailures, m.DeliverySeconds, m.PlatformSeconds, m.PlatformErrors,
+			m.DeadLetters, m.SendingPaused)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -148,7 +173,7 @@ func (m *Metrics) Accepted(n int) {
 	}
 }
 
-// Rejected counts a push refused for rule.
+// Rejected counts a push refused; rule is the kind of the first rule it broke.
 func (m *Metrics) Rejected(rule string) {
 	if m != nil {
 		m.PushRejected.WithLabelValues(rule).Inc()
@@ -236,10 +261,15 @@ func ErrCode(code int) string { return strconv.Itoa(code) }
 
 // PendingFunc registers ucs_consumer_pending, read at every scrape from pending: the messages
 // waiting in the queue that the workers' consumer has not yet handed out, plus those handed
-// out and not yet answered. A failed read reports nothing rather than a wrong number.
+// out and not yet answered. A failed read reports nothing rather than a wrong number. The
+// parts of one process (a front end and its in-process workers) read the same queue, so a
+// second registration on the same registry keeps the first.
 func PendingFunc(reg prometheus.Registerer, pending func() (float64, error)) {
-	reg.MustRegister(&pendingCollector{read: pending, desc: prometheus.NewDesc("ucs_consumer_pending",
+	err := reg.Register(&pendingCollector{read: pending, desc: prometheus.NewDesc("ucs_consumer_pending",
 		"Messages in the queue not yet finished by a worker: waiting to be handed out, or handed out and unanswered.", nil, nil)})
+	if are := (prometheus.AlreadyRegisteredError{}); err != nil && !errors.As(err, &are) {
+		panic(err)
+	}
 }
 
 type pendingCollector struct {

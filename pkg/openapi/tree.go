@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -122,7 +125,49 @@ func Marshal(v any) ([]byte, error) {
 	if err := encode(e, v); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return EscapeUnprintable(buf.Bytes()), nil
+}
+
+// EscapeUnprintable rewrites, in the JSON text b, each character that is not visible
+// (controls, format characters, unassigned code points and non-characters, spaces other
+// than U+0020) as a \uXXXX escape, a surrogate pair beyond U+FFFF. The JSON value stays the
+// same, and the long character classes of the push rules, which hold such characters
+// themselves, become readable. It also matters to tools: YAML does not allow controls,
+// U+FFFE or U+FFFF anywhere in a document, and tools that read a JSON description with a
+// YAML parser (libopenapi, redocly) refuse them even inside a string. Outside strings a
+// JSON text holds only ASCII, so b is rewritten rune by rune.
+func EscapeUnprintable(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if unprintable(r) && !(r == utf8.RuneError && n == 1) {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)+64), b[:i]...)
+			}
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
+		} else if out != nil {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}
+
+func unprintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return false // JSON's own white space between tokens; inside strings they are escaped
+	case r < 0x7F:
+		return r < 0x20
+	}
+	return !unicode.IsGraphic(r) || unicode.Is(unicode.Zs, r) || unicode.Is(unicode.Cf, r)
 }
 
 func encode(e *jsontext.Encoder, v any) error {

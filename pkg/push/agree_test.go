@@ -14,24 +14,58 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/dlclark/regexp2/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/campus-it/ucs/schemas"
 )
 
-// compiledSchema is schemas/push.schema.json as jsonschema/v6 compiles it.
+// compiledSchema is schemas/push.schema.json as jsonschema/v6 compiles it
+// with Go's regexp (RE2), the engine the service's own tools use.
 var compiledSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	return compilePushSchema(nil)
+})
+
+// compiledSchemaECMA is the same schema with an ECMA-262 engine in u-flag
+// mode, as ajv, redocly and browsers read its patterns (JSON Schema
+// 2020-12 §6.3.3: patterns SHOULD be ECMA-262).
+var compiledSchemaECMA = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	return compilePushSchema(compileECMA)
+})
+
+func compilePushSchema(engine jsonschema.RegexpEngine) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.Push()))
 	if err != nil {
 		return nil, err
 	}
 	const url = "https://github.com/campus-it/ucs/schemas/push.schema.json"
 	c := jsonschema.NewCompiler()
+	c.UseRegexpEngine(engine)
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
 	return c.Compile(url)
-})
+}
+
+// ecmaRegexp adapts regexp2 to jsonschema's Regexp.
+type ecmaRegexp struct{ re *regexp2.Regexp }
+
+func (e ecmaRegexp) String() string { return e.re.String() }
+
+// MatchString reports a match; a run-time failure (regexp2 bounds its
+// backtracking) counts as no match, which the agreement then reports.
+func (e ecmaRegexp) MatchString(s string) bool {
+	ok, err := e.re.MatchString(s)
+	return err == nil && ok
+}
+
+func compileECMA(pattern string) (jsonschema.Regexp, error) {
+	re, err := regexp2.Compile(pattern, regexp2.ECMAScript|regexp2.Unicode)
+	if err != nil {
+		return nil, err
+	}
+	return ecmaRegexp{re}, nil
+}
 
 // bodyLevelOK applies the rules that concern the bytes of a body rather
 // than the JSON value, which no JSON Schema can see: size, UTF-8, syntax
@@ -119,12 +153,17 @@ func hasDuplicateKeys(body []byte) bool {
 }
 
 // schemaAccepts reports whether body passes the body-level rules and then
-// schemas/push.schema.json.
+// schemas/push.schema.json, read with Go's regexp and with an ECMA-262
+// engine; it fails t if the two engines judge body differently.
 func schemaAccepts(t testing.TB, body []byte) bool {
 	t.Helper()
 	sch, err := compiledSchema()
 	if err != nil {
 		t.Fatalf("compile push.schema.json: %v", err)
+	}
+	ecma, err := compiledSchemaECMA()
+	if err != nil {
+		t.Fatalf("compile push.schema.json with ECMA-262 patterns: %v", err)
 	}
 	if !bodyLevelOK(body) {
 		return false
@@ -133,7 +172,11 @@ func schemaAccepts(t testing.TB, body []byte) bool {
 	if err != nil {
 		return false
 	}
-	return sch.Validate(inst) == nil
+	byRE2, byECMA := sch.Validate(inst) == nil, ecma.Validate(inst) == nil
+	if byRE2 != byECMA {
+		t.Errorf("the schema's patterns read differently: RE2 accepts %v, ECMA-262 accepts %v, body:\n%q", byRE2, byECMA, body)
+	}
+	return byRE2
 }
 
 // checkAgreement fails t if Parse and the schema judge body differently.

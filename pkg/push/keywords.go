@@ -110,16 +110,6 @@ func (p *Parser) kindsOf(sp *TypeSpec) *[maxFields]*keyword.Kind {
 // "character_string allows only letters, digits and symbols, at most 32".
 func keywordRule(k *keyword.Kind) string { return k.String() }
 
-// isKeywordRule reports whether rule is a keywordRule.
-func isKeywordRule(rule string) bool {
-	name, rest, ok := strings.Cut(rule, " ")
-	if !ok {
-		return false
-	}
-	k := keyword.Lookup(name)
-	return k != nil && rest == k.Rule
-}
-
 // checkKeyword holds a value that passed the interface's rules to the rule of
 // its keyword's kind, as the platform will get it (cleaned).
 func (b *bodyReader) checkKeyword(key, v string, clean bool, k *keyword.Kind) {
@@ -127,6 +117,6 @@ func (b *bodyReader) checkKeyword(key, v string, clean bool, k *keyword.Kind) {
 		v = keyword.Clean(v)
 	}
 	if !keyword.Valid(k.Name, v) {
-		b.add("data."+key, keywordRule(k))
+		b.add("data."+key, RuleKindKeyword, keywordRule(k))
 	}
 }

@@ -2,13 +2,15 @@ package push
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
 // TestProblemKind names each rule's kind, as the refusal metrics count them.
 func TestProblemKind(t *testing.T) {
 	for _, c := range []struct {
-		body, want string
+		body string
+		want RuleKind
 	}{
 		{`{"type":"JML","data":{"class":"a","info":"b"}}`, "required"},
 		{`{"userId":"u 1","type":"JML","data":{"class":"a","info":"b"}}`, "user_id"},
@@ -23,6 +25,12 @@ func TestProblemKind(t *testing.T) {
 		{`{"userId":"u","type":"JML","data":{"class":"a","info":1}}`, "string"},
 		{`{"userId":"u","type":"JML","data":[]}`, "object"},
 		{`{"userId":"u","type":"JML","data":{"class":"a","info":"b"},"x":1}`, "unknown_field"},
+		{`{"userId":"u","type":"JML","data":{"class":"a","info":"b","x":"1"}}`, "unknown_field"},
+		{`{"userId":"u","type":"JML","url":"https://example.edu/` + strings.Repeat("a", 1100) + `","data":{"class":"a","info":"b"}}`, "length"},
+		{`{"userId":"u","type":"JML","data":{"class":"a","info":"x\u202ey"}}`, "format"},
+		{`{"userId":"u","type":"JML","data":{"class":"a","info":"x\ue000y"}}`, "private_use"},
+		{`{"userId":"u","userId":"v","type":"JML","data":{"class":"a","info":"b"}}`, "duplicate"},
+		{`\xff`, "body"},
 		{`{"userId":"u","userId":"v","type":"JML","data":{"class":"a","info":"b"}}`, "duplicate"},
 		{`[1]`, "body"},
 	} {

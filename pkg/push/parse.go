@@ -46,10 +46,38 @@ type Request struct {
 }
 
 // Problem is one broken rule: the path of the field (userId, data.content,
-// body) and what is wrong with it.
+// body), what is wrong with it, and the kind of rule, set where the problem
+// is found.
 type Problem struct {
 	Field, Rule string
+	kind        RuleKind
 }
+
+// RuleKind names the kind of rule a problem broke in a word, for counting
+// refusals by rule (the rule label of ucs_push_rejected_total): one of the
+// RuleKind constants or the name of a refused character class of package
+// keyword (format, private_use, not_a_character).
+type RuleKind string
+
+// The kinds of rule.
+const (
+	RuleKindBody         RuleKind = "body"          // the body as a whole: size, UTF-8, JSON
+	RuleKindRequired     RuleKind = "required"      // a required field is absent, null or ""
+	RuleKindString       RuleKind = "string"        // a field is not a string
+	RuleKindDuplicate    RuleKind = "duplicate"     // a key is given twice
+	RuleKindObject       RuleKind = "object"        // data is not an object
+	RuleKindUnknownField RuleKind = "unknown_field" // a key that is no field, at the top level or in data
+	RuleKindUserID       RuleKind = "user_id"       // userId has other characters
+	RuleKindType         RuleKind = "type"          // type names no message type
+	RuleKindURL          RuleKind = "url"           // url is not an http or https URL
+	RuleKindTime         RuleKind = "time"          // time is not Unix seconds or milliseconds
+	RuleKindLength       RuleKind = "length"        // too many characters
+	RuleKindBlank        RuleKind = "blank"         // a required data value is blank
+	RuleKindLineBreak    RuleKind = "line_break"    // a data value holds a line break
+	RuleKindControl      RuleKind = "control"       // a data value holds a control character
+	RuleKindEmoji        RuleKind = "emoji"         // a data value holds emoji
+	RuleKindKeyword      RuleKind = "keyword"       // a value its template keyword's kind refuses
+)
 
 // String returns "Field: Rule".
 func (p Problem) String() string { return p.Field + ": " + p.Rule }
@@ -191,7 +219,7 @@ func isSurrogateEscape(e []byte) bool {
 }
 
 func bodyProblem(rule string) error {
-	return &ValidationError{Problems: []Problem{{"body", rule}}}
+	return &ValidationError{Problems: []Problem{{Field: "body", Rule: rule, kind: RuleKindBody}}}
 }
 
 // bodyReader holds a push body as read, before any rule but JSON syntax is
@@ -422,8 +450,8 @@ func (b *bodyReader) readData(d *decoder, spans []span) bool {
 	})
 }
 
-func (b *bodyReader) add(field, rule string) {
-	b.problems = append(b.problems, Problem{field, rule})
+func (b *bodyReader) add(field string, kind RuleKind, rule string) {
+	b.problems = append(b.problems, Problem{Field: field, Rule: rule, kind: kind})
 }
 
 // check applies the rules in the order of the problem list.
@@ -453,13 +481,13 @@ func (b *bodyReader) check() (Request, error) {
 func (b *bodyReader) scalar(name string, v value, required bool) (string, bool) {
 	switch {
 	case v.count > 1:
-		b.add(name, ruleDuplicate)
+		b.add(name, RuleKindDuplicate, ruleDuplicate)
 	case v.kind == kindAbsent || v.kind == kindNull || v.kind == kindString && v.str == "":
 		if required {
-			b.add(name, ruleRequired)
+			b.add(name, RuleKindRequired, ruleRequired)
 		}
 	case v.kind != kindString:
-		b.add(name, ruleString)
+		b.add(name, RuleKindString, ruleString)
 	default:
 		return v.str, true
 	}
@@ -479,10 +507,10 @@ func (b *bodyReader) checkUserID() string {
 		}
 	}
 	if n := utf8.RuneCountInString(s); n > maxUserIDRunes {
-		b.add("userId", tooLong(n, maxUserIDRunes))
+		b.add("userId", RuleKindLength, tooLong(n, maxUserIDRunes))
 	}
 	if !good {
-		b.add("userId", ruleUserID)
+		b.add("userId", RuleKindUserID, ruleUserID)
 	}
 	return s
 }
@@ -499,7 +527,7 @@ func (b *bodyReader) checkType() *TypeSpec {
 	}
 	sp := spec(s)
 	if sp == nil {
-		b.add("type", quote(s, 32)+" is not one of "+typeList)
+		b.add("type", RuleKindType, quote(s, 32)+" is not one of "+typeList)
 	}
 	return sp
 }
@@ -510,10 +538,10 @@ func (b *bodyReader) checkURL() string {
 		return ""
 	}
 	if n := utf8.RuneCountInString(s); n > maxURLRunes {
-		b.add("url", tooLong(n, maxURLRunes))
+		b.add("url", RuleKindLength, tooLong(n, maxURLRunes))
 	}
 	if !validURL(s) {
-		b.add("url", ruleURL)
+		b.add("url", RuleKindURL, ruleURL)
 	}
 	return s
 }
@@ -522,7 +550,7 @@ func (b *bodyReader) checkTime() time.Time {
 	v := b.time
 	switch {
 	case v.count > 1:
-		b.add("time", ruleDuplicate)
+		b.add("time", RuleKindDuplicate, ruleDuplicate)
 		return time.Time{}
 	case v.kind == kindAbsent || v.kind == kindNull:
 		return time.Time{}
@@ -541,7 +569,7 @@ func (b *bodyReader) checkTime() time.Time {
 	case ok && 1e12 <= n && n <= 9999999999999:
 		return time.UnixMilli(n).UTC()
 	}
-	b.add("time", ruleTime)
+	b.add("time", RuleKindTime, ruleTime)
 	return time.Time{}
 }
 
@@ -655,10 +683,10 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		switch at[i] {
 		case -1:
 			if f.Required {
-				b.add("data."+f.Name, ruleRequired)
+				b.add("data."+f.Name, RuleKindRequired, ruleRequired)
 			}
 		case -2:
-			b.add("data."+f.Name, ruleDuplicate)
+			b.add("data."+f.Name, RuleKindDuplicate, ruleDuplicate)
 		default:
 			n := len(b.problems)
 			clean[i] = b.checkText(f.Name, b.members[at[i]].val, f)
@@ -672,7 +700,7 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		unknown = slices.Compact(unknown)
 		rule := "not a field of type " + string(sp.Type)
 		for _, k := range unknown {
-			b.add("data."+displayKey(k), rule)
+			b.add("data."+displayKey(k), RuleKindUnknownField, rule)
 		}
 	}
 	if len(b.problems) > 0 {
@@ -696,11 +724,11 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 func (b *bodyReader) checkDataObject() bool {
 	switch {
 	case b.data.count > 1:
-		b.add("data", ruleDuplicate)
+		b.add("data", RuleKindDuplicate, ruleDuplicate)
 	case b.data.kind == kindAbsent || b.data.kind == kindNull:
-		b.add("data", ruleRequired)
+		b.add("data", RuleKindRequired, ruleRequired)
 	case b.data.kind != kindObject:
-		b.add("data", "must be an object")
+		b.add("data", RuleKindObject, "must be an object")
 	default:
 		return true
 	}
@@ -721,7 +749,7 @@ func (b *bodyReader) checkUntypedData() {
 			j++
 		}
 		if j > i+1 {
-			b.add("data."+displayKey(ms[i].key), ruleDuplicate)
+			b.add("data."+displayKey(ms[i].key), RuleKindDuplicate, ruleDuplicate)
 		} else {
 			b.checkText(displayKey(ms[i].key), ms[i].val, nil)
 		}
@@ -736,31 +764,31 @@ func (b *bodyReader) checkUntypedData() {
 // before sending (keyword.Clean).
 func (b *bodyReader) checkText(key string, v value, f *Field) bool {
 	if v.kind != kindString {
-		b.add("data."+key, ruleString)
+		b.add("data."+key, RuleKindString, ruleString)
 		return false
 	}
 	t := inspect(v.str)
 	if f != nil && f.Required && t.blank {
-		b.add("data."+key, ruleBlank)
+		b.add("data."+key, RuleKindBlank, ruleBlank)
 	}
 	if t.lineBreak {
-		b.add("data."+key, ruleLineBreak)
+		b.add("data."+key, RuleKindLineBreak, ruleLineBreak)
 	}
 	if t.control {
-		b.add("data."+key, ruleControl)
+		b.add("data."+key, RuleKindControl, ruleControl)
 	}
 	// Invisible characters are named by their code point: the sender
 	// cannot see which one was meant otherwise.
 	for i, r := range t.refused {
 		if r >= 0 {
-			b.add("data."+key, refusedRule(refusedClasses[i], r))
+			b.add("data."+key, RuleKind(refusedClasses[i].Name), refusedRule(refusedClasses[i], r))
 		}
 	}
 	if t.emoji {
-		b.add("data."+key, ruleEmoji)
+		b.add("data."+key, RuleKindEmoji, ruleEmoji)
 	}
 	if f != nil && t.runes > f.MaxRunes {
-		b.add("data."+key, tooLong(t.runes, f.MaxRunes))
+		b.add("data."+key, RuleKindLength, tooLong(t.runes, f.MaxRunes))
 	}
 	return t.clean
 }
@@ -793,7 +821,7 @@ func (b *bodyReader) checkUnknown() {
 	}
 	slices.Sort(b.unknown)
 	for _, k := range slices.Compact(b.unknown) {
-		b.add(displayKey(k), ruleUnknown)
+		b.add(displayKey(k), RuleKindUnknownField, ruleUnknown)
 	}
 }
 
@@ -994,50 +1022,5 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-// Kind names the rule a problem broke in a word, for counting refusals by rule: one of
-// required, string, duplicate, blank, line_break, control, format, private_use,
-// not_a_character, emoji, length, user_id, type, url, time, unknown_field, object or body.
-func (p Problem) Kind() string {
-	switch p.Rule {
-	case ruleRequired:
-		return "required"
-	case ruleString:
-		return "string"
-	case ruleDuplicate:
-		return "duplicate"
-	case ruleBlank:
-		return "blank"
-	case ruleLineBreak:
-		return "line_break"
-	case ruleControl:
-		return "control"
-	case ruleEmoji:
-		return "emoji"
-	case ruleUserID:
-		return "user_id"
-	case ruleURL:
-		return "url"
-	case ruleTime:
-		return "time"
-	case ruleUnknown:
-		return "unknown_field"
-	}
-	for _, c := range refusedClasses {
-		if strings.HasPrefix(p.Rule, "contains a "+c.Noun+" (") {
-			return c.Name
-		}
-	}
-	switch {
-	case p.Field == "body":
-		return "body"
-	case isKeywordRule(p.Rule):
-		return "keyword"
-	case strings.Contains(p.Rule, " characters, at most "):
-		return "length"
-	case p.Field == "type":
-		return "type"
-	case p.Field == "data":
-		return "object"
-	}
-	return "other"
-}
+// Kind is the kind of rule the problem broke.
+func (p Problem) Kind() RuleKind { return p.kind }

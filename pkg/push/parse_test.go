@@ -468,11 +468,11 @@ func TestRequestMessage(t *testing.T) {
 }
 
 func TestValidationErrorText(t *testing.T) {
-	e := &ValidationError{Problems: []Problem{{"userId", "required"}, {"data.content", "23 characters, at most 20"}}}
+	e := &ValidationError{Problems: []Problem{{Field: "userId", Rule: "required"}, {Field: "data.content", Rule: "23 characters, at most 20"}}}
 	if got, want := e.Error(), "userId: required; data.content: 23 characters, at most 20"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if got := (Problem{"a", "b"}).String(); got != "a: b" {
+	if got := (Problem{Field: "a", Rule: "b"}).String(); got != "a: b" {
 		t.Errorf("String() = %q", got)
 	}
 }
@@ -502,7 +502,7 @@ func TestParseKeepsNoBody(t *testing.T) {
 func TestProblemListsAreCapped(t *testing.T) {
 	var ps []Problem
 	for i := range 25 {
-		ps = append(ps, Problem{fmt.Sprintf("k%02d", i), ruleUnknown})
+		ps = append(ps, Problem{Field: fmt.Sprintf("k%02d", i), Rule: ruleUnknown})
 	}
 	for n, want := range map[int]string{0: "", 1: "k00: " + ruleUnknown, 20: "k19: " + ruleUnknown, 21: "… and 1 more problem", 25: "… and 5 more problems"} {
 		ve := &ValidationError{Problems: ps[:n]}

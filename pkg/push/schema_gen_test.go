@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/campus-it/ucs/pkg/openapi"
 	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/schemas"
 )
@@ -78,13 +79,27 @@ func encodeNoHTML(b *bytes.Buffer, v any) error {
 	return nil
 }
 
-// classOf writes ranges as the inside of an RE2 character class.
+// classOf writes ranges as the inside of a character class made of the
+// characters themselves (the JSON text escapes the controls among them),
+// never \x{…} or \u{…}: ECMA-262 with the u flag (ajv, redocly, browsers),
+// RE2 (Go) and Python's re read a literal character the same way, while
+// each refuses one of the escape forms. The four characters that mean
+// something inside a class are escaped with a backslash, which all three
+// read as the character itself.
 func classOf(rs []runeRange) string {
 	var b strings.Builder
+	lit := func(r rune) {
+		switch r {
+		case '\\', ']', '[', '^', '-':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
 	for _, r := range rs {
-		fmt.Fprintf(&b, `\x{%X}`, r.lo)
+		lit(r.lo)
 		if r.hi > r.lo {
-			fmt.Fprintf(&b, `-\x{%X}`, r.hi)
+			b.WriteByte('-')
+			lit(r.hi)
 		}
 	}
 	return b.String()
@@ -125,7 +140,9 @@ var (
 	urlExcluded = mergeRanges([]runeRange{{0x00, 0x20}, {0x7F, 0xA0}}, whiteSpace)
 )
 
-// Patterns of the schema, in Go RE2 syntax, which jsonschema/v6 uses.
+// Patterns of the schema, in the syntax that ECMA-262 (u flag), RE2 and
+// Python's re share: literal characters, classes, (?:…), bounded
+// repetition, ^ and $ (TestSchemaPatternsPortable checks the first two).
 var (
 	textPattern    = `^[^` + classOf(mergeRanges(refusedChars, emojiRanges)) + `]*$`
 	nonBlank       = `[^` + classOf(mergeRanges(whiteSpace, removedChars)) + `]`
@@ -142,6 +159,16 @@ var (
 		return out
 	}()
 )
+
+// noLineFeed refuses a line feed anywhere in a string. Every pattern above
+// refuses one already, but Python's re lets $ match before a final line
+// feed, so Python validators (jsonschema) would accept "value\n"; this
+// unanchored pattern reads the same in all three dialects.
+var noLineFeed = obj{
+	{"$comment", "Python's re lets $ match before a final line feed: this keeps Python validators in agreement."},
+	{"type", "string"}, // a null url or time is not a string with a line feed
+	{"pattern", "\n"},
+}
 
 // keywordRanges are the ranges of the classes of package keyword with
 // treatment t.
@@ -185,6 +212,7 @@ func generatePushSchema() []byte {
 				"Spaces other than U+0020 are sent as U+0020; soft hyphens, zero width spaces, word joiners and byte order marks are removed before sending and not counted."},
 			{"type", "string"},
 			{"pattern", textPattern},
+			{"not", noLineFeed},
 		}},
 		{"mainItem", obj{
 			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters (removed characters not counted).", mainItemMaxRunes)},
@@ -240,6 +268,7 @@ func generatePushSchema() []byte {
 				{"description", "Campus user number of the recipient."},
 				{"type", "string"},
 				{"pattern", userIDPattern},
+				{"not", noLineFeed},
 			}},
 			{"type", obj{
 				{"description", "Message type code, exact case."},
@@ -251,6 +280,7 @@ func generatePushSchema() []byte {
 				{"type", []string{"string", "null"}},
 				{"maxLength", maxURLRunes},
 				{"pattern", urlPattern},
+				{"not", noLineFeed},
 			}},
 			{"time", obj{
 				{"description", "Unix time in seconds (10 digits) or milliseconds (13 digits), as a whole number or a string of digits. null means none."},
@@ -258,7 +288,7 @@ func generatePushSchema() []byte {
 					obj{{"type", "null"}},
 					obj{{"type", "integer"}, {"minimum", int64(1e9)}, {"maximum", int64(9999999999)}},
 					obj{{"type", "integer"}, {"minimum", int64(1e12)}, {"maximum", int64(9999999999999)}},
-					obj{{"type", "string"}, {"pattern", timeDigits}},
+					obj{{"type", "string"}, {"pattern", timeDigits}, {"not", noLineFeed}},
 				}},
 			}},
 			{"data", obj{
@@ -277,5 +307,8 @@ func generatePushSchema() []byte {
 	if err := enc.Encode(s); err != nil {
 		panic(err)
 	}
-	return b.Bytes()
+	// The patterns hold controls and non-characters themselves; as \uXXXX
+	// escapes they stay the same JSON value and YAML-based readers accept
+	// the file.
+	return openapi.EscapeUnprintable(b.Bytes())
 }

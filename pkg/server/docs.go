@@ -52,6 +52,16 @@ func newAPIDocs(realm string) (*apiDocs, error) {
 	return &apiDocs{spec: spec, page: page}, nil
 }
 
+// OpenAPIDescription returns the OpenAPI description as a front end of realm serves it at
+// OpenAPIPath, for tools that check it outside a running service (scripts/lint-openapi).
+func OpenAPIDescription(realm string) ([]byte, error) {
+	d, err := newAPIDocs(realm)
+	if err != nil {
+		return nil, err
+	}
+	return d.spec, nil
+}
+
 // openAPI serves the OpenAPI description: no token, like the metadata dictionary.
 func (s *Server) openAPI(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "public, max-age=300")

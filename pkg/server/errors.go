@@ -110,6 +110,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header()[k] = v
 	}
 	if c.Request().Method == http.MethodHead {
+		// The headers a GET would have, without the body.
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 		_ = c.NoContent(status)
 		return
 	}

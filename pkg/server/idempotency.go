@@ -62,7 +62,7 @@ func (s *Server) idempotency(c echo.Context, body []byte) (*idemRequest, error) 
 		return nil, nil
 	}
 	if !validIdempotencyKey(key) || len(c.Request().Header.Values("Idempotency-Key")) > 1 {
-		return nil, errf(CodeBadRequest, "Idempotency-Key: must be 1 to 128 printable ASCII characters, given once")
+		return nil, errf(CodeBadRequest, "Idempotency-Key: must be 1 to 128 printable ASCII characters other than space, given once")
 	}
 	if s.cfg.Records == nil {
 		return nil, errf(CodeBadRequest, "Idempotency-Key: not supported by this server")
@@ -113,12 +113,14 @@ func (r *idemRequest) load(ctx context.Context) error {
 	return nil
 }
 
+// validIdempotencyKey: 1 to 128 characters from '!' to '~', the description's pattern
+// ^[!-~]{1,128}$. Space is left out because HTTP trims it at either end of a header value.
 func validIdempotencyKey(k string) bool {
 	if len(k) < 1 || len(k) > 128 {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
+		if k[i] < '!' || k[i] > '~' {
 			return false
 		}
 	}

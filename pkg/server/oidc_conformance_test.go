@@ -164,8 +164,9 @@ func TestConformanceRequests(t *testing.T) {
 		if st, m := post(""); st != 200 || m["userid"] != userID {
 			t.Fatalf("%d %v", st, m)
 		}
-		if st, _ := post("Bearer " + tok["access_token"].(string)); st != http.StatusUnauthorized {
-			t.Fatalf("token in the header and the body: %d", st)
+		// A malformed request: 400 invalid_request (RFC 6750 §3.1), not a refused token.
+		if st, m := post("Bearer " + tok["access_token"].(string)); st != http.StatusBadRequest {
+			t.Fatalf("token in the header and the body: %d %v", st, m)
 		}
 	})
 	t.Run("refresh tokens by default, not for refresh_tokens: false", func(t *testing.T) {

@@ -47,7 +47,7 @@ func TestFrontEndMetrics(t *testing.T) {
 	e.doWith("POST", "/v1/infra/notification/mp", tok, `{"userId":"2020000001","type":"JML","data":{"class":"😀","info":"x"}}`, nil)
 	for series, want := range map[string]float64{
 		"ucs_push_accepted_total":                            3,
-		`ucs_push_rejected_total{rule="length"}`:             1,
+		`ucs_push_rejected_total{rule="length"}`:             1, // the batch's bad item
 		`ucs_push_rejected_total{rule="emoji"}`:              1,
 		"ucs_consumer_pending":                               3, // every push waits until a worker finishes it
 		"ucs_push_idempotent_replays_total":                  0,

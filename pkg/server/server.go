@@ -305,6 +305,31 @@ func (s *Server) routes() {
 	if s.cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics.Handler()))
 	}
+	s.headRoutes()
+}
+
+// headRoutes answers HEAD on every GET route (RFC 9110 §9.1: a general-purpose server
+// supports both): the GET's handler, with its route's middleware, answers; net/http sends
+// the status and headers and drops the body of a HEAD. Called once every GET route is in.
+func (s *Server) headRoutes() {
+	head := map[string]bool{}
+	for _, r := range s.e.Routes() {
+		if r.Method == http.MethodHead {
+			head[r.Path] = true
+		}
+	}
+	for _, r := range s.e.Routes() {
+		if r.Method == http.MethodGet && !head[r.Path] {
+			s.e.HEAD(r.Path, s.asGet)
+			head[r.Path] = true
+		}
+	}
+}
+
+// asGet serves a HEAD request with the handler of the GET route of its path.
+func (s *Server) asGet(c echo.Context) error {
+	s.e.Router().Find(http.MethodGet, echo.GetPath(c.Request()), c)
+	return c.Handler()(c)
 }
 
 // ready is /readyz: 503 naming the failing part (stopping, nats, mongodb), else 200.

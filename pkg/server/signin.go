@@ -578,7 +578,8 @@ func formBearer(next echo.HandlerFunc) echo.HandlerFunc {
 		switch {
 		case !ok:
 		case len(tok) != 1 || r.Header.Get("Authorization") != "":
-			return &Error{Code: CodeUnauthorized, Message: "give the access token once, in one place",
+			// A malformed request, not a refused token: 400 (RFC 6750 §3.1).
+			return &Error{Code: CodeBadRequest, Message: "give the access token once, in one place",
 				Header: http.Header{"Www-Authenticate": {`Bearer error="invalid_request"`}}}
 		default:
 			r.Header.Set("Authorization", "Bearer "+tok[0])
@@ -796,9 +797,19 @@ func (s *Server) revoke(c echo.Context) error {
 		return err
 	}
 	if e := s.cfg.OAuth.Revoke(c.Request().Context(), req); e != nil {
+		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	return c.NoContent(http.StatusOK)
+}
+
+// basicChallenge names the Basic scheme when a client that authenticated with it is refused,
+// as RFC 6749 §5.2 requires of every endpoint that authenticates clients (POST /v1/token
+// does the same).
+func (s *Server) basicChallenge(c echo.Context, req oauth.ClientRequest, e *oauth.Error) {
+	if e.Code == oauth.ErrInvalidClient && req.Basic {
+		c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
+	}
 }
 
 // introspect is RFC 7662 token introspection.
@@ -809,6 +820,7 @@ func (s *Server) introspect(c echo.Context) error {
 	}
 	out, e := s.cfg.OAuth.Introspect(c.Request().Context(), req)
 	if e != nil {
+		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")

@@ -52,6 +52,11 @@ type Deps struct {
 	// Registry holds the program's metrics, served at /metrics; nil makes a new one. Each
 	// program needs its own.
 	Registry *prometheus.Registry
+	// Metrics, when set, are the metrics registered on Registry that the parts of one process
+	// share (the standalone stack's front end and in-process workers: metrics.New); nil makes
+	// those of the part on Registry (metrics.NewFrontEnd, metrics.NewWorker), so that each
+	// program exports what it does.
+	Metrics *metrics.Metrics
 	// Sandbox, when set, serves the sandbox phones of the standalone stack at /sandbox.
 	Sandbox *server.Sandbox
 }
@@ -292,7 +297,10 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Metrics = metrics.New(d.Registry)
+	a.Metrics = d.Metrics
+	if a.Metrics == nil {
+		a.Metrics = metrics.NewFrontEnd(d.Registry)
+	}
 	svc := &oauth.Service{Metrics: a.Metrics,
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
@@ -644,7 +652,10 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		}
 		budget = b
 	}
-	m := metrics.New(d.Registry)
+	m := d.Metrics
+	if m == nil {
+		m = metrics.NewWorker(d.Registry)
+	}
 	metrics.PendingFunc(d.Registry, conn.pending(cfg.NATS.Consumer))
 	writer := conn.st.NewWriter(store.WriterOptions{})
 	w, err := delivery.New(delivery.Config{

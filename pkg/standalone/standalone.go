@@ -22,11 +22,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/event"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -190,7 +192,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 
-	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor}
+	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor, Registry: prometheus.NewRegistry()}
+	// One registry for the front end and the in-process workers: /metrics shows both.
+	deps.Metrics = metrics.New(deps.Registry)
 	if cfg.NATS.URL == "" {
 		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"),
 			User: seed.info.NATS.User, Password: seed.info.NATS.Password})

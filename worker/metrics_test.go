@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+)
+
+// lockedBuffer collects what run prints, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWorkerAnnouncesMetrics: a worker listening on port 0 prints its metrics address in one
+// line and writes it next to worker.yaml; the address serves the worker's series, not the
+// front end's; the file goes when the worker stops.
+func TestWorkerAnnouncesMetrics(t *testing.T) {
+	r := newWorkerRig(t)
+	var out lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, options{path: r.cfgPath, listen: "127.0.0.1:0", out: &out}) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
+	file := filepath.Join(filepath.Dir(r.cfgPath), "worker.metrics-url")
+	var addr string
+	embeddedtest.Eventually(t, 30*time.Second, "worker.metrics-url written", func() bool {
+		b, err := os.ReadFile(file)
+		addr = strings.TrimSpace(string(b))
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	if !strings.HasPrefix(addr, "http://127.0.0.1:") || !strings.HasSuffix(addr, "/metrics") || strings.HasSuffix(addr, ":0/metrics") {
+		t.Fatalf("worker.metrics-url holds %q", addr)
+	}
+	if got := out.String(); got != "metrics: "+addr+"\n" {
+		t.Errorf("printed %q, want one line naming %s", got, addr)
+	}
+	resp, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"# HELP ucs_delivery_seconds ", "# HELP ucs_dead_letters_total ", "# HELP ucs_consumer_pending "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the worker's /metrics lacks %q", want)
+		}
+	}
+	for _, not := range []string{"ucs_push_accepted_total", "ucs_token_grants_total", "ucs_security_events_total"} {
+		if strings.Contains(string(body), not) {
+			t.Errorf("the worker exports %s, a front end's series", not)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("worker.metrics-url left behind after the worker stopped (%v)", err)
+	}
+}
