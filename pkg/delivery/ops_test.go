@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
@@ -261,5 +263,88 @@ func TestQuotaWithoutPause(t *testing.T) {
 	}
 	if n := r.sim.Stats().Sends; n != int64(quick.MaxAttempts) {
 		t.Fatalf("the platform got %d sends for %d attempts", n, quick.MaxAttempts)
+	}
+}
+
+// refusingSender answers every call with the platform refusing the account (40164: the
+// worker's address is not on the IP whitelist) while refuse is set.
+type refusingSender struct {
+	delivery.Sender
+	mu     sync.Mutex
+	refuse bool
+	calls  int
+}
+
+func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
+	s.mu.Lock()
+	s.calls++
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse {
+		return 0, fmt.Errorf("send template: %w", &platform.Error{Code: platform.CodeIPNotWhitelisted,
+			Msg: "invalid ip 10.0.0.7 ipv6 ::ffff:10.0.0.7, not in whitelist rid: 6f0c"})
+	}
+	return s.Sender.SendTemplate(ctx, m)
+}
+
+// TestAccountRefusalPauses: the platform refusing the account itself (here 40164) pauses
+// sending for every worker, with the cause and what the operator must do, instead of retrying
+// each message; the messages wait without spending attempts, and once an operator resumes,
+// each is sent with its first attempt.
+func TestAccountRefusalPauses(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	p, err := queue.OpenPause(ctx, r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	m := metrics.New(prometheus.NewRegistry())
+	sender := &refusingSender{Sender: r.pc, refuse: true}
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause, c.Metrics, c.Platform = p, m, sender
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "sending paused, every message held at the gate", func() bool {
+		if _, paused := p.Paused(); !paused || testutil.ToFloat64(m.SendingPaused) != 1 {
+			return false
+		}
+		for _, id := range ids {
+			res, err := r.st.Current(ctx, id)
+			if err != nil || res.State != store.StateQueued || !strings.Contains(res.LastError, "40164") {
+				return false
+			}
+		}
+		return true
+	})
+	st, _ := p.Paused()
+	if !strings.HasPrefix(st.Reason, "40164") || !strings.Contains(st.Action, "IP whitelist") || !strings.Contains(st.Explain(), "worker -resume") {
+		t.Fatalf("pause %+v", st)
+	}
+	sender.mu.Lock()
+	calls := sender.calls
+	sender.mu.Unlock()
+	if calls > len(ids) {
+		t.Fatalf("%d calls for %d messages: the account's refusal was retried per message", calls, len(ids))
+	}
+	for _, id := range ids {
+		if res, _ := r.st.Current(ctx, id); res.Attempts != 0 {
+			t.Fatalf("%s spent %d attempts on the account's refusal", id, res.Attempts)
+		}
+	}
+	sender.mu.Lock()
+	sender.refuse = false
+	sender.mu.Unlock()
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if res := r.waitState(id, store.StateSent); res.Attempts != 1 {
+			t.Errorf("%s sent after %d attempts, want 1", id, res.Attempts)
+		}
 	}
 }
