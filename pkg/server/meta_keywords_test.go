@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -62,5 +63,36 @@ func TestMetaShowsKeywordKinds(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestPushRefusedForKeywordKind: with EN's class mapped to a character_string keyword and its
+// time to a time keyword, the front end refuses what the platform would refuse (47003), naming
+// the field, the keyword's kind and its rule, and publishes nothing; a push within the kinds'
+// rules is accepted.
+func TestPushRefusedForKeywordKind(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Platform.Templates = map[string]config.Template{
+			"EN": {TemplateID: "tpl-EN", Fields: map[string]string{"name": "thing1", "class": "character_string2", "time": "time3"}},
+		}
+	})
+	tok := e.token("pusher", pushSecret)
+	bad := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"高等数学一班","time":"下周一上午第三节"}}`
+	a := e.doWith("POST", "/v1/infra/notification/mp", tok, bad, nil)
+	msg, _ := a.json(t)["msg"].(string)
+	for _, want := range []string{
+		"data.class: character_string allows only letters, digits and symbols, at most 32",
+		"data.time: time allows a 24-hour time",
+	} {
+		if a.status != 400 || !strings.Contains(msg, want) {
+			t.Errorf("push refused for its keywords: %d %q, want it to name %q", a.status, msg, want)
+		}
+	}
+	if n := e.streamPushes(); n != 0 {
+		t.Fatalf("a refused push was published: the stream holds %d", n)
+	}
+	good := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"MATH-101/A","time":"2026年1月12日 09:00"}}`
+	if a := e.doWith("POST", "/v1/infra/notification/mp", tok, good, nil); a.status != 200 {
+		t.Fatalf("a push within the kinds' rules: %d %s", a.status, a.body)
 	}
 }
