@@ -7,21 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/store"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestKind(t *testing.T) {
 	for reason, want := range map[string]string{
@@ -49,15 +37,15 @@ func TestKind(t *testing.T) {
 // TestSeries checks that accepts, sends and final results land in the minute they were seen,
 // that the series spans the last hour, and that the latency percentiles are within a bucket.
 func TestSeries(t *testing.T) {
-	c := &clock{t: time.Date(2026, 11, 23, 10, 0, 30, 0, time.UTC)}
-	r := New(c.now)
+	c := clocktest.New(time.Date(2026, 11, 23, 10, 0, 30, 0, time.UTC))
+	r := New(c.Now)
 	r.Accepted(3)
-	acc := c.now()
+	acc := c.Now()
 	for i, lat := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 10 * time.Second} {
 		r.Sent(store.Result{UcsID: fmt.Sprint(i), State: store.StateSent, MsgID: int64(i + 1)})
 		r.Final(store.Result{UcsID: fmt.Sprint(i), State: store.StateDelivered, MsgID: int64(i + 1), Accepted: acc, Finished: acc.Add(lat)})
 	}
-	c.add(2 * time.Minute)
+	c.Advance(2 * time.Minute)
 	r.Accepted(1)
 	r.Sent(store.Result{UcsID: "s", State: store.StateSent, MsgID: 9})
 	r.Final(store.Result{UcsID: "f", State: store.StateFailed, UserID: "u1", Type: "TDL", Reason: "no binding: user u1 has none"})
@@ -92,7 +80,7 @@ func TestSeries(t *testing.T) {
 	}
 
 	// An hour later the old minutes have left the window, and their slots are reused.
-	c.add(time.Hour)
+	c.Advance(time.Hour)
 	r.Accepted(2)
 	s = r.Snapshot()
 	var sum int64

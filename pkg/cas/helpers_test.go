@@ -9,12 +9,12 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/clocktest"
 )
 
 const (
@@ -27,30 +27,13 @@ const (
 	otherService = "https://library.example.edu/cas"
 )
 
-// clock is a settable clock for the server's ticket lifetime.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a fake clock at the fixed start of these tests.
+func newClock() *clocktest.Clock { return clocktest.New(time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)) }
 
 // env is one CAS server, a client of it and a browser, all for one test.
 type env struct {
 	cas     *castest.Server
-	clock   *clock
+	clock   *clocktest.Clock
 	client  *cas.Client
 	browser *browser
 }

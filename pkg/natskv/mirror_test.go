@@ -31,16 +31,10 @@ func TestMirror(t *testing.T) {
 	if v, ok := a.Get("sid.x"); !ok || string(v) != "1" {
 		t.Fatalf("own write not seen at once: %q %v", v, ok)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, ok := b.Get("sid.x"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other mirror never saw the write")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	embeddedtest.Eventually(t, 5*time.Second, "the other mirror sees the write", func() bool {
+		_, ok := b.Get("sid.x")
+		return ok
+	})
 
 	var wg sync.WaitGroup
 	for _, m := range []*natskv.Mirror{a, b} {

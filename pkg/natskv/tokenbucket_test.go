@@ -7,22 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/natskv"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func counters(t *testing.T, name string) *natskv.Counters {
 	_, js := embeddedtest.JetStream(t)
@@ -39,7 +27,7 @@ func counters(t *testing.T, name string) *natskv.Counters {
 func TestTokenBucketsShared(t *testing.T) {
 	ctx := context.Background()
 	kv := counters(t, "rates")
-	clk := &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clocktest.New(time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC))
 	a := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
 	b := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
 	r := natskv.Rate{PerSecond: 20, Burst: 40}
@@ -68,7 +56,7 @@ func TestTokenBucketsShared(t *testing.T) {
 	if got := take(10, "k2"); got != 10 {
 		t.Fatalf("another key: %d of 10", got)
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	// A second refills 20; leases lapsed with the second, so each replica asks again.
 	if got := take(100, "k1"); got != 20 {
 		t.Fatalf("after a second at 20/s: %d granted", got)
@@ -110,7 +98,7 @@ func TestTokenBucketsWait(t *testing.T) {
 // and a key whose lease was dropped still finds its shared bucket empty.
 func TestTokenBucketsBounded(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clocktest.New(time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC))
 	tb := natskv.NewTokenBuckets(counters(t, "bounded"), natskv.TokenBucketsConfig{Keys: 50, Now: clk.Now})
 	r := natskv.Rate{PerSecond: 1, Burst: 1}
 	if ok, _, _ := tb.Take(ctx, "first", r); !ok {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/oauth"
 )
 
@@ -50,12 +51,7 @@ func TestBackchannelBoundedAndClosed(t *testing.T) {
 		t.Fatal("a token beyond the queue's bound was taken")
 	}
 	release <- struct{}{}
-	for failing.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the retries' count, with the deadline above
-	}
-	if failing.Load() < 3 {
-		t.Fatalf("a failing client was not retried: %d posts", failing.Load())
-	}
+	embeddedtest.Eventually(t, time.Until(deadline), "a failing client is retried (3 posts)", func() bool { return failing.Load() >= 3 })
 	closed := make(chan struct{})
 	go func() { b.Close(); close(closed) }()
 	select {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/oauth"
 )
@@ -18,9 +19,9 @@ import (
 // issued only to a client that gave its own secret; a refusal is an OAuth error with its
 // status, and never quotes the secret that was tried.
 func FuzzTokenRequest(f *testing.F) {
-	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	svc := service(f, clk)
-	st := embeddedtest.Store(f, clk.now)
+	st := embeddedtest.Store(f, clk.Now)
 	svc.Store = st
 	secrets := map[string]string{"a": "secret-of-client-a", "long": "secret"}
 	for _, seed := range []struct {

@@ -15,21 +15,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/oauth"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func service(t testing.TB, clk *clock) *oauth.Service {
+func service(t testing.TB, clk *clocktest.Clock) *oauth.Service {
 	t.Helper()
-	sk, err := keys.Generate("ES256", clk.now())
+	sk, err := keys.Generate("ES256", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +34,7 @@ func service(t testing.TB, clk *clock) *oauth.Service {
 		{ID: "a", SecretHash: sha256.Sum256([]byte("secret-of-client-a")), Grants: []string{"client_credentials"}, Scopes: []string{"openid", "notification.mp", "fake_api"}},
 		{ID: "long", SecretHash: sha256.Sum256([]byte("secret")), Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, AccessTokenTTL: 24 * time.Hour},
 	}, 2*time.Hour)
-	return &oauth.Service{Issuer: "https://ucs.example.edu/auth/realms/campus", Clients: clients, Keys: ks, Now: clk.now}
+	return &oauth.Service{Issuer: "https://ucs.example.edu/auth/realms/campus", Clients: clients, Keys: ks, Now: clk.Now}
 }
 
 func form(kv ...string) url.Values {
@@ -53,7 +46,7 @@ func form(kv ...string) url.Values {
 }
 
 func TestGrantScopeAndLifetime(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_800_000_000, 0))
 	s := service(t, clk)
 	cases := []struct {
 		name      string
@@ -85,7 +78,7 @@ func TestGrantScopeAndLifetime(t *testing.T) {
 }
 
 func TestBasicCredentials(t *testing.T) {
-	s := service(t, &clock{t: time.Now()})
+	s := service(t, clocktest.New(time.Now()))
 	grant := form("grant_type", "client_credentials")
 	if _, e := s.Token(context.Background(), oauth.ClientRequest{Form: grant, BasicID: "a", BasicSecret: "secret-of-client-a", Basic: true}); e != nil {
 		t.Fatalf("basic: %v", e)
@@ -105,7 +98,7 @@ func TestBasicCredentials(t *testing.T) {
 }
 
 func TestVerifierCachesUntilExpiry(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_800_000_000, 0))
 	s := service(t, clk)
 	v := oauth.NewVerifier(s, 2)
 	tok := func() string {
@@ -128,7 +121,7 @@ func TestVerifierCachesUntilExpiry(t *testing.T) {
 	if _, e := v.Verify(strings.Replace(t1, "Bearer ", "bearer ", 1), req); e != nil {
 		t.Fatalf("the scheme is case-insensitive: %v", e)
 	}
-	clk.add(2*time.Hour + time.Second)
+	clk.Advance(2*time.Hour + time.Second)
 	for _, h := range []string{t1, t2, t3} {
 		if _, e := v.Verify(h, req); e == nil || e.Code != "invalid_token" || !strings.Contains(e.Description, "expired") {
 			t.Fatalf("expired token: %v", e)
@@ -140,12 +133,12 @@ func TestVerifierCachesUntilExpiry(t *testing.T) {
 // goroutines verify the same tokens, user tokens among them that are rechecked against their
 // session, while the clock passes the recheck interval and, at last, the tokens' expiry.
 func TestVerifyParallel(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_800_000_000, 0))
 	s := service(t, clk)
 	v := oauth.NewVerifier(s, 4) // smaller than the tokens in use: entries are evicted too
 	var headers []string
 	for i := range 6 {
-		now := clk.now()
+		now := clk.Now()
 		c := &oauth.Claims{
 			RegisteredClaims: jwt.RegisteredClaims{Issuer: s.Issuer, Subject: "2020000001",
 				IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))},
@@ -168,7 +161,7 @@ func TestVerifyParallel(t *testing.T) {
 			defer wg.Done()
 			for i := range 300 {
 				if g == 0 && i%50 == 49 {
-					clk.add(oauth.SessionRecheck / 2)
+					clk.Advance(oauth.SessionRecheck / 2)
 				}
 				if c, e := v.Verify(headers[(g+i)%len(headers)], req); e != nil || c.Azp != "a" {
 					t.Errorf("verify: %v", e)
@@ -178,7 +171,7 @@ func TestVerifyParallel(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	for _, h := range headers {
 		if _, e := v.Verify(h, req); e == nil || e.Code != "invalid_token" {
 			t.Fatalf("expired token accepted: %v", e)
@@ -188,7 +181,7 @@ func TestVerifyParallel(t *testing.T) {
 
 // BenchmarkVerifyCached is the bearer check on the push hot path: a token already verified.
 func BenchmarkVerifyCached(b *testing.B) {
-	clk := &clock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	s := service(&testing.T{}, clk)
 	v := oauth.NewVerifier(s, 0)
 	r, _ := s.Token(context.Background(), oauth.ClientRequest{Form: form("grant_type", "client_credentials", "client_id", "a", "client_secret", "secret-of-client-a")})

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 )
@@ -27,25 +28,8 @@ const (
 	follower = "oFollower0000000000000000001"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a fake clock at the fixed start of these tests.
+func newClock() *clocktest.Clock { return clocktest.New(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)) }
 
 // syncBuffer collects log output from many goroutines.
 type syncBuffer struct {

@@ -1,7 +1,12 @@
 package push
 
 import (
+	"bytes"
+	"os"
 	"testing"
+	"unicode"
+
+	"github.com/campus-it/ucs/pkg/push/internal/emojigen"
 )
 
 type emojiCase struct {
@@ -78,37 +83,47 @@ func TestContainsEmoji(t *testing.T) {
 	}
 }
 
-// TestEmojiTables checks the hand-entered tables and that isEmoji, with
-// its fast paths, agrees with a plain scan of them for every code point.
+// TestEmojiTableGenerated regenerates emoji_table.go from the committed
+// emoji-data.txt in memory: the table cannot drift from the data file, and a
+// new data file needs go generate ./pkg/push.
+func TestEmojiTableGenerated(t *testing.T) {
+	want, err := emojigen.Source(emojigen.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("emoji_table.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("emoji_table.go is not what internal/emojigen/emoji-data.txt gives; run: go generate ./pkg/push")
+	}
+}
+
+// TestEmojiTables checks that the merged table isEmoji searches holds
+// exactly the code points of the two generated tables, for every code point
+// and a few values beyond Unicode, and pins the table's size so that a new
+// data file's changes are seen in review.
 func TestEmojiTables(t *testing.T) {
-	for name, tab := range map[string][]runeRange{
-		"extendedPictographic": extendedPictographic,
-		"emojiComponents":      emojiComponents,
-		"emojiRanges":          emojiRanges,
-	} {
-		for i, r := range tab {
-			if r.lo > r.hi {
-				t.Errorf("%s[%d] = %X..%X is empty", name, i, r.lo, r.hi)
-			}
-			// Sorted, and adjacent ranges joined: a gap of at least one.
-			if i > 0 && r.lo <= tab[i-1].hi+1 {
-				t.Errorf("%s[%d] = %X..%X overlaps or touches the one before", name, i, r.lo, r.hi)
-			}
-		}
-	}
-	in := func(r rune) bool {
-		for _, tab := range [][]runeRange{extendedPictographic, emojiComponents} {
-			for _, x := range tab {
-				if x.lo <= r && r <= x.hi {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	for r := rune(0); r <= 0x10FFFF; r++ {
-		if got, want := isEmoji(r), in(r); got != want {
+	n := 0
+	for r := rune(-1); r <= unicode.MaxRune+1; r++ {
+		want := unicode.In(r, extendedPictographic, emojiComponents)
+		if got := isEmoji(r); got != want {
 			t.Fatalf("isEmoji(%U) = %v, want %v", r, got, want)
+		}
+		if want {
+			n++
+		}
+	}
+	// Emoji 15.0: 3537 Extended_Pictographic code points, and the
+	// components outside them (ZWJ, keycap, VS16, regional indicators,
+	// skin tones, tags).
+	if n != 3537+1+1+1+26+5+96 {
+		t.Errorf("the tables hold %d code points", n)
+	}
+	for _, r := range []rune{'#', '*', '0', '9'} {
+		if isEmoji(r) {
+			t.Errorf("%q is an emoji; the keycap bases are ordinary text alone", r)
 		}
 	}
 }

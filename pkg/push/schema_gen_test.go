@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -105,6 +106,30 @@ func classOf(rs []runeRange) string {
 	return b.String()
 }
 
+// runeRange is an inclusive range of code points: the schema writes its
+// character classes as ranges.
+type runeRange struct{ lo, hi rune }
+
+// mergeRanges returns the union of the tables, sorted, with adjacent ranges
+// joined, so that a class names each range once.
+func mergeRanges(tables ...[]runeRange) []runeRange {
+	var all []runeRange
+	for _, t := range tables {
+		all = append(all, t...)
+	}
+	slices.SortFunc(all, func(a, b runeRange) int { return int(a.lo - b.lo) })
+	var out []runeRange
+	for _, r := range all {
+		if n := len(out); n > 0 && r.lo <= out[n-1].hi+1 {
+			out[n-1].hi = max(out[n-1].hi, r.hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// tableRanges returns the code points of t as ranges.
 func tableRanges(t *unicode.RangeTable) []runeRange {
 	var out []runeRange
 	add := func(lo, hi, stride rune) {
@@ -144,7 +169,7 @@ var (
 // Python's re share: literal characters, classes, (?:…), bounded
 // repetition, ^ and $ (TestSchemaPatternsPortable checks the first two).
 var (
-	textPattern    = `^[^` + classOf(mergeRanges(refusedChars, emojiRanges)) + `]*$`
+	textPattern    = `^[^` + classOf(mergeRanges(refusedChars, tableRanges(emojiTable))) + `]*$`
 	nonBlank       = `[^` + classOf(mergeRanges(whiteSpace, removedChars)) + `]`
 	userIDPattern  = fmt.Sprintf(`^[A-Za-z0-9._-]{1,%d}$`, maxUserIDRunes)
 	timeDigits     = `^[1-9][0-9]{9}(?:[0-9]{3})?$`
@@ -176,9 +201,7 @@ func keywordRanges(t keyword.Treatment) []runeRange {
 	var out []runeRange
 	for _, c := range keyword.Classes() {
 		if c.Treatment == t {
-			for _, r := range c.Ranges {
-				out = append(out, runeRange{r.Lo, r.Hi})
-			}
+			out = append(out, tableRanges(c.Table)...)
 		}
 	}
 	return mergeRanges(out)

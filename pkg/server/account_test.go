@@ -113,7 +113,7 @@ func TestAccountGrants(t *testing.T) {
 	if errc != "" {
 		t.Fatal(errc)
 	}
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
 		t.Fatal(errc)
 	}
@@ -166,7 +166,7 @@ func TestAccountGrants(t *testing.T) {
 	}
 
 	// The next sign-in to portal asks for consent again, and its tokens work.
-	e.clock.Add(2 * time.Second)
+	e.clock.Advance(2 * time.Second)
 	ask := get(t, a, e.authURL("portal", "again"))
 	if !strings.Contains(ask.body, `name="accept"`) {
 		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)

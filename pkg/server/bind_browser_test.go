@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
@@ -197,11 +198,11 @@ type result struct {
 // final polls the push's result until it is final, for at most 20 seconds.
 func (p *pusher) final(t *testing.T, ucsID string) result {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var a struct{ Data result }
+	var a struct{ Data result }
+	embeddedtest.Eventually(t, 20*time.Second, "push "+ucsID+" has a final result", func() bool {
+		a.Data = result{}
 		p.call(t, "GET", "/v1/infra/notification/mp/"+ucsID, "", &a)
-		if a.Data.State == "delivered" || a.Data.State == "failed" || time.Now().After(deadline) {
-			return a.Data
-		}
-	}
+		return a.Data.State == "delivered" || a.Data.State == "failed"
+	})
+	return a.Data
 }

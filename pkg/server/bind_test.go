@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -36,7 +37,7 @@ type bindEnv struct {
 	base  string
 	sim   *simulator.Simulator
 	store *store.Store
-	clock *clock
+	clock *clocktest.Clock
 }
 
 func newBindEnv(t *testing.T) *bindEnv {
@@ -51,7 +52,7 @@ func newBindEnv(t *testing.T) *bindEnv {
 	t.Cleanup(casSrv.Close)
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
-	clk := &clock{t: time.Now().Truncate(time.Second)}
+	clk := clocktest.New(time.Now().Truncate(time.Second))
 	sim := simulator.New(simulator.Config{AppID: simAppID, Secret: simSecret, WebAuthHosts: []string{ts.Listener.Addr().String()}, Now: clk.Now})
 	sim.AddFollower(followerA)
 	sim.AddFollower(followerB)
@@ -419,14 +420,14 @@ func TestBindRefusals(t *testing.T) {
 			t.Fatalf("the victim took the attacker's sign-in: %d %s", p.status, p.body)
 		}
 		// Too late for its own browser too, after two minutes.
-		e.clock.Add(3 * time.Minute)
+		e.clock.Advance(3 * time.Minute)
 		if p := get(t, follow, e.base+handBack.location); p.status != 400 {
 			t.Fatalf("an expired hand-back: %d", p.status)
 		}
 	})
 	t.Run("bind session expires", func(t *testing.T) {
 		b, state := e.startAuthorization(t)
-		e.clock.Add(11 * time.Minute)
+		e.clock.Advance(11 * time.Minute)
 		if p := e.returned(t, b, e.sim.IssueWebCode(followerA), state, nil); p.status != 400 {
 			t.Fatalf("an authorization answered after 11 minutes: %d", p.status)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 )
 
 // chromium starts a headless Chromium for a test and returns its context. The page tests need
@@ -161,9 +163,5 @@ func TestAccountPageInChromium(t *testing.T) {
 // waitFor polls cond until it holds, for at most 10 seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the page did not get there within 10 s")
-		}
-	}
+	embeddedtest.Eventually(t, 10*time.Second, "the page gets there", cond)
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"crypto/rand"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 )
 
 // TestCallbackTakesSDKSealedEvents: the front end takes events encrypted and signed by a
@@ -35,13 +37,7 @@ func TestCallbackTakesSDKSealedEvents(t *testing.T) {
 	}
 	waitFollowing := func(want bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for e.following("2020000001") != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("following is not %v within 5 s", want)
-			}
-			time.Sleep(10 * time.Millisecond) // polling the store, not waiting for readiness
-		}
+		embeddedtest.Eventually(t, 5*time.Second, fmt.Sprintf("following is %v", want), func() bool { return e.following("2020000001") == want })
 	}
 	q, body := seal(cbToken, "sdk-1", followEvent("oA", "unsubscribe", e.clock.Now().Unix()))
 	if a := e.callback(q, body); a.status != 200 || strings.TrimSpace(string(a.body)) != "success" {

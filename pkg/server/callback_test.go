@@ -227,7 +227,7 @@ func TestCallbackReplayRefused(t *testing.T) {
 	e.applied(1)
 	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
 	e.markSent(id, 777, "oA")
-	e.clock.Add(2*time.Minute + time.Second)
+	e.clock.Advance(2*time.Minute + time.Second)
 	e.applied(0)
 	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
 		t.Fatalf("after its wait: %v", d)
@@ -293,9 +293,9 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	}
 	// The platform hands msgid 556 out later, for a first attempt: the planted receipt, whose
 	// wait ends now, came before that send and is not its receipt.
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	e.markSent(laterID, 556, "oA")
-	e.clock.Add(time.Minute + time.Second)
+	e.clock.Advance(time.Minute + time.Second)
 	e.applied(0)
 	if d := e.result(tok, laterID); d["state"] != "sent" {
 		t.Fatalf("the later message picked up a planted receipt: %v", d)
@@ -323,7 +323,7 @@ func TestReceiptBeforeRetriedSend(t *testing.T) {
 		t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
 	}
 	e.applied(1)
-	e.clock.Add(20 * time.Second) // the worker's next attempt, well within the wait
+	e.clock.Advance(20 * time.Second) // the worker's next attempt, well within the wait
 	e.announceSent(id, 777, "oA", 2)
 	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
 		d := e.result(tok, id)

@@ -56,7 +56,7 @@ func TestNoOneLocksAClientOut(t *testing.T) {
 		}
 	}
 	grant(t, e.url, "other", "wrong-1", "10.9.2.1")
-	e.clock.Add(500 * time.Millisecond)
+	e.clock.Advance(500 * time.Millisecond)
 	grant(t, e.url, "other", "wrong-2", "10.9.2.2")
 	if a := grant(t, e.url, "other", pushSecret, "10.9.2.3"); a.status != 200 {
 		t.Fatalf("the right secret after two quick failures: %d %s", a.status, a.body)
@@ -76,9 +76,9 @@ func TestAddressSlowed(t *testing.T) {
 		if a := grant(t, e.url, "pusher", "mistyped", "10.7.0.1"); a.status != http.StatusUnauthorized {
 			t.Fatalf("failure %d at a NAT's rate: %d %s", i, a.status, a.body)
 		}
-		e.clock.Add(300 * time.Millisecond)
+		e.clock.Advance(300 * time.Millisecond)
 	}
-	e.clock.Add(time.Hour)
+	e.clock.Advance(time.Hour)
 	var slowed answer
 	for i := range 1100 {
 		a := grant(t, e.url, "pusher", "guess-"+strconv.Itoa(i), "10.7.0.2")
@@ -102,7 +102,7 @@ func TestAddressSlowed(t *testing.T) {
 	if a := grant(t, e.url, "pusher", "wrong", "10.7.0.3"); a.status != http.StatusUnauthorized {
 		t.Fatalf("another address: %d %s", a.status, a.body)
 	}
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	if a := grant(t, e.url, "pusher", "wrong", "10.7.0.2"); a.status != http.StatusUnauthorized {
 		t.Fatalf("a second later the address may fail again: %d %s", a.status, a.body)
 	}
@@ -137,7 +137,7 @@ func TestRateLimits(t *testing.T) {
 	if ra, err := strconv.Atoi(last.header.Get("Retry-After")); err != nil || ra < 1 || !strings.Contains(string(last.body), "too_many_requests") {
 		t.Fatalf("429 answer: Retry-After %q, %s", last.header.Get("Retry-After"), last.body)
 	}
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	ok = 0
 	for i := range 10 {
 		if grant(t, e.url, "pusher", pushSecret, "10.2.0."+strconv.Itoa(i)).status == 200 {
@@ -149,7 +149,7 @@ func TestRateLimits(t *testing.T) {
 	}
 
 	// Per address: one address gets its burst of 6, another is not held back by it.
-	e.clock.Add(time.Hour)
+	e.clock.Advance(time.Hour)
 	ok = 0
 	for range 10 {
 		if grant(t, e.url, "other", pushSecret, "10.3.0.1").status == 200 {
@@ -172,7 +172,7 @@ func TestRateLimits(t *testing.T) {
 	t.Cleanup(api.Close)
 	ts := httptest.NewServer(api.Server)
 	t.Cleanup(ts.Close)
-	e.clock.Add(time.Hour)
+	e.clock.Advance(time.Hour)
 	ok = 0
 	for i := range 20 {
 		base := e.url
@@ -215,7 +215,7 @@ func TestBruteForceLoginForm(t *testing.T) {
 	if q := callback(t, submit(t, b, blocked, url.Values{"username": {other}, "password": {otherPass}})); q.Get("code") == "" {
 		t.Fatalf("another user from the same address: %v", q)
 	}
-	e.clock.Add(61 * time.Second)
+	e.clock.Advance(61 * time.Second)
 	b = browser(t) // the other user's browser is signed in
 	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
 		t.Fatalf("after the wait: %v", q)
@@ -229,12 +229,12 @@ func TestLoginQuickFailures(t *testing.T) {
 	b := browser(t)
 	login := get(t, b, e.authURL("trusted", "st"))
 	login = submit(t, b, login, url.Values{"username": {userID}, "password": {"wrong-1"}})
-	e.clock.Add(500 * time.Millisecond)
+	e.clock.Advance(500 * time.Millisecond)
 	login = submit(t, b, login, url.Values{"username": {userID}, "password": {"wrong-2"}})
 	if p := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}}); p.status != http.StatusUnauthorized {
 		t.Fatalf("after quick failures: %d", p.status)
 	}
-	e.clock.Add(61 * time.Second)
+	e.clock.Advance(61 * time.Second)
 	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
 		t.Fatalf("after the quick-login wait: %v", q)
 	}
@@ -298,7 +298,7 @@ func TestLoginFormSlowedAddress(t *testing.T) {
 	if p.status != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(p.body, "too_many_requests") {
 		t.Fatalf("the login form from a slowed address: %d, Retry-After %q", p.status, resp.Header.Get("Retry-After"))
 	}
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
 		t.Fatalf("a second later: %v", q)
 	}

@@ -67,7 +67,7 @@ func TestConformancePromptAndMaxAge(t *testing.T) {
 	cfg.ClientID = "trusted"
 	trustedRP := &rp{provider: r.provider, conf: cfg, verifier: r.provider.Verifier(&oidc.Config{ClientID: "trusted", Now: e.clock.Now})}
 	at0 := authTime(t, trustedRP, first)
-	e.clock.Add(30 * time.Second)
+	e.clock.Advance(30 * time.Second)
 	sso, _ := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
 	if at := authTime(t, trustedRP, sso); at != at0 {
 		t.Fatalf("single sign-on changed auth_time: %d, was %d", at, at0)
@@ -75,7 +75,7 @@ func TestConformancePromptAndMaxAge(t *testing.T) {
 	if p := get(t, b, e.authURL("trusted", "ma", "max_age", "60")); p.location == "" {
 		t.Fatalf("max_age not yet exceeded asked for a login: %d", p.status)
 	}
-	e.clock.Add(31 * time.Second)
+	e.clock.Advance(31 * time.Second)
 	if p := get(t, b, e.authURL("trusted", "ma", "max_age", "60")); !strings.Contains(p.body, `name="password"`) {
 		t.Fatalf("max_age exceeded: %d %q", p.status, p.location)
 	}

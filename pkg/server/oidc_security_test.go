@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -423,13 +424,9 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 		t.Fatalf("userinfo on the other replica: %d", st)
 	}
 	get(t, b, e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape(rpRedirect))
-	deadline := time.Now().Add(5 * time.Second)
-	for userinfo(t, other, access) != http.StatusUnauthorized {
-		if time.Now().After(deadline) {
-			t.Fatal("the other replica still accepts the token of an ended session")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	embeddedtest.Eventually(t, 5*time.Second, "the other replica refuses the token of an ended session", func() bool {
+		return userinfo(t, other, access) == http.StatusUnauthorized
+	})
 }
 
 // TestRemovedClientsTokensRefused: once a client is removed from the configuration, its

@@ -64,14 +64,10 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 	}
 	// The final result is written by the front end's group commit; poll for it.
 	var final store.Result
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	embeddedtest.Eventually(t, 10*time.Second, "the final result is in the store", func() bool {
 		final, err = e.api.Store.Final(ctx, id)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+		return err == nil
+	})
 	if err != nil || final.State != store.StateDelivered || final.MsgID != 777 {
 		t.Fatalf("final result after %s: %+v, %v", time.Since(start), final, err)
 	}
@@ -141,12 +137,12 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 		t.Fatalf("%d reads of msgids for 3 receipts as they came, want 3", got)
 	}
 	// While they wait, nothing reads the store for them.
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	e.applied(3)
 	if got := reads.n.Load(); got != 3 {
 		t.Fatalf("%d reads of msgids while 3 receipts wait, want 3", got)
 	}
-	e.clock.Add(time.Minute + time.Second)
+	e.clock.Advance(time.Minute + time.Second)
 	e.applied(0)
 	if got := reads.n.Load(); got != 6 {
 		t.Fatalf("%d reads of msgids for 3 dropped receipts, want 6", got)
@@ -160,7 +156,7 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 	// A minute later, the next drop is logged again.
 	post(9004)
 	e.applied(1)
-	e.clock.Add(2*time.Minute + time.Second)
+	e.clock.Advance(2*time.Minute + time.Second)
 	e.applied(0)
 	if v := e.metricValue("ucs_callback_receipts_unknown_total"); v != 4 {
 		t.Fatalf("ucs_callback_receipts_unknown_total %v, want 4", v)

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -43,22 +44,13 @@ const (
 	cbToken    = "callback-token"
 )
 
-// clock is a settable clock shared by the service and the test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 type env struct {
 	t     testing.TB
 	url   string
 	api   *service.API
 	js    jetstream.JetStream
 	nats  *embedded.NATS
-	clock *clock
+	clock *clocktest.Clock
 	cfg   *config.Config
 }
 
@@ -88,7 +80,7 @@ func newEnvDeps(t testing.TB, mod func(*config.Config), d service.Deps) *env {
 	}
 	t.Cleanup(n.Shutdown)
 	f := embeddedtest.FerretDB(t)
-	clk := &clock{t: time.Now().Truncate(time.Second)}
+	clk := clocktest.New(time.Now().Truncate(time.Second))
 	cfg := &config.Config{
 		NATS:    config.NATS{URL: n.URL()},
 		MongoDB: config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
@@ -357,7 +349,7 @@ func TestBearerRefusals(t *testing.T) {
 	if a := e.do("GET", "/v1/fake_api/user", "", fake, ""); a.status != 200 {
 		t.Fatalf("fresh token: %d %s", a.status, a.body)
 	}
-	e.clock.Add(7201 * time.Second)
+	e.clock.Advance(7201 * time.Second)
 	a := e.do("GET", "/v1/fake_api/user", "", fake, "")
 	if a.status != 401 || !strings.Contains(a.header.Get("WWW-Authenticate"), `error="invalid_token", error_description="the access token expired"`) {
 		t.Fatalf("expired: %d %q", a.status, a.header.Get("WWW-Authenticate"))

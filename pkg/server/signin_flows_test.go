@@ -46,7 +46,7 @@ func TestConsentOnlyAfterSignIn(t *testing.T) {
 		t.Fatalf("prompt=login after the refusal: %d %q", p.status, p.location)
 	}
 
-	e.clock.Add(2 * time.Second)
+	e.clock.Advance(2 * time.Second)
 	login = get(t, b, e.authURL("portal", "ma", "max_age", "1"))
 	refused("max_age exceeded", postToConsent(t, b, login))
 

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -40,7 +41,7 @@ type signInEnv struct {
 	issuer string
 	base   string
 	cas    *castest.Server
-	clock  *clock
+	clock  *clocktest.Clock
 	writes *writeRecorder
 	cfg    *config.Config
 	deps   service.Deps
@@ -98,7 +99,7 @@ func newSignInEnvWith(t *testing.T, logger *slog.Logger, change ...func(*config.
 	t.Cleanup(casSrv.Close)
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
-	clk := &clock{t: time.Now().Truncate(time.Second)}
+	clk := clocktest.New(time.Now().Truncate(time.Second))
 	cfg := &config.Config{
 		PublicURL: base,
 		NATS:      config.NATS{URL: n.URL()},
@@ -408,7 +409,7 @@ func TestSignInRefusals(t *testing.T) {
 	t.Run("expired code", func(t *testing.T) {
 		b := browser(t)
 		q := callback(t, submit(t, b, signIn(b), url.Values{"accept": {"yes"}}))
-		e.clock.Add(61 * time.Second)
+		e.clock.Advance(61 * time.Second)
 		if _, err := r.conf.Exchange(ctx, q.Get("code")); err == nil || !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("expired code: %v", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
@@ -97,11 +98,14 @@ func (b *browserPage) text(css string) string {
 // until polls cond, in the page as it is (no reload), for at most 20 seconds.
 func (b *browserPage) until(what string, cond func() bool) {
 	b.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: not within 20 s; the page says:\n%s", what, b.eval(`document.body ? document.body.innerText : ""`))
+	held := false
+	defer func() {
+		if !held { // Eventually failed the test: show what the page says instead
+			b.t.Logf("the page says:\n%s", b.eval(`document.body ? document.body.innerText : ""`))
 		}
-	}
+	}()
+	embeddedtest.Eventually(b.t, 20*time.Second, what, cond)
+	held = true
 }
 
 func (b *browserPage) noErrors() {
@@ -163,14 +167,12 @@ func pushTo(t *testing.T, base, tok, user string, data map[string]string) string
 // final waits for the push to reach a final state, read through the interface, and returns it.
 func final(t *testing.T, base, tok, id string) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if st := lookup(t, base, tok, id)["state"].(string); st == "delivered" || st == "failed" {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no final state within 20 s", id)
-		}
-	}
+	var st string
+	embeddedtest.Eventually(t, 20*time.Second, id+" has a final state", func() bool {
+		st = lookup(t, base, tok, id)["state"].(string)
+		return st == "delivered" || st == "failed"
+	})
+	return st
 }
 
 var todo = map[string]string{"header": "您有一条待办", "type": "请假审批", "list": "学生请假", "step": "辅导员审批",

@@ -9,11 +9,11 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/clocktest"
 )
 
 // These tests speak raw HTTP and XML to the server, independently of the
@@ -24,23 +24,6 @@ const (
 	pass = "pa&ss<word>"
 	svc  = "https://app.example.edu/cb?x=1"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // response is a service response read without namespace checks, keeping
 // every attribute element in order.
@@ -211,7 +194,7 @@ func TestRenewValidationRefusesSingleSignOnTickets(t *testing.T) {
 }
 
 func TestTicketLifetime(t *testing.T) {
-	c := &clock{t: time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC)}
+	c := clocktest.New(time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC))
 	s := castest.New(map[string]string{user: pass}, castest.WithClock(c.Now), castest.WithTicketLifetime(2*time.Second))
 	defer s.Close()
 	st := ticketOf(t, login(t, s, nil, svc))

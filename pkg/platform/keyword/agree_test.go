@@ -14,6 +14,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
+	"golang.org/x/text/unicode/rangetable"
 )
 
 // tdlKeywords maps the main items of a TDL push onto thing keywords, as the
@@ -60,9 +61,15 @@ func newSender(t *testing.T) sender {
 func edgeValues() []string {
 	var runes []rune
 	for _, c := range keyword.Classes() {
-		for _, r := range c.Ranges {
-			runes = append(runes, r.Lo-1, r.Lo, r.Hi, r.Hi+1)
-		}
+		// The edges of each run of consecutive code points of the class.
+		rangetable.Visit(c.Table, func(r rune) {
+			if !c.Contains(r - 1) {
+				runes = append(runes, r-1, r)
+			}
+			if !c.Contains(r + 1) {
+				runes = append(runes, r, r+1)
+			}
+		})
 	}
 	named := []rune{0x3000, 0x00A0, 0x00AD, 0x200B, 0x202E, 0xFEFF, 0x2060, 0xE000, 0xF0000, 0xFDD0, 0xFFFE, 0xFFFF, 0x200D, '\t', '\n'}
 	runes = append(runes, named...)

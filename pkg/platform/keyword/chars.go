@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/rangetable"
 )
 
 // The platform takes in a keyword value only what its documentation calls
@@ -51,9 +53,6 @@ func (t Treatment) String() string {
 	return "unknown"
 }
 
-// Range is an inclusive range of code points.
-type Range struct{ Lo, Hi rune }
-
 // Class is a class of characters the platform refuses in every keyword value.
 type Class struct {
 	// Name identifies the class in refusal metrics and the metadata
@@ -68,27 +67,16 @@ type Class struct {
 	// DescZH and DescEN say in words which characters these are and what
 	// happens to them, for the metadata dictionary.
 	DescZH, DescEN string
-	// Ranges are the code points of the class, sorted and disjoint.
-	Ranges []Range
+	// Table holds the code points of the class.
+	Table *unicode.RangeTable
 }
 
 // Contains reports whether r is in the class.
-func (c *Class) Contains(r rune) bool {
-	_, found := slices.BinarySearchFunc(c.Ranges, r, func(x Range, r rune) int {
-		switch {
-		case x.Hi < r:
-			return -1
-		case x.Lo > r:
-			return 1
-		}
-		return 0
-	})
-	return found
-}
+func (c *Class) Contains(r rune) bool { return unicode.Is(c.Table, r) }
 
 // lineBreaks are what a reader would take for a new line: LF, VT, FF, CR,
 // NEL and the Unicode line and paragraph separators.
-var lineBreaks = []Range{{0x0A, 0x0D}, {0x85, 0x85}, {0x2028, 0x2029}}
+var lineBreaks = rangetable.New('\n', '\v', '\f', '\r', 0x85, 0x2028, 0x2029)
 
 // invisibles are the formatting characters that show nothing and join or
 // break nothing a reader would notice in Chinese or Latin text, so dropping
@@ -97,38 +85,38 @@ var lineBreaks = []Range{{0x0A, 0x0D}, {0x85, 0x85}, {0x2028, 0x2029}}
 // operators, and the byte order mark (zero width no-break space). Joiners
 // that build emoji (U+200D) and the bidirectional controls, which reorder
 // what is shown, are not among them: those are refused.
-var invisibles = []Range{{0x00AD, 0x00AD}, {0x180E, 0x180E}, {0x200B, 0x200C}, {0x2060, 0x2064}, {0xFEFF, 0xFEFF}}
+var invisibles = rangetable.New(0x00AD, 0x180E, 0x200B, 0x200C, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF)
 
 // classes is the table, in the order the front end reports its classes.
 var classes = []Class{
 	{Name: "line_break", Treatment: Refuse, Noun: "line break",
 		DescZH: "换行符（LF、VT、FF、CR、U+0085、U+2028、U+2029）：平台不支持换行，拒收",
 		DescEN: "line breaks (LF, VT, FF, CR, U+0085, U+2028, U+2029): the platform shows no line breaks; refused",
-		Ranges: lineBreaks},
+		Table:  lineBreaks},
 	{Name: "control", Treatment: Refuse, Noun: "control character",
 		DescZH: "其他控制字符（含制表符）：拒收",
 		DescEN: "other control characters, tab included: refused",
-		Ranges: subtract(tableRanges(unicode.Cc), lineBreaks)},
+		Table:  without(unicode.Cc, lineBreaks)},
 	{Name: "space", Treatment: Space, Noun: "space other than U+0020",
 		DescZH: "U+0020 以外的空格（全角空格 U+3000、不换行空格 U+00A0 等）：发送前替换为普通空格",
 		DescEN: "spaces other than U+0020 (the full-width space U+3000, the no-break space U+00A0, …): sent as an ordinary space",
-		Ranges: subtract(tableRanges(unicode.Zs), []Range{{' ', ' '}})},
+		Table:  without(unicode.Zs, rangetable.New(' '))},
 	{Name: "invisible", Treatment: Remove, Noun: "invisible character",
 		DescZH: "不可见且不影响显示的字符（软连字符 U+00AD、零宽空格 U+200B、零宽非连接符 U+200C、词连接符 U+2060、U+2061–U+2064、字节序标记 U+FEFF、U+180E）：发送前删除，不计入字数",
 		DescEN: "characters that show nothing and change nothing shown (soft hyphen U+00AD, zero width space U+200B, zero width non-joiner U+200C, word joiner U+2060, U+2061–U+2064, byte order mark U+FEFF, U+180E): removed before sending, and not counted",
-		Ranges: invisibles},
+		Table:  invisibles},
 	{Name: "format", Treatment: Refuse, Noun: "formatting character",
 		DescZH: "其他格式字符（双向控制符 U+202A–U+202E、U+2066–U+2069、U+200E、U+200F，零宽连接符 U+200D 等）：可改变显示顺序或含义，拒收",
 		DescEN: "other formatting characters (bidirectional controls U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, the zero width joiner U+200D, …): they can change what is shown or its order; refused",
-		Ranges: subtract(tableRanges(unicode.Cf), invisibles)},
+		Table:  without(unicode.Cf, invisibles)},
 	{Name: "private_use", Treatment: Refuse, Noun: "private-use character",
 		DescZH: "私用区字符（U+E000–U+F8FF 等）：含义因字体而异，拒收",
 		DescEN: "private-use characters (U+E000–U+F8FF, planes 15 and 16): their meaning depends on the font; refused",
-		Ranges: tableRanges(unicode.Co)},
+		Table:  unicode.Co},
 	{Name: "not_a_character", Treatment: Refuse, Noun: "code point that is not a character",
 		DescZH: "非字符（U+FFFE、U+FFFF、U+FDD0–U+FDEF 等）、未分配的码位和代理项：拒收",
 		DescEN: "noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF, …), unassigned code points and surrogates: refused",
-		Ranges: mergeRanges(tableRanges(unicode.Cn), tableRanges(unicode.Cs))},
+		Table:  rangetable.Merge(unicode.Cn, unicode.Cs)},
 }
 
 // Classes returns a copy of the table: every class of characters the platform
@@ -137,63 +125,45 @@ var classes = []Class{
 func Classes() []Class {
 	out := slices.Clone(classes)
 	for i := range out {
-		out[i].Ranges = slices.Clone(out[i].Ranges)
+		t := *out[i].Table
+		t.R16, t.R32 = slices.Clone(t.R16), slices.Clone(t.R32)
+		out[i].Table = &t
 	}
 	return out
 }
 
-// span is a range of the lookup table with the index of its class.
-type span struct {
-	lo, hi rune
-	class  int
-}
-
-var (
-	// spans holds every class's ranges, sorted, for ClassOf.
-	spans []span
-	// plainBMP has a bit set for every code point below U+10000 that the
-	// platform accepts, so that the common case costs one load.
-	plainBMP [0x10000 / 64]uint64
-)
-
-func init() {
-	for i, c := range classes {
-		for _, r := range c.Ranges {
-			spans = append(spans, span{r.Lo, r.Hi, i})
+// plainBMP has a bit set for every code point below U+10000 that the platform
+// accepts, so that the common case, Chinese text, costs one load rather than
+// a search of every class's table. It is computed from the tables.
+var plainBMP = func() *[0x10000 / 64]uint64 {
+	var m [0x10000 / 64]uint64
+	for i := range m {
+		m[i] = ^uint64(0)
+	}
+	for _, c := range classes {
+		for _, x := range c.Table.R16 {
+			for r := int(x.Lo); r <= int(x.Hi); r += int(x.Stride) {
+				m[r/64] &^= 1 << (r % 64)
+			}
 		}
 	}
-	slices.SortFunc(spans, func(a, b span) int { return int(a.lo - b.lo) })
-	for i := range plainBMP {
-		plainBMP[i] = ^uint64(0)
-	}
-	for _, s := range spans {
-		for r := s.lo; r <= min(s.hi, 0xFFFF); r++ {
-			plainBMP[r/64] &^= 1 << (r % 64)
-		}
-	}
-}
+	return &m
+}()
 
 // ClassOf returns the class of r, or nil if the platform accepts r.
 func ClassOf(r rune) *Class {
 	if r >= 0 && r < 0x10000 && plainBMP[r/64]&(1<<(r%64)) != 0 {
 		return nil
 	}
-	i, found := slices.BinarySearchFunc(spans, r, func(s span, r rune) int {
-		switch {
-		case s.hi < r:
-			return -1
-		case s.lo > r:
-			return 1
-		}
-		return 0
-	})
-	if !found {
-		if r < 0 || r > unicode.MaxRune {
-			return &classes[len(classes)-1]
-		}
-		return nil
+	if r < 0 || r > unicode.MaxRune {
+		return &classes[len(classes)-1]
 	}
-	return &classes[spans[i].class]
+	for i := range classes {
+		if unicode.Is(classes[i].Table, r) {
+			return &classes[i]
+		}
+	}
+	return nil
 }
 
 // Allowed reports whether the platform accepts r in a keyword value.
@@ -230,62 +200,14 @@ func changed(r rune) bool {
 	return c != nil && c.Treatment != Refuse
 }
 
-func tableRanges(t *unicode.RangeTable) []Range {
-	var out []Range
-	add := func(lo, hi, stride rune) {
-		if stride == 1 {
-			out = append(out, Range{lo, hi})
-			return
+// without returns the code points of t that are not in minus. The tables it
+// is used on are small (controls, spaces, formatting characters).
+func without(t, minus *unicode.RangeTable) *unicode.RangeTable {
+	var keep []rune
+	rangetable.Visit(t, func(r rune) {
+		if !unicode.Is(minus, r) {
+			keep = append(keep, r)
 		}
-		for r := lo; r <= hi; r += stride {
-			out = append(out, Range{r, r})
-		}
-	}
-	for _, r := range t.R16 {
-		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
-	}
-	for _, r := range t.R32 {
-		add(rune(r.Lo), rune(r.Hi), rune(r.Stride))
-	}
-	return mergeRanges(out)
-}
-
-// mergeRanges returns the union of the tables, sorted, with adjacent ranges
-// joined.
-func mergeRanges(tables ...[]Range) []Range {
-	var all []Range
-	for _, t := range tables {
-		all = append(all, t...)
-	}
-	slices.SortFunc(all, func(a, b Range) int { return int(a.Lo - b.Lo) })
-	var out []Range
-	for _, r := range all {
-		if n := len(out); n > 0 && r.Lo <= out[n-1].Hi+1 {
-			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// subtract returns the code points of a that are not in b.
-func subtract(a, b []Range) []Range {
-	var out []Range
-	for _, r := range mergeRanges(a) {
-		lo := r.Lo
-		for _, x := range b {
-			if x.Hi < lo || x.Lo > r.Hi {
-				continue
-			}
-			if x.Lo > lo {
-				out = append(out, Range{lo, x.Lo - 1})
-			}
-			lo = x.Hi + 1
-		}
-		if lo <= r.Hi {
-			out = append(out, Range{lo, r.Hi})
-		}
-	}
-	return out
+	})
+	return rangetable.New(keep...)
 }

@@ -86,9 +86,10 @@ func TestClean(t *testing.T) {
 
 func TestClassesCopy(t *testing.T) {
 	cs := Classes()
-	cs[0].Ranges[0].Lo = 'x'
+	cs[0].Table.R16[0].Lo = 'x'
+	cs[0].Table.LatinOffset = 0
 	cs[0].Name = "changed"
-	if classes[0].Name != "line_break" || classes[0].Ranges[0].Lo != 0x0A {
+	if classes[0].Name != "line_break" || classes[0].Table.R16[0].Lo != 0x0A || classes[0].Table.LatinOffset == 0 {
 		t.Fatal("Classes hands out the table itself")
 	}
 }

@@ -197,10 +197,8 @@ func Valid(kind, value string) bool {
 // template's keyword: line breaks removed, at most 20 characters.
 func Strip(value string) string {
 	value = strings.Map(func(r rune) rune {
-		for _, lb := range lineBreaks {
-			if lb.Lo <= r && r <= lb.Hi {
-				return -1
-			}
+		if unicode.Is(lineBreaks, r) {
+			return -1
 		}
 		return r
 	}, value)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 )
@@ -19,7 +20,7 @@ const returnTo = "https://campus.example.edu/bind/platform"
 
 // webAuthEnv is a simulator whose authorization domain is campus.example.edu, and the
 // platform client's web authorization pointed at it over HTTP.
-func webAuthEnv(t *testing.T) (*env, *platform.WebAuth, *clock) {
+func webAuthEnv(t *testing.T) (*env, *platform.WebAuth, *clocktest.Clock) {
 	t.Helper()
 	clk := newClock()
 	e := newEnv(t, simulator.Config{WebAuthHosts: []string{"campus.example.edu"}, Now: clk.Now})
