@@ -30,8 +30,8 @@
 //     follows). The callback answers the platform once its event is stored there; the durable
 //     consumer apply, pinned to one front end at a time (a priority group), hands the events
 //     out in order to the front end that applies them.
-//   - DeadLetter: the stream <stream>_DLQ (ucs.dead.mp.<ucsId>, kept 30 days) of messages that
-//     exhausted their attempts or that no worker can decode.
+//   - DeadLetters: the stream <stream>_DLQ (ucs.dead.mp.<client>.<ucsId>, kept 30 days)
+//     of messages that exhausted their attempts or that no worker can decode.
 //   - Pause and Budget: the bucket ucs_sending, whose pause every worker obeys (the platform's
 //     daily quota, or a refusal of the account that waits for `worker -resume`), and the
 //     shared send budget of platform.max_rate (bucket ucs_sending_budget, a natskv token
