@@ -1,7 +1,8 @@
 // Package admin holds the operators' commands, `api admin …`: registered clients, bindings of
-// campus user numbers to the official account's followers, and a test push. They work on the
-// configured MongoDB (-config FILE) or on a running standalone stack (-data DIR), and never
-// print a secret except a client's new secret, once.
+// campus user numbers to the official account's followers, a test push, and the official
+// account's templates (checked against the configured mapping) and custom menu. They work on
+// the configured MongoDB and platform account (-config FILE) or on a running standalone stack
+// and its simulator (-data DIR), and never print a secret except a client's new secret, once.
 package admin
 
 import (

@@ -1,6 +1,3 @@
-// Package delivery is the workers' side of the pipeline: it takes accepted pushes from the
-// shared durable consumer, finds the recipient's follower id, maps the data onto the type's
-// template, sends it through the platform and records the outcome before answering the queue.
 package delivery
 
 import (

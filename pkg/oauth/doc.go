@@ -10,6 +10,17 @@
 // the login form and nothing else, and the account and binding pages' sign-ins never reach a
 // client's consent.
 //
+// # Codes and refresh tokens
+//
+// An authorization request is not stored while the user signs in: it travels sealed
+// (AES-256-GCM, with a key the replicas share through the store), so unauthenticated requests
+// cost no storage; only its answer is recorded, so it is answered once. Codes are single use,
+// valid CodeTTL (60 s), bound to the client, redirect_uri, nonce and PKCE challenge, which are
+// checked before the code is consumed (atomically): another client's code or a wrong
+// verifier uses nothing up. A code used twice revokes what its first use issued, as Keycloak
+// does. Refresh tokens rotate on every use; a rotated one used again revokes its whole family;
+// they end with the sign-in session.
+//
 // # Refresh
 //
 // A refresh may ask for less than the grant (RFC 6749 §6): that answer's access and ID tokens

@@ -5,7 +5,14 @@
 //
 // The rules here are the single source of truth: schemas/push.schema.json is
 // generated from them (see schema_gen_test.go) and tested to accept exactly
-// the bodies that Parse accepts.
+// the bodies that Parse accepts. A Parser made with the account's mapping of
+// data fields to template keywords (platform.templates) also holds each mapped
+// field to its keyword kind's rule (package platform/keyword), so that a push
+// the front end accepts is never refused by the platform for its values.
+//
+// A ucsId (NewID) is a plain ULID: 26 characters, sortable by time, its
+// random part from crypto/rand, so that ids cannot be guessed from one
+// another.
 package push
 
 // Type is a message type code as sent in the "type" field of a push body,

@@ -1,15 +1,3 @@
-// Package queue carries accepted pushes from the front end to the workers on a NATS JetStream
-// stream: the stream and its subjects, the durable consumer all workers share, the publisher
-// that answers only after the stream has stored a push, and the reader lookups use while a push
-// waits.
-//
-// Every push is one stream message on a subject of its own, ucs.push.mp.<client>.<ucsId>
-// (Subject): the sender's client id first, so that a lookup reads only the caller's own
-// subject and a later per-sender scheduler can filter by client, then the push's ucsId, a
-// plain ULID. A single push is one publish, answered after its own PubAck. A batch is one
-// atomic batch publish (the stream allows atomic publishing, NATS server 2.12 and later): all
-// of its pushes are stored, or none are. Nothing of our own stands between the front end and
-// the stream: no grouping of pushes, no chunks, no expansion.
 package queue
 
 import (

@@ -24,7 +24,7 @@ import (
 // authorization page (a follower picked), the campus sign-in, consent, the binding shown; a
 // push to that user number is delivered to that follower; after unbinding, a push fails with
 // "no binding". With UCS_SCREENSHOTS set to a folder, it saves the pages there (the README's
-// pictures).
+// pictures, in pkg/pages/screenshots/).
 func TestBindPageInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a browser against the whole stack")

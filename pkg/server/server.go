@@ -1,6 +1,3 @@
-// Package server is the HTTP front end: the token endpoint, the OpenID Connect documents, the
-// bearer-token check of every data interface, push and result lookup, the platform's callback,
-// the metadata dictionary and health.
 package server
 
 import (

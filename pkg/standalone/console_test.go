@@ -117,8 +117,8 @@ func (b *browserPage) noErrors() {
 	}
 }
 
-// screenshot saves the page to $UCS_SCREENSHOTS/name (the README's pictures, in docs/) when
-// that variable names a folder.
+// screenshot saves the page to $UCS_SCREENSHOTS/name (the README's pictures, in
+// pkg/pages/screenshots/) when that variable names a folder.
 func (b *browserPage) screenshot(name string) {
 	b.t.Helper()
 	dir := os.Getenv("UCS_SCREENSHOTS")

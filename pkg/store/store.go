@@ -1,10 +1,3 @@
-// Package store keeps the service's state in MongoDB: the results of pushes, campus user
-// bindings and followers, signing keys and the sign-in flow's records.
-//
-// Every read and write of a hot path is a single-key equality on a string _id: the one filter
-// that the embedded FerretDB (SQLite) answers from an index; any other filter reads the whole
-// table. Records are keyed by what their reader already holds (a ucsId, a msgid, a user number,
-// an openid), and the delivery path inserts in batches, which both servers do fastest.
 package store
 
 import (

@@ -21,7 +21,8 @@ import (
 	"github.com/campus-it/ucs/pkg/queue"
 )
 
-// report logs a drill's figures on one line that scripts/drills collects for README.
+// report logs a drill's figures on one line that scripts/drills.sh collects for the
+// reliability table of deployments/README.md.
 func report(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("DRILL "+t.Name()+": "+format, args...)

@@ -4,7 +4,7 @@
 // for every ucsId the front end answered, that it reached a final state, that the platform
 // received it at most once, and that nothing answered is missing.
 //
-// A plain `go test ./...` runs every drill with outages of a few seconds; scripts/drills runs
-// them at full length (UCS_DRILLS=full) and prints the figures README's reliability table
-// reports.
+// A plain `go test ./...` runs every drill with shorter outages (5 to 20 s); scripts/drills.sh
+// runs them at full length (UCS_DRILLS=full) and prints the figures of the reliability table
+// in deployments/README.md.
 package drills

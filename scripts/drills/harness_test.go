@@ -46,13 +46,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// full reports whether the drills run at their full length (scripts/drills sets
+// full reports whether the drills run at their full length (scripts/drills.sh sets
 // UCS_DRILLS=full): outages of 30 s and a minute, as the reliability table reports them.
 // Otherwise each outage is a few seconds, enough to cross every retry path, and the drills
 // fit in CI's time.
 func full() bool { return os.Getenv("UCS_DRILLS") == "full" }
 
-// pick is short under a plain go test and long under scripts/drills.
+// pick is short under a plain go test and long under scripts/drills.sh.
 func pick[T any](short, long T) T {
 	if full() {
 		return long

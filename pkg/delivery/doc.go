@@ -1,0 +1,41 @@
+// Package delivery is the workers' side of the pipeline: it takes accepted pushes from the
+// shared durable consumer, finds the recipient's follower id, maps the data onto the type's
+// template, sends it through the platform and records the outcome before answering the queue.
+//
+// # Outcomes
+//
+// Each delivery of a message from the queue ends in one explicit Outcome: Sent (the platform
+// took it; its msgid is recorded and announced, and the receipt makes it delivered or failed),
+// Retry after a backoff (a busy platform, HTTP 5xx, a time-out), Failed for good (no binding,
+// not following, an error the platform documents as permanent, or worker.max_attempts spent:
+// then a copy goes to the dead letters first), or Snooze: handed back to the queue after a
+// delay without counting an attempt, because nothing was asked of the platform or what was
+// asked is not the message's doing.
+//
+// # Attempts are the platform's calls
+//
+// The attempt number lives in the push's progress record in the store, not in the queue's
+// delivery count. Before each call the worker records attempt n+1, and calls only once the
+// store surely has it (a write in doubt is written again), so an attempt counts even when the
+// worker dies before the platform answers, and is counted once. A redelivered message reads its
+// history there and goes on from it; a copy whose push was sent or finished already sends
+// nothing. A store outage, a pause, a wait for the send budget, a worker stopping or a failed
+// record write snoozes the message: no call, no attempt. Backoff (RetryPolicy, exponential
+// with jitter) is computed from these attempts.
+//
+// # Pauses
+//
+// A refusal of the account rather than the message pauses sending for every worker (the
+// shared pause of package queue) instead of retrying each message: 45009 (the daily quota)
+// until platform.quota_reset, and 40164 (the worker's address is not on the account's IP
+// whitelist), 48001 (no permission for the interface), 40125, 40013 and 41004 (wrong or
+// missing appid or secret) until an operator runs `worker -resume` (at most 24 h, then sending
+// is tried again). The call that met the refusal does not count as an attempt; the messages
+// wait at the gate, shown queued with the cause and the operator's action.
+//
+// # Timeouts
+//
+// One attempt (which may fetch a token, send, and on a rejected token fetch again and send
+// once more) is bounded by Config.SendTimeout, 15 s; each HTTP request to the platform by the
+// platform client's 10 s.
+package delivery

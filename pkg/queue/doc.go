@@ -1,0 +1,45 @@
+// Package queue carries accepted pushes from the front end to the workers on a NATS JetStream
+// stream, and holds the other NATS streams and subjects the programs share.
+//
+// # The push stream
+//
+// The stream (nats.stream, UCS_PUSH) is a work queue on disk, replicated in a cluster: a push
+// stays in it until a worker acknowledges it, which a worker does only once the push's outcome
+// is recorded in the store. When the stream is full, new pushes are refused (503), never old
+// ones dropped. Every worker pulls from one durable consumer (nats.consumer, delivery).
+//
+// Every push is one stream message on a subject of its own, ucs.push.mp.<client>.<ucsId>
+// (Subject): the sender's client id first, so that a lookup reads only the caller's own
+// subject and a later per-sender scheduler can filter by client, then the push's ucsId, a
+// plain ULID. A single push is one publish, answered after its own PubAck. A batch is one
+// atomic batch publish (the stream allows atomic publishing, NATS server 2.12 and later): all
+// of its pushes are stored, or none are. A push published under an Idempotency-Key carries a
+// message id the stream remembers as long as the key is kept (DedupeWindow), so a retry never
+// stores it twice. Nothing of our own stands between the front end and the stream: no
+// grouping of pushes, no chunks, no expansion.
+//
+// While a push waits, the queue answers for it: Waiting reads it by a direct get of its
+// subject (a batch lookup reads all of its ids in one batch direct get) and says whether a
+// worker has received it yet. A stream written in the earlier layout (pushes on
+// ucs.push.mp.<ucsId>, chunks on ucs.push.batch.<block>) is converted at start by Migrate,
+// without losing a push.
+//
+// # Beside it
+//
+//   - PlatformEvents: the stream <stream>_EVENTS of the platform's callbacks (receipts,
+//     follows). The callback answers the platform once its event is stored there; the durable
+//     consumer apply, pinned to one front end at a time (a priority group), hands the events
+//     out in order to the front end that applies them.
+//   - DeadLetters: the stream <stream>_DLQ (ucs.dead.mp.<client>.<ucsId>, kept 30 days)
+//     of messages that exhausted their attempts or that no worker can decode.
+//   - Pause and Budget: the bucket ucs_sending, whose pause every worker obeys (the platform's
+//     daily quota, or a refusal of the account that waits for `worker -resume`), and the
+//     shared send budget of platform.max_rate (bucket ucs_sending_budget, a natskv token
+//     bucket).
+//   - Records: key-value records every front end shares (Idempotency-Key records, the
+//     callbacks' (timestamp, nonce) pairs), created atomically.
+//   - Announcements on plain NATS, best effort since the store holds the truth:
+//     ucs.results.sent (a message the platform accepted, for its receipt),
+//     ucs.results.final (final results, which every front end keeps in memory) and
+//     ucs.bindings.changed (a student's binding changed, for the workers' binding cache).
+package queue

@@ -1,0 +1,21 @@
+// Package store keeps the service's state in MongoDB (FerretDB in standalone mode): the results
+// of pushes, campus user bindings and followers, registered clients, signing keys and the
+// sign-in flow's records.
+//
+// Every read and write of a hot path is a single-key equality on a string _id: the one filter
+// that the embedded FerretDB (SQLite) answers from an index; any other filter reads the whole
+// table. Records are keyed by what their reader already holds (a ucsId, a msgid, a user number,
+// an openid), and the delivery path writes through a Writer, which gathers the records of many
+// goroutines into few batched writes (a lone record waits for nothing).
+//
+// A push's records in push_results are <ucsId> (its final result), <ucsId>/s (sent, with the
+// platform's msgid) and <ucsId>/p (the progress of its attempts: the attempt number the
+// workers count platform calls with); push_msgids maps a msgid to the sent push and the
+// follower it went to, so a receipt applies only to a message this service sent. A final
+// result is inserted, never replaced: the first final result of a push wins, whoever writes a
+// later one (FirstFinalRecord tells the writer so). A queued push no worker has reached has no
+// record: the queue answers for it.
+//
+// Retention (mongodb.retention) is a TTL index on MongoDB; on FerretDB, which has none, Sweep
+// deletes expired records in bounded batches by _id.
+package store
