@@ -146,8 +146,9 @@ type OAuth struct {
 	// RateLimits bound how often tokens are granted (the interface: "requesting tokens too
 	// often can trigger a rate limit").
 	RateLimits RateLimits `yaml:"rate_limits"`
-	// BruteForce blocks client ids, users and addresses after repeated failed sign-ins or
-	// client authentications, as Keycloak's brute-force detection does (same defaults).
+	// BruteForce locks a user of the login form for a while after repeated failed sign-ins,
+	// as Keycloak's brute-force detection does (same defaults); it never locks a client or an
+	// address (an address that fails a lot is slowed, see oauth.BruteForce).
 	BruteForce BruteForce `yaml:"brute_force"`
 	// TrustedProxies are the addresses (CIDR) of reverse proxies in front of the service,
 	// whose X-Forwarded-For is believed. Default none: the source address of the connection
