@@ -11,13 +11,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 )
 
-// Records keeps the records of Idempotency-Keys for every front end; *queue.Records
-// implements it. Create fails with queue.ErrRecordExists when the key has a record, Get with
-// queue.ErrNoRecord when it has none.
+// Records keeps the records of Idempotency-Keys for every front end; *natskv.Records
+// implements it. Create fails with natskv.ErrRecordExists when the key has a record, Get with
+// natskv.ErrNoRecord when it has none.
 type Records interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Create(ctx context.Context, key string, value []byte) error
@@ -80,7 +81,7 @@ func (s *Server) idempotency(c echo.Context, body []byte) (*idemRequest, error) 
 func (r *idemRequest) load(ctx context.Context) error {
 	s := r.s
 	raw, err := s.cfg.Records.Get(ctx, r.key)
-	if errors.Is(err, queue.ErrNoRecord) {
+	if errors.Is(err, natskv.ErrNoRecord) {
 		return nil
 	}
 	if err != nil {
@@ -133,7 +134,7 @@ func (r *idemRequest) claim(ctx context.Context, ids []string) error {
 	b, _ := json.Marshal(idemRecord{Hash: r.hash, IDs: ids, Pending: r.s.now().UnixMilli()})
 	err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
-	case errors.Is(err, queue.ErrRecordExists):
+	case errors.Is(err, natskv.ErrRecordExists):
 		return errIdempotencyRace
 	case err != nil:
 		return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,

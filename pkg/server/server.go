@@ -22,6 +22,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -115,7 +116,7 @@ type Config struct {
 	TrustedProxies []*net.IPNet
 	// Paused, when set, reports a pause of sending (the platform's daily quota), which lookups
 	// of queued pushes name.
-	Paused func() (queue.PauseState, bool)
+	Paused func() (sending.PauseState, bool)
 	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
 	Records Records
 	// Ops configures the operations page, GET /ops; nil (or no users) turns it off.

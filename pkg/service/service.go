@@ -23,6 +23,7 @@ import (
 	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/activity"
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
@@ -33,6 +34,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -326,11 +328,11 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	records, err := queue.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
+	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
-	pause, err := queue.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
@@ -340,7 +342,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.events = events
-	nonces, err := queue.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
+	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -361,7 +363,7 @@ func (a *API) build(ctx context.Context) error {
 		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: pub, Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
-		Announce:      queue.NewFinals(a.conn.nc).Announce,
+		Announce:      announce.NewFinals(a.conn.nc).Announce,
 		KeepEvent:     events.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
 		Nonces: nonces, Location: loc, SignIn: signIn, Bind: bind,
@@ -377,11 +379,11 @@ func (a *API) build(ctx context.Context) error {
 		a.writer.Close()
 		return err
 	}
-	if _, err := queue.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
+	if _, err := announce.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
 		a.writer.Close()
 		return err
 	}
-	if _, err := queue.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
+	if _, err := announce.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
 		a.writer.Close()
 		return err
 	}
@@ -600,7 +602,7 @@ type Worker struct {
 	writer  *store.Writer
 	w       *delivery.Worker
 	pc      *platform.Client
-	pause   *queue.Pause
+	pause   *sending.Pause
 	Metrics *metrics.Metrics
 	// stopping is closed when the worker begins to stop: readiness fails from then on.
 	stopping chan struct{}
@@ -637,14 +639,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		conn.close()
 		return nil, err
 	}
 	var budget delivery.Budget
 	if cfg.Platform.MaxRate > 0 {
-		b, err := queue.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, cfg.NATS.Replicas, d.Now)
+		b, err := sending.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, cfg.NATS.Replicas, d.Now)
 		if err != nil {
 			pause.Close()
 			conn.close()
@@ -664,8 +666,8 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
 			MaxAttempts: cfg.Worker.MaxAttempts,
 		},
-		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce,
-		AnnounceSent: queue.NewFinals(conn.nc).AnnounceSent,
+		Concurrency: cfg.Worker.Concurrency, Announce: announce.NewFinals(conn.nc).Announce,
+		AnnounceSent: announce.NewFinals(conn.nc).AnnounceSent,
 		DeadLetter:   queue.NewDeadLetters(conn.js).Copy, Metrics: m,
 		Pause: pause, Budget: budget,
 		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
@@ -677,7 +679,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	if _, err := queue.SubscribeBindings(conn.nc, w.Forget); err != nil {
+	if _, err := announce.SubscribeBindings(conn.nc, w.Forget); err != nil {
 		writer.Close()
 		pause.Close()
 		conn.close()
@@ -786,7 +788,7 @@ func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
 		return err
 	}
 	defer conn.close()
-	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
