@@ -10,6 +10,13 @@
 // atomic batch publish (the stream allows atomic publishing, NATS server 2.12 and later): all
 // of its pushes are stored, or none are. Nothing of our own stands between the front end and
 // the stream: no grouping of pushes, no chunks, no expansion.
+//
+// The package holds JetStream streams only: the push stream, its migration from earlier
+// layouts (Migrate), the dead letters (DeadLetters), and the stream of the platform's callback
+// events (PlatformEvents), which stays here because it is a stream with a durable consumer
+// like the others. What is shared through NATS key-value lives in natskv (records, mirrors,
+// counters, the token bucket) and sending (the pause and the send budget); announcements over
+// plain NATS live in announce.
 package queue
 
 import (
