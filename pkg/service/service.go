@@ -307,7 +307,7 @@ func (a *API) build(ctx context.Context) error {
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
-		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
+		Guard: &oauth.Guard{Limits: rateLimits(cfg.OAuth.RateLimits), BruteForce: bruteForce(cfg.OAuth.BruteForce), Failures: failures,
 			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
@@ -412,7 +412,7 @@ func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Dep
 	}
 	si := &server.SignIn{Store: st, Requests: sealer, Logouts: logouts, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
 	if idp.Local.Enabled {
-		dir, err := oauth.NewDirectory(cfg.Directory.Accounts())
+		dir, err := oauth.NewDirectory(directoryUsers(cfg.Directory))
 		if err != nil {
 			return nil, err
 		}
