@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/event"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/announce"
@@ -204,6 +205,14 @@ type API struct {
 	// closes its listener: a fifth of shutdown_grace, at most 5 s. 0 where no load balancer
 	// is in front (a developer's machine).
 	DrainDelay time.Duration
+	// bg is the work Serve runs beside the listener (the store's sweeper, key refresh, client
+	// reload, applying kept platform events), all of which use the store: Serve's return and
+	// Close end it and wait for it, so that the store is never closed under it.
+	bg struct {
+		mu     sync.Mutex
+		cancel context.CancelFunc
+		g      *errgroup.Group
+	}
 }
 
 // RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
@@ -491,16 +500,8 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    32 << 10,
 	}
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	go a.Store.RunSweeper(sweepCtx, time.Hour)
-	go a.refreshKeys(sweepCtx, time.Minute)
-	go a.Clients.Follow(sweepCtx, a.Store, oauth.ClientsReload, a.deps.Logger)
-	go func() {
-		if err := a.ApplyKeptEvents(sweepCtx); err != nil {
-			a.deps.Logger.Error("applying kept platform events stopped", "err", err)
-		}
-	}()
+	a.startBackground(ctx)
+	defer a.stopBackground()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -521,7 +522,39 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	if err := hs.Shutdown(sctx); err != nil {
 		return err
 	}
+	<-errc // hs.Serve returned http.ErrServerClosed at once
 	return nil
+}
+
+// startBackground starts the work Serve runs beside the listener, until ctx ends or
+// stopBackground is called.
+func (a *API) startBackground(ctx context.Context) {
+	a.bg.mu.Lock()
+	defer a.bg.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	g := new(errgroup.Group)
+	g.Go(func() error { a.Store.RunSweeper(ctx, time.Hour); return nil })
+	g.Go(func() error { a.refreshKeys(ctx, time.Minute); return nil })
+	g.Go(func() error { a.Clients.Follow(ctx, a.Store, oauth.ClientsReload, a.deps.Logger); return nil })
+	g.Go(func() error {
+		if err := a.ApplyKeptEvents(ctx); err != nil {
+			a.deps.Logger.Error("applying kept platform events stopped", "err", err)
+		}
+		return nil
+	})
+	a.bg.cancel, a.bg.g = cancel, g
+}
+
+// stopBackground ends the work startBackground started and returns once all of it returned.
+func (a *API) stopBackground() {
+	a.bg.mu.Lock()
+	defer a.bg.mu.Unlock()
+	if a.bg.g == nil {
+		return
+	}
+	a.bg.cancel()
+	_ = a.bg.g.Wait()
+	a.bg.cancel, a.bg.g = nil, nil
 }
 
 // ApplyKeptEvents applies the platform events the callback stored in their stream (receipts,
@@ -582,8 +615,10 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Close releases the connections.
+// Close ends the work Serve started beside the listener, waits for it, and releases the
+// connections.
 func (a *API) Close() {
+	a.stopBackground()
 	for _, m := range a.caches {
 		m.Close()
 	}
@@ -761,13 +796,21 @@ func (w *Worker) ready(ctx context.Context) error {
 // ServeProbes answers the probes and metrics on ln until ctx ends.
 func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := hs.Serve(ln)
+	close(stop)
+	<-stopped
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
