@@ -31,6 +31,7 @@ import (
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/natskv"
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
@@ -337,7 +338,7 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
+	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, notification.KeyTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
