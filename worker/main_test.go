@@ -25,6 +25,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -284,12 +285,12 @@ func TestWorkerProbes(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	p, err := queue.OpenPause(context.Background(), js, 1, nil)
+	p, err := sending.OpenPause(context.Background(), js, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if err := p.Set(context.Background(), queue.PauseState{Until: time.Now().Add(time.Hour), Reason: "45009"}); err != nil {
+	if err := p.Set(context.Background(), sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "45009"}); err != nil {
 		t.Fatal(err)
 	}
 	if st, body := get("/readyz"); st != 200 {

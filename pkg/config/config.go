@@ -21,10 +21,18 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/push"
+)
+
+// KnownGrants and KnownScopes are the grant types and scopes a client may be registered with:
+// the token service's vocabulary (oauth.KnownGrants, oauth.KnownScopes), written out here so
+// that the configuration needs nothing of the token service; a test of package service checks
+// that the two agree.
+var (
+	KnownGrants = []string{"client_credentials", "authorization_code", "refresh_token"}
+	KnownScopes = []string{"openid", "notification.mp", "fake_api"}
 )
 
 // Defaults of the configuration.
@@ -267,47 +275,6 @@ func (c Client) SecretHash() ([32]byte, error) {
 	}
 	copy(h[:], b)
 	return h, nil
-}
-
-// Registrations returns the clients as the token service registers them (configuration
-// already validated).
-func (o OAuth) Registrations() ([]oauth.Registration, error) {
-	out := make([]oauth.Registration, 0, len(o.Clients))
-	for _, c := range o.Clients {
-		h, err := c.SecretHash()
-		if err != nil {
-			return nil, fmt.Errorf("client %s: %w", c.ClientID, err)
-		}
-		out = append(out, oauth.Registration{
-			ID: c.ClientID, SecretHash: h, Grants: c.Grants, Scopes: c.Scopes, RedirectURIs: c.RedirectURIs,
-			PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent, AccessTokenTTL: c.AccessTokenTTL.D(),
-			Introspect: c.Introspect, RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens,
-			BackchannelLogoutURI: c.BackchannelLogoutURI, BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
-		})
-	}
-	return out, nil
-}
-
-// Policy returns the limits as the token service applies them.
-func (r RateLimits) Policy() oauth.RateLimits {
-	return oauth.RateLimits{Disabled: r.Disabled, PerClient: r.PerClient, PerClientBurst: r.PerClientBurst,
-		PerAddress: r.PerAddress, PerAddressBurst: r.PerAddressBurst}
-}
-
-// Policy returns the detection as the token service applies it.
-func (b BruteForce) Policy() oauth.BruteForce {
-	return oauth.BruteForce{Disabled: b.Disabled, Failures: b.Failures, WaitIncrement: b.WaitIncrement.D(),
-		MaxWait: b.MaxWait.D(), FailureReset: b.FailureReset.D(), QuickLoginCheck: b.QuickLoginCheck.D(),
-		MinQuickLoginWait: b.MinQuickLoginWait.D()}
-}
-
-// Accounts returns the directory's users as the login form checks them.
-func (d Directory) Accounts() []oauth.DirectoryUser {
-	out := make([]oauth.DirectoryUser, 0, len(d.Users))
-	for _, u := range d.Users {
-		out = append(out, oauth.DirectoryUser{UserID: u.UserID, Password: u.Password, PasswordHash: u.PasswordHash})
-	}
-	return out
 }
 
 // Directory is the built-in identity provider.
@@ -819,7 +786,7 @@ func (cl Client) check(prefix string, p *problems) {
 		p.add("%sgrants: at least one grant is required", prefix)
 	}
 	for _, g := range cl.Grants {
-		if !slices.Contains(oauth.KnownGrants, g) {
+		if !slices.Contains(KnownGrants, g) {
 			p.add("%sgrants: unknown grant %q", prefix, g)
 		}
 	}
@@ -827,11 +794,11 @@ func (cl Client) check(prefix string, p *problems) {
 		p.add("%sscopes: at least one scope is required", prefix)
 	}
 	for _, s := range cl.Scopes {
-		if !slices.Contains(oauth.KnownScopes, s) {
+		if !slices.Contains(KnownScopes, s) {
 			p.add("%sscopes: unknown scope %q", prefix, s)
 		}
 	}
-	if slices.Contains(cl.Grants, oauth.GrantAuthorizationCode) && len(cl.RedirectURIs) == 0 {
+	if slices.Contains(cl.Grants, "authorization_code") && len(cl.RedirectURIs) == 0 {
 		p.add("%sredirect_uris: required for the authorization_code grant", prefix)
 	}
 	for _, r := range cl.RedirectURIs {
@@ -852,7 +819,7 @@ func (cl Client) check(prefix string, p *problems) {
 	if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
 		p.add("%saccess_token_ttl: %s, must be 60s to 24h", prefix, cl.AccessTokenTTL.D())
 	}
-	if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, oauth.GrantRefreshToken) {
+	if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, "refresh_token") {
 		p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
 	}
 	if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {

@@ -20,6 +20,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -122,10 +123,10 @@ func TestQuotaPause(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
 	ctx := context.Background()
 	reset := time.Now().Add(time.Hour).Truncate(time.Second)
-	var pauses []*queue.Pause
+	var pauses []*sending.Pause
 	var ms []*metrics.Metrics
 	for range 2 {
-		p, err := queue.OpenPause(ctx, r.js, 1, nil)
+		p, err := sending.OpenPause(ctx, r.js, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +204,7 @@ func TestSharedSendBudget(t *testing.T) {
 	ctx := context.Background()
 	const rate = 100.0
 	for range 3 {
-		b, err := queue.OpenBudget(ctx, r.js, rate, 1, nil)
+		b, err := sending.OpenBudget(ctx, r.js, rate, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +242,8 @@ func TestSharedSendBudget(t *testing.T) {
 // brokenPause is a pause that cannot be set: the bucket behind it is unreachable.
 type brokenPause struct{}
 
-func (brokenPause) Paused() (queue.PauseState, bool) { return queue.PauseState{}, false }
-func (brokenPause) Set(context.Context, queue.PauseState) error {
+func (brokenPause) Paused() (sending.PauseState, bool) { return sending.PauseState{}, false }
+func (brokenPause) Set(context.Context, sending.PauseState) error {
 	return errors.New("nats: no responders available for request")
 }
 
@@ -294,7 +295,7 @@ func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMe
 func TestAccountRefusalPauses(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	p, err := queue.OpenPause(ctx, r.js, 1, nil)
+	p, err := sending.OpenPause(ctx, r.js, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

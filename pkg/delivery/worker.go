@@ -17,6 +17,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -81,13 +82,13 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Pauser is the shared pause of sending; *queue.Pause implements it.
+// Pauser is the shared pause of sending; *sending.Pause implements it.
 type Pauser interface {
-	Paused() (queue.PauseState, bool)
-	Set(ctx context.Context, st queue.PauseState) error
+	Paused() (sending.PauseState, bool)
+	Set(ctx context.Context, st sending.PauseState) error
 }
 
-// Budget is a send budget shared by every worker; *queue.Budget implements it.
+// Budget is a send budget shared by every worker; *sending.Budget implements it.
 type Budget interface {
 	Wait(ctx context.Context) error
 }
@@ -244,9 +245,9 @@ func (w *Worker) fetch(n int, jobs chan<- held) int {
 const pausePoll = 250 * time.Millisecond
 
 // paused reports the pause in force, and shows it in the metrics.
-func (w *Worker) paused() (queue.PauseState, bool) {
+func (w *Worker) paused() (sending.PauseState, bool) {
 	if w.cfg.Pause == nil {
-		return queue.PauseState{}, false
+		return sending.PauseState{}, false
 	}
 	st, ok := w.cfg.Pause.Paused()
 	w.cfg.Metrics.Paused(ok)
@@ -675,19 +676,19 @@ const accountPauseFor = 24 * time.Hour
 // problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
 // when err is no such refusal, or the pause could not be set (the message is then retried as
 // usual rather than calling the platform again at once).
-func (w *Worker) accountPause(ctx context.Context, err error) (queue.PauseState, bool) {
+func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
 	if err == nil || w.cfg.Pause == nil {
-		return queue.PauseState{}, false
+		return sending.PauseState{}, false
 	}
 	now := w.cfg.Now()
-	var st queue.PauseState
+	var st sending.PauseState
 	var pe *platform.Error
 	if reason, action, ok := platform.AccountProblem(err); ok {
-		st = queue.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
+		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
 	} else if errors.As(err, &pe) && pe.Code == platform.CodeDailyQuota {
-		st = queue.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
+		st = sending.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
 	} else {
-		return queue.PauseState{}, false
+		return sending.PauseState{}, false
 	}
 	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
 	if cur, paused := w.cfg.Pause.Paused(); paused {
@@ -695,7 +696,7 @@ func (w *Worker) accountPause(ctx context.Context, err error) (queue.PauseState,
 	}
 	if err := w.cfg.Pause.Set(ctx, st); err != nil {
 		w.cfg.Logger.Error("pausing sending failed; the message will be retried", "err", err)
-		return queue.PauseState{}, false
+		return sending.PauseState{}, false
 	}
 	if st.Action != "" {
 		w.cfg.Logger.Error("the platform refuses the official account; sending paused for every worker",
@@ -707,7 +708,7 @@ func (w *Worker) accountPause(ctx context.Context, err error) (queue.PauseState,
 }
 
 // showHeld records a message held back by a pause as queued, with the pause's reason.
-func (w *Worker) showHeld(ctx context.Context, r store.Result, st queue.PauseState) {
+func (w *Worker) showHeld(ctx context.Context, r store.Result, st sending.PauseState) {
 	now := w.cfg.Now()
 	r.State, r.Updated, r.RetryAt = store.StateQueued, now, st.Until
 	r.LastError = st.Explain()

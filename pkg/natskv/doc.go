@@ -7,6 +7,8 @@
 //     callers can grow (revoked token families and sessions, failed sign-ins): memory stays
 //     within a stated bound whatever the callers do.
 //   - Counters: values changed atomically and kept only in the bucket.
+//   - Records: small records read and written straight in the bucket, created at most once
+//     across replicas (Idempotency-Key records, the nonces of the platform's callbacks).
 //   - TokenBuckets: the one token bucket type, shared by every replica, behind the token
 //     endpoint's rate limits, the slowing of addresses that fail to authenticate, and the
 //     workers' send budget.

@@ -26,20 +26,14 @@
 //
 // # Beside it
 //
-//   - PlatformEvents: the stream <stream>_EVENTS of the platform's callbacks (receipts,
-//     follows). The callback answers the platform once its event is stored there; the durable
-//     consumer apply, pinned to one front end at a time (a priority group), hands the events
-//     out in order to the front end that applies them.
-//   - DeadLetters: the stream <stream>_DLQ (ucs.dead.mp.<client>.<ucsId>, kept 30 days)
-//     of messages that exhausted their attempts or that no worker can decode.
-//   - Pause and Budget: the bucket ucs_sending, whose pause every worker obeys (the platform's
-//     daily quota, or a refusal of the account that waits for `worker -resume`), and the
-//     shared send budget of platform.max_rate (bucket ucs_sending_budget, a natskv token
-//     bucket).
-//   - Records: key-value records every front end shares (Idempotency-Key records, the
-//     callbacks' (timestamp, nonce) pairs), created atomically.
-//   - Announcements on plain NATS, best effort since the store holds the truth:
-//     ucs.results.sent (a message the platform accepted, for its receipt),
-//     ucs.results.final (final results, which every front end keeps in memory) and
-//     ucs.bindings.changed (a student's binding changed, for the workers' binding cache).
+// The package holds JetStream streams only: the push stream, its migration from earlier
+// layouts (Migrate), the dead letters (DeadLetters: the stream <stream>_DLQ,
+// ucs.dead.mp.<client>.<ucsId>, kept 30 days, of messages that exhausted their attempts or that
+// no worker can decode), and the stream of the platform's callback events (PlatformEvents:
+// <stream>_EVENTS; the callback answers the platform once its event is stored there, and the
+// durable consumer apply, pinned to one front end at a time, hands the events out in order).
+// What is shared through NATS key-value lives in package natskv (Idempotency-Key and nonce
+// records, mirrors, counters, the token bucket) and package sending (the pause every worker
+// obeys and the send budget); announcements over plain NATS (sent messages, final results,
+// changed bindings) live in package announce.
 package queue

@@ -2,23 +2,18 @@ package server
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // MaxBatch is the most items a batch push or a batch lookup may hold.
@@ -203,80 +198,33 @@ func (s *Server) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, perr := decodeList[jsontext.Value](body, "messages")
+	raw, perr := decodeList[jsontext.Value](body, "messages")
 	if perr != nil {
 		return perr
 	}
-	idem, ierr := s.idempotency(c, body)
-	if ierr != nil {
-		return ierr
+	key, kerr := idempotencyKey(c, body)
+	if kerr != nil {
+		return kerr
 	}
-	if idem != nil && idem.replay != nil {
-		return s.replayBatch(c, items, idem)
+	items := make([]notification.Item, len(raw))
+	for i, r := range raw {
+		items[i].Req, items[i].Err = s.cfg.Push.Parse(r)
 	}
-	claims := claimsOf(c)
-	now := s.now()
-	ans := batchAnswer{Results: make([]batchItem, len(items))}
-	msgs := make([]push.Message, 0, len(items))
-	at := make([]int, 0, len(items)) // index of each message in items
-	for i, raw := range items {
-		ans.Results[i].Index = i
-		req, err := s.cfg.Push.Parse(raw)
-		if err != nil {
-			ans.Results[i].Errors = itemErrors(err)
-			var ve *push.ValidationError
-			if errors.As(err, &ve) {
-				s.countRejected(ve)
-			}
-			ans.Rejected++
-			continue
-		}
-		msgs = append(msgs, req.Message(push.NewID(now), claims.Azp, now))
-		at = append(at, i)
+	b, err := s.notify.PushBatch(c.Request().Context(), claimsOf(c).Azp, items, key)
+	if err != nil {
+		return notificationError(err)
 	}
-	o := queue.PublishOptions{}
-	if idem != nil {
-		ids := make([]string, len(items))
-		for j, m := range msgs {
-			ids[at[j]] = m.UcsID
-		}
-		err := idem.claim(c.Request().Context(), ids)
-		if errors.Is(err, errIdempotencyRace) {
-			// another request took the key first: answer as it does
-			if err = idem.load(c.Request().Context()); err == nil {
-				return s.replayBatch(c, items, idem)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		o = idem.publishOptions()
-	}
-	if err := s.cfg.Publisher.PublishBatch(c.Request().Context(), msgs, o); err != nil {
-		s.log.Warn("batch not accepted", "pushes", len(msgs), "err", err)
-		for _, i := range at {
+	ans := batchAnswer{Accepted: b.Accepted, Rejected: b.Rejected, Results: make([]batchItem, len(b.Items))}
+	for i, it := range b.Items {
+		ans.Results[i] = batchItem{Index: i, UcsID: it.UcsID}
+		switch {
+		case errors.Is(it.Err, notification.ErrNotTaken):
 			ans.Results[i].Errors = []string{queueUnavailableItem}
+		case it.Err != nil:
+			ans.Results[i].Errors = itemErrors(it.Err)
 		}
-		if idem != nil {
-			idem.finish(c.Request().Context(), at)
-		}
-		return s.batchAnswer(c, ans, true)
 	}
-	for j, m := range msgs {
-		ans.Results[at[j]].UcsID = m.UcsID
-	}
-	ans.Accepted = len(msgs)
-	s.accepted(ans.Accepted)
-	if idem != nil {
-		idem.finish(c.Request().Context(), nil)
-	}
-	return s.batchAnswer(c, ans, false)
-}
-
-// batchAnswer sends a batch's answer: 200, or 503 when the queue did not take its items.
-func (s *Server) batchAnswer(c echo.Context, ans batchAnswer, unavailable bool) error {
-	if unavailable {
-		ans.Rejected = len(ans.Results) - ans.Accepted
+	if b.Unavailable {
 		c.Response().Header().Set("Retry-After", "5")
 		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable,
 			Msg: "the push queue is unavailable; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)", Time: s.stamp()})
@@ -284,41 +232,12 @@ func (s *Server) batchAnswer(c echo.Context, ans batchAnswer, unavailable bool) 
 	return s.ok(c, ans)
 }
 
-// replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
-// same problems for the items refused for their content, and, if the queue did not take the
-// first request's items, those items published again under their recorded ucsIds.
-func (s *Server) replayBatch(c echo.Context, items []jsontext.Value, idem *idemRequest) error {
-	claims := claimsOf(c)
-	now := s.now()
-	rec := idem.replay
-	ans := batchAnswer{Results: make([]batchItem, len(items))}
-	msgs := map[int]push.Message{}
-	for i, raw := range items {
-		ans.Results[i].Index = i
-		req, err := s.cfg.Push.Parse(raw)
-		if err != nil || i >= len(rec.IDs) || rec.IDs[i] == "" {
-			ans.Results[i].Errors = itemErrors(err)
-			ans.Rejected++
-			continue
-		}
-		if slices.Contains(rec.Failed, i) {
-			msgs[i] = req.Message(rec.IDs[i], claims.Azp, now)
-		}
+// countRejectedItem counts a batch item refused for its content, as countRejected a push.
+func (s *Server) countRejectedItem(err error) {
+	var ve *push.ValidationError
+	if errors.As(err, &ve) {
+		s.countRejected(ve)
 	}
-	still := idem.republish(c.Request().Context(), msgs)
-	for i := range ans.Results {
-		r := &ans.Results[i]
-		if r.Errors != nil {
-			continue
-		}
-		if slices.Contains(still, i) {
-			r.Errors = []string{queueUnavailableItem}
-			continue
-		}
-		r.UcsID = rec.IDs[i]
-		ans.Accepted++
-	}
-	return s.batchAnswer(c, ans, len(still) > 0)
 }
 
 // itemErrors lists the problems of a batch item, each as "field: rule", at most
@@ -331,16 +250,9 @@ func itemErrors(err error) []string {
 	return ve.Lines()
 }
 
-// lookupWorkers bounds the store reads one batch lookup makes at once, so that one request
-// cannot take every connection to the store.
-const lookupWorkers = 32
-
 // batchResults is POST /v1/infra/notification/mp/results: the results of up to MaxBatch ucsIds in
-// request order, found as a single lookup finds them, in a bounded number of round trips: the
-// memory of final results; one read of the queue for all the others (a batch direct get of
-// their subjects); then the store, by key, for each (the progress of a push in the queue, the
-// outcome of one that left it), several at once: a query for many ids at once is a table scan
-// on the embedded store.
+// request order, found as a single lookup finds them (notification.Service.Results), in a
+// bounded number of round trips.
 func (s *Server) batchResults(c echo.Context) error {
 	body, err := readJSON(c, MaxBatch*64+64<<10)
 	if err != nil {
@@ -350,69 +262,17 @@ func (s *Server) batchResults(c echo.Context) error {
 	if perr != nil {
 		return perr
 	}
-	azp := claimsOf(c).Azp
+	found, err := s.notify.Results(c.Request().Context(), claimsOf(c).Azp, ids)
+	if err != nil {
+		return notificationError(err)
+	}
 	out := make([]any, len(ids))
-	ctx, cancel := context.WithTimeout(c.Request().Context(), lookupTimeout)
-	defer cancel()
-	var missed []string
-	for i, id := range ids {
-		if !push.ValidID(id) {
-			out[i] = notFoundItem{UcsID: id, State: "not_found"}
+	for i, l := range found {
+		if !l.Found {
+			out[i] = notFoundItem{UcsID: ids[i], State: "not_found"}
 			continue
 		}
-		if r, ok := s.results.Get(id); ok {
-			out[i] = s.ownView(r, id, azp)
-			continue
-		}
-		missed = append(missed, id)
-	}
-	var waiting map[string]queue.Waited
-	if len(missed) > 0 {
-		if waiting, err = s.cfg.Waiting.GetMany(ctx, azp, missed); err != nil {
-			return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
-				Header: http.Header{"Retry-After": {"5"}}}
-		}
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		lookErr error
-	)
-	jobs := make(chan int)
-	for range min(lookupWorkers, len(missed)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				id := ids[i]
-				if m, ok := waiting[id]; ok {
-					out[i] = resultView(s.waitingResult(ctx, m), s.loc)
-					continue
-				}
-				r, err := s.outcome(ctx, azp, id)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					out[i] = notFoundItem{UcsID: id, State: "not_found"}
-				case err != nil:
-					mu.Lock()
-					lookErr = cmp.Or(lookErr, err)
-					mu.Unlock()
-				default:
-					out[i] = resultView(r, s.loc)
-				}
-			}
-		}()
-	}
-	for i := range ids {
-		if out[i] == nil {
-			jobs <- i
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if lookErr != nil {
-		return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: lookErr,
-			Header: http.Header{"Retry-After": {"5"}}}
+		out[i] = resultView(l.Result, s.loc)
 	}
 	return s.ok(c, struct {
 		Results []any `json:"results"`
@@ -422,12 +282,4 @@ func (s *Server) batchResults(c echo.Context) error {
 type notFoundItem struct {
 	UcsID string `json:"ucsId"`
 	State string `json:"state"`
-}
-
-// ownView is a result as the client azp may see it: its own, or not found.
-func (s *Server) ownView(r store.Result, id, azp string) any {
-	if r.ClientID != azp {
-		return notFoundItem{UcsID: id, State: "not_found"}
-	}
-	return resultView(r, s.loc)
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
-	"github.com/campus-it/ucs/pkg/queue"
 )
 
 // maxCallbackBytes bounds an event push; the platform's are a few hundred bytes (encrypted,
@@ -35,8 +35,8 @@ const CallbackWindow = 5 * time.Minute
 const NoncesTTL = 2 * CallbackWindow
 
 // Nonces remembers the (timestamp, nonce) pairs callbacks have taken, for every front end;
-// *queue.Records (a NATS key-value bucket whose entries live NoncesTTL) implements it. Create
-// is atomic across replicas and returns queue.ErrRecordExists for a key taken before.
+// *natskv.Records (a NATS key-value bucket whose entries live NoncesTTL) implements it. Create
+// is atomic across replicas and returns natskv.ErrRecordExists for a key taken before.
 type Nonces interface {
 	Create(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
@@ -170,7 +170,7 @@ func (s *Server) takeNonce(c echo.Context, ts, nonce string) (release func(), er
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
 	switch err := s.cfg.Nonces.Create(ctx, key, []byte(ts)); {
-	case errors.Is(err, queue.ErrRecordExists):
+	case errors.Is(err, natskv.ErrRecordExists):
 		s.securityEvent(c, metrics.EventCallbackReplayed, "callback refused: timestamp and nonce already used", "timestamp", ts)
 		return nil, errf(CodeConflict, "callback already received: timestamp and nonce are used")
 	case err != nil:

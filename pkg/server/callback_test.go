@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform"
@@ -343,7 +344,7 @@ func (e *env) announceSent(ucsID string, msgID int64, openID string, attempt int
 	defer nc.Close()
 	now := e.clock.Now()
 	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
-	queue.NewFinals(nc).AnnounceSent(r, openID)
+	announce.NewFinals(nc).AnnounceSent(r, openID)
 	if err := nc.Flush(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 )
 
 // metricValue reads one sample of the Prometheus text at /metrics; -1 when it is absent.
@@ -94,13 +94,13 @@ func TestLookupWhilePaused(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
 	id := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), nil).json(t)["data"].(map[string]any)["ucsId"].(string)
-	p, err := queue.OpenPause(context.Background(), e.js, 1, e.clock.Now)
+	p, err := sending.OpenPause(context.Background(), e.js, 1, e.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	until := e.clock.Now().Add(3 * time.Hour)
-	if err := p.Set(context.Background(), queue.PauseState{Until: until, Reason: "45009: the platform's daily quota is used up"}); err != nil {
+	if err := p.Set(context.Background(), sending.PauseState{Until: until, Reason: "45009: the platform's daily quota is used up"}); err != nil {
 		t.Fatal(err)
 	}
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -43,23 +42,17 @@ func (s *Server) push(c echo.Context) error {
 		}
 		return &Error{Code: CodeBadRequest, Message: "body: invalid", Internal: err}
 	}
-	idem, ierr := s.idempotency(c, body)
-	if ierr != nil {
-		return ierr
+	key, kerr := idempotencyKey(c, body)
+	if kerr != nil {
+		return kerr
 	}
-	claims := claimsOf(c)
-	now := s.now()
-	msg := req.Message(push.NewID(now), claims.Azp, now)
-	if idem != nil {
-		return s.pushOnce(c, idem, msg)
-	}
-	if err := s.cfg.Publisher.Publish(r.Context(), msg, queue.PublishOptions{}); err != nil {
-		return queueError(err)
+	id, err := s.notify.Push(r.Context(), claimsOf(c).Azp, req, key)
+	if err != nil {
+		return notificationError(err)
 	}
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
-	s.accepted(1)
-	return s.ok(c, pushAnswer{UcsID: msg.UcsID})
+	return s.ok(c, pushAnswer{UcsID: id})
 }
 
 // countRejected counts a refused push once, by the kind of the first rule it broke (its
@@ -70,48 +63,29 @@ func (s *Server) countRejected(ve *push.ValidationError) {
 	}
 }
 
-// queueError is the answer to a push the queue did not take.
-func queueError(err error) error {
-	if errors.Is(err, queue.ErrFull) {
+// notificationError is the answer to an error of the notification service: the one place
+// that maps its errors to the envelope's codes and the HTTP statuses. An error it does not
+// name is an internal error.
+func notificationError(err error) error {
+	switch {
+	case errors.Is(err, notification.ErrQueueFull):
 		return &Error{Code: CodeUnavailable, Message: "the push queue is full; try again later", Internal: err,
 			Header: http.Header{"Retry-After": {"30"}}}
+	case errors.Is(err, notification.ErrQueueUnavailable):
+		return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
+			Header: http.Header{"Retry-After": {"5"}}}
+	case errors.Is(err, notification.ErrKeyReused):
+		return errf(CodeConflict, "Idempotency-Key: already used with a different body")
+	case errors.Is(err, notification.ErrKeyInUse):
+		return &Error{Code: CodeConflict, Message: "Idempotency-Key: a request with this key is still under way; try again shortly",
+			Header: http.Header{"Retry-After": {"2"}}}
+	case errors.Is(err, notification.ErrKeysUnsupported):
+		return errf(CodeBadRequest, "Idempotency-Key: not supported by this server")
+	case errors.Is(err, notification.ErrResultsUnavailable):
+		return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
+			Header: http.Header{"Retry-After": {"5"}}}
 	}
-	return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
-		Header: http.Header{"Retry-After": {"5"}}}
-}
-
-// pushOnce publishes a push that carries an Idempotency-Key: the key's first request takes it
-// with the message's ucsId and publishes; a later one answers that ucsId, publishing it again
-// only if the queue never took it.
-func (s *Server) pushOnce(c echo.Context, idem *idemRequest, msg push.Message) error {
-	ctx := c.Request().Context()
-	if idem.replay == nil {
-		err := idem.claim(ctx, []string{msg.UcsID})
-		if errors.Is(err, errIdempotencyRace) {
-			// another request took the key first: answer as it does
-			err = idem.load(ctx)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if idem.owner {
-		if err := s.cfg.Publisher.Publish(ctx, msg, idem.publishOptions()); err != nil {
-			idem.finish(ctx, []int{0})
-			return queueError(err)
-		}
-		idem.finish(ctx, nil)
-		s.accepted(1)
-		return s.ok(c, pushAnswer{UcsID: msg.UcsID})
-	}
-	rec := idem.replay
-	if len(rec.IDs) != 1 || rec.IDs[0] == "" {
-		return &Error{Code: CodeInternal, Message: "internal error", Internal: errors.New("idempotency record of a push has no ucsId")}
-	}
-	if still := idem.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
-		return queueError(errors.New("publishing a retried push failed"))
-	}
-	return s.ok(c, pushAnswer{UcsID: rec.IDs[0]})
+	return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 }
 
 type pushAnswer struct {
@@ -145,112 +119,14 @@ func readBody(r io.Reader, buf []byte, limit int) ([]byte, error) {
 // for the caller: it gets the same 404 as an unknown one.
 func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
-	azp := claimsOf(c).Azp
-	notFound := errf(CodeNotFound, "no push with ucsId "+id)
-	if !push.ValidID(id) {
-		return notFound
-	}
-	r, err := s.result(c.Request().Context(), azp, id)
+	r, err := s.notify.Result(c.Request().Context(), claimsOf(c).Azp, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return notFound
+	case errors.Is(err, notification.ErrNotFound):
+		return errf(CodeNotFound, "no push with ucsId "+id)
 	case err != nil:
-		return &Error{Code: CodeUnavailable, Message: "results are unavailable; try again later", Internal: err,
-			Header: http.Header{"Retry-After": {"5"}}}
+		return notificationError(err)
 	}
 	return s.ok(c, resultView(r, s.loc))
-}
-
-// result finds the current result of client's push id in at most three steps, each a read by
-// key: the final results in memory; the queue, which holds a push until a worker has recorded
-// its outcome (one direct get of the push's own subject, which holds only the client's own
-// pushes), with the store's progress record of its attempts once a worker has received it;
-// for a push no longer in the queue, the store's final or sent record. A push of another
-// client is store.ErrNotFound, as an unknown one.
-func (s *Server) result(ctx context.Context, client, id string) (store.Result, error) {
-	if r, ok := s.results.Get(id); ok {
-		return own(r, client)
-	}
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	m, err := s.cfg.Waiting.Get(ctx, client, id)
-	switch {
-	case err == nil:
-		return s.waitingResult(ctx, m), nil
-	case !errors.Is(err, queue.ErrNotWaiting):
-		return store.Result{}, err // the queue could not say whether it holds the push: not a 404
-	}
-	return s.outcome(ctx, client, id)
-}
-
-// waitingResult is the result of the push m, waiting in the queue: queued if no worker has
-// received it yet (no store read), else the progress of its attempts if the store has any.
-// When the store is slow or down, the queue answers alone.
-func (s *Server) waitingResult(ctx context.Context, w queue.Waited) store.Result {
-	m := w.Message
-	if !w.Reached {
-		return s.queuedResult(m)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
-	defer cancel()
-	p, err := s.cfg.Store.InProgress(ctx, m.UcsID)
-	if err == nil && p.ClientID == m.ClientID {
-		if p.State == store.StateQueued {
-			s.explainPause(&p)
-		}
-		return p
-	}
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Warn("progress unavailable; answering from the queue", "ucsId", m.UcsID, "err", err)
-	}
-	return s.queuedResult(m)
-}
-
-// outcome reads what became of client's push id once it left the queue, and keeps a final
-// result in memory.
-func (s *Server) outcome(ctx context.Context, client, id string) (store.Result, error) {
-	r, err := s.cfg.Store.Outcome(ctx, id)
-	if err != nil {
-		return store.Result{}, err
-	}
-	if r.State.Final() {
-		s.results.Add(id, r)
-	}
-	return own(r, client)
-}
-
-// own is r as client may see it: its own, or store.ErrNotFound.
-func own(r store.Result, client string) (store.Result, error) {
-	if r.ClientID != client {
-		return store.Result{}, store.ErrNotFound
-	}
-	return r, nil
-}
-
-// lookupTimeout bounds a lookup's wait for the store: past it the answer is 503, to be retried.
-const lookupTimeout = 5 * time.Second
-
-// queuedResult is the result of a push waiting in the queue that no worker has reached; while
-// sending is paused, it says why and until when.
-func (s *Server) queuedResult(m push.Message) store.Result {
-	at := time.UnixMilli(m.Accepted)
-	r := store.Result{
-		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
-		Accepted: at, Updated: at,
-	}
-	s.explainPause(&r)
-	return r
-}
-
-// explainPause names a pause of sending in a queued push's result: why, and until when.
-func (s *Server) explainPause(r *store.Result) {
-	if s.cfg.Paused == nil {
-		return
-	}
-	if st, ok := s.cfg.Paused(); ok {
-		r.LastError = st.Explain()
-		r.RetryAt = st.Until
-	}
 }
 
 type resultJSON struct {

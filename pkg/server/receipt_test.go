@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.mongodb.org/mongo-driver/event"
 
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -37,7 +38,7 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 	now := e.clock.Now()
 	announce := func(id string, msgID int64, openID string) {
 		sent := store.Result{UcsID: id, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
-		queue.NewFinals(nc).AnnounceSent(sent, openID)
+		announce.NewFinals(nc).AnnounceSent(sent, openID)
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}

@@ -15,20 +15,14 @@ import (
 
 	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/metrics"
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
-
-// Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
-type Publisher interface {
-	// Publish stores m and returns once the queue acknowledged it.
-	Publish(ctx context.Context, m push.Message, o queue.PublishOptions) error
-	// PublishBatch stores ms atomically: all of them, or (with an error) none.
-	PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) error
-}
 
 // Store is what the front end reads and writes; *store.Store implements it.
 type Store interface {
@@ -58,10 +52,12 @@ type Waiting interface {
 // Config wires a Server. Every field is required unless it says otherwise.
 type Config struct {
 	// Realm is the OpenID Connect realm of the /auth/realms/{realm} paths.
-	Realm     string
-	OAuth     *oauth.Service
-	Verifier  *oauth.Verifier
-	Publisher Publisher
+	Realm    string
+	OAuth    *oauth.Service
+	Verifier *oauth.Verifier
+	// Publisher, Waiting, Records, Paused and StoreWait are the notification service's
+	// (notification.Config), which the server builds and adapts to HTTP.
+	Publisher notification.Publisher
 	Waiting   Waiting
 	Store     Store
 	Events    Events
@@ -112,9 +108,9 @@ type Config struct {
 	TrustedProxies []*net.IPNet
 	// Paused, when set, reports a pause of sending (the platform's daily quota), which lookups
 	// of queued pushes name.
-	Paused func() (queue.PauseState, bool)
+	Paused func() (sending.PauseState, bool)
 	// Records keeps Idempotency-Key records for every replica; nil refuses the header.
-	Records Records
+	Records notification.Records
 	// Ops configures the operations page, GET /ops; nil (or no users) turns it off.
 	Ops *Ops
 	// Sandbox configures the sandbox phones, GET /sandbox, of the standalone stack; nil turns
@@ -138,6 +134,8 @@ type Server struct {
 	now     func() time.Time
 	log     *slog.Logger
 	results *resultCache
+	// notify accepts pushes and answers their results; the server adapts it to HTTP.
+	notify *notification.Service
 	// sent holds messages the platform accepted, by msgid, until their receipt.
 	sent *sentCache
 	// pushReq and lookupReq are the token requirements of the push interfaces.
@@ -211,6 +209,14 @@ func New(cfg Config) (*Server, error) {
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
 	s.cb = cb
+	if s.notify, err = notification.New(notification.Config{
+		Publisher: cfg.Publisher, Waiting: cfg.Waiting, Store: cfg.Store, Records: cfg.Records, Finals: results,
+		Paused: cfg.Paused, StoreWait: cfg.StoreWait,
+		Accepted: s.accepted, Replayed: cfg.Metrics.Replayed, Rejected: s.countRejectedItem,
+		Now: cfg.Now, Logger: cfg.Logger,
+	}); err != nil {
+		return nil, err
+	}
 	if s.docs, err = newAPIDocs(cfg.Realm); err != nil {
 		return nil, err
 	}

@@ -5,10 +5,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
-	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -41,5 +41,5 @@ func buildBind(ctx context.Context, cfg *config.Config, st *store.Store, d Deps,
 		return nil, err
 	}
 	return &server.Bind{Store: st, Platform: wa, Sessions: sessions, Tickets: tickets,
-		Changed: func(userID string) { queue.AnnounceBinding(nc, userID) }}, nil
+		Changed: func(userID string) { announce.BindingChanged(nc, userID) }}, nil
 }

@@ -21,18 +21,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/event"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/campus-it/ucs/pkg/activity"
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/cas"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/natskv"
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -202,6 +206,14 @@ type API struct {
 	// closes its listener: a fifth of shutdown_grace, at most 5 s. 0 where no load balancer
 	// is in front (a developer's machine).
 	DrainDelay time.Duration
+	// bg is the work Serve runs beside the listener (the store's sweeper, key refresh, client
+	// reload, applying kept platform events), all of which use the store: Serve's return and
+	// Close end it and wait for it, so that the store is never closed under it.
+	bg struct {
+		mu     sync.Mutex
+		cancel context.CancelFunc
+		g      *errgroup.Group
+	}
 }
 
 // RevocationsBucket is the NATS key-value bucket of ended sessions and revoked token families,
@@ -305,7 +317,7 @@ func (a *API) build(ctx context.Context) error {
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
-		Guard: &oauth.Guard{Limits: cfg.OAuth.RateLimits.Policy(), BruteForce: cfg.OAuth.BruteForce.Policy(), Failures: failures,
+		Guard: &oauth.Guard{Limits: rateLimits(cfg.OAuth.RateLimits), BruteForce: bruteForce(cfg.OAuth.BruteForce), Failures: failures,
 			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
@@ -326,11 +338,11 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	records, err := queue.OpenRecords(ctx, a.conn.js, IdempotencyBucket, server.IdempotencyTTL, cfg.NATS.Replicas)
+	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, notification.KeyTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
-	pause, err := queue.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
@@ -340,7 +352,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.events = events
-	nonces, err := queue.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
+	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -361,7 +373,7 @@ func (a *API) build(ctx context.Context) error {
 		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Publisher: pub, Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
-		Announce:      queue.NewFinals(a.conn.nc).Announce,
+		Announce:      announce.NewFinals(a.conn.nc).Announce,
 		KeepEvent:     events.Keep,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
 		Nonces: nonces, Location: loc, SignIn: signIn, Bind: bind,
@@ -377,11 +389,11 @@ func (a *API) build(ctx context.Context) error {
 		a.writer.Close()
 		return err
 	}
-	if _, err := queue.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
+	if _, err := announce.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
 		a.writer.Close()
 		return err
 	}
-	if _, err := queue.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
+	if _, err := announce.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
 		a.writer.Close()
 		return err
 	}
@@ -410,7 +422,7 @@ func buildSignIn(ctx context.Context, cfg *config.Config, st *store.Store, d Dep
 	}
 	si := &server.SignIn{Store: st, Requests: sealer, Logouts: logouts, DefaultIDP: idp.Default, SessionTTL: cfg.OAuth.SessionTTL.D(), PublicURL: cfg.PublicURL}
 	if idp.Local.Enabled {
-		dir, err := oauth.NewDirectory(cfg.Directory.Accounts())
+		dir, err := oauth.NewDirectory(directoryUsers(cfg.Directory))
 		if err != nil {
 			return nil, err
 		}
@@ -489,16 +501,8 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    32 << 10,
 	}
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	go a.Store.RunSweeper(sweepCtx, time.Hour)
-	go a.refreshKeys(sweepCtx, time.Minute)
-	go a.Clients.Follow(sweepCtx, a.Store, oauth.ClientsReload, a.deps.Logger)
-	go func() {
-		if err := a.ApplyKeptEvents(sweepCtx); err != nil {
-			a.deps.Logger.Error("applying kept platform events stopped", "err", err)
-		}
-	}()
+	a.startBackground(ctx)
+	defer a.stopBackground()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -519,7 +523,39 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	if err := hs.Shutdown(sctx); err != nil {
 		return err
 	}
+	<-errc // hs.Serve returned http.ErrServerClosed at once
 	return nil
+}
+
+// startBackground starts the work Serve runs beside the listener, until ctx ends or
+// stopBackground is called.
+func (a *API) startBackground(ctx context.Context) {
+	a.bg.mu.Lock()
+	defer a.bg.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	g := new(errgroup.Group)
+	g.Go(func() error { a.Store.RunSweeper(ctx, time.Hour); return nil })
+	g.Go(func() error { a.refreshKeys(ctx, time.Minute); return nil })
+	g.Go(func() error { a.Clients.Follow(ctx, a.Store, oauth.ClientsReload, a.deps.Logger); return nil })
+	g.Go(func() error {
+		if err := a.ApplyKeptEvents(ctx); err != nil {
+			a.deps.Logger.Error("applying kept platform events stopped", "err", err)
+		}
+		return nil
+	})
+	a.bg.cancel, a.bg.g = cancel, g
+}
+
+// stopBackground ends the work startBackground started and returns once all of it returned.
+func (a *API) stopBackground() {
+	a.bg.mu.Lock()
+	defer a.bg.mu.Unlock()
+	if a.bg.g == nil {
+		return
+	}
+	a.bg.cancel()
+	_ = a.bg.g.Wait()
+	a.bg.cancel, a.bg.g = nil, nil
 }
 
 // ApplyKeptEvents applies the platform events the callback stored in their stream (receipts,
@@ -580,8 +616,10 @@ func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Close releases the connections.
+// Close ends the work Serve started beside the listener, waits for it, and releases the
+// connections.
 func (a *API) Close() {
+	a.stopBackground()
 	for _, m := range a.caches {
 		m.Close()
 	}
@@ -600,7 +638,7 @@ type Worker struct {
 	writer  *store.Writer
 	w       *delivery.Worker
 	pc      *platform.Client
-	pause   *queue.Pause
+	pause   *sending.Pause
 	Metrics *metrics.Metrics
 	// stopping is closed when the worker begins to stop: readiness fails from then on.
 	stopping chan struct{}
@@ -637,14 +675,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		conn.close()
 		return nil, err
 	}
 	var budget delivery.Budget
 	if cfg.Platform.MaxRate > 0 {
-		b, err := queue.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, cfg.NATS.Replicas, d.Now)
+		b, err := sending.OpenBudget(ctx, conn.js, cfg.Platform.MaxRate, cfg.NATS.Replicas, d.Now)
 		if err != nil {
 			pause.Close()
 			conn.close()
@@ -664,8 +702,8 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
 			MaxAttempts: cfg.Worker.MaxAttempts,
 		},
-		Concurrency: cfg.Worker.Concurrency, Announce: queue.NewFinals(conn.nc).Announce,
-		AnnounceSent: queue.NewFinals(conn.nc).AnnounceSent,
+		Concurrency: cfg.Worker.Concurrency, Announce: announce.NewFinals(conn.nc).Announce,
+		AnnounceSent: announce.NewFinals(conn.nc).AnnounceSent,
 		DeadLetter:   queue.NewDeadLetters(conn.js).Copy, Metrics: m,
 		Pause: pause, Budget: budget,
 		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
@@ -677,7 +715,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	if _, err := queue.SubscribeBindings(conn.nc, w.Forget); err != nil {
+	if _, err := announce.SubscribeBindings(conn.nc, w.Forget); err != nil {
 		writer.Close()
 		pause.Close()
 		conn.close()
@@ -759,13 +797,21 @@ func (w *Worker) ready(ctx context.Context) error {
 // ServeProbes answers the probes and metrics on ln until ctx ends.
 func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := hs.Serve(ln)
+	close(stop)
+	<-stopped
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -786,7 +832,7 @@ func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
 		return err
 	}
 	defer conn.close()
-	pause, err := queue.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
+	pause, err := sending.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package queue
+package announce
 
 import (
 	"fmt"
@@ -12,10 +12,10 @@ import (
 // missed one reads the store again when its cached entry expires.
 const BindingsSubject = "ucs.bindings.changed"
 
-// AnnounceBinding tells every worker that the binding of userID changed. Best effort: the
+// BindingChanged tells every worker that the binding of userID changed. Best effort: the
 // store has the change already. The announcement is flushed, so that a push accepted after it
 // returns reaches the workers after it.
-func AnnounceBinding(nc *nats.Conn, userID string) {
+func BindingChanged(nc *nats.Conn, userID string) {
 	if err := nc.Publish(BindingsSubject, []byte(userID)); err == nil {
 		_ = nc.Flush()
 	}

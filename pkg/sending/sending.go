@@ -1,4 +1,10 @@
-package queue
+// Package sending holds what every worker obeys when sending to the platform, shared through
+// NATS key-value: the pause of sending (the platform's daily quota used up, or a problem of the
+// account that waits for an operator) and the send budget of platform.max_rate.
+//
+// It is a package of its own rather than part of natskv, because natskv's helpers know nothing
+// of the product, while the pause and the budget carry rules of sending to the platform.
+package sending
 
 import (
 	"context"
@@ -12,9 +18,9 @@ import (
 	"github.com/campus-it/ucs/pkg/natskv"
 )
 
-// SendingBucket holds what every worker obeys when sending to the platform: the pause after
+// Bucket holds what every worker obeys when sending to the platform: the pause after
 // the daily quota is used up, and the shared send budget of platform.max_rate.
-const SendingBucket = "ucs_sending"
+const Bucket = "ucs_sending"
 
 const (
 	pauseKey  = "paused"
@@ -51,7 +57,7 @@ func OpenPause(ctx context.Context, js jetstream.JetStream, replicas int, now fu
 	if now == nil {
 		now = time.Now
 	}
-	m, err := natskv.OpenMirror(ctx, js, SendingBucket, 48*time.Hour, replicas, now)
+	m, err := natskv.OpenMirror(ctx, js, Bucket, 48*time.Hour, replicas, now)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +110,7 @@ const budgetLease = time.Second / 20
 
 // OpenBudget opens the shared budget of rate messages a second.
 func OpenBudget(ctx context.Context, js jetstream.JetStream, rate float64, replicas int, now func() time.Time) (*Budget, error) {
-	c, err := natskv.OpenCounters(ctx, js, SendingBucket+"_budget", time.Hour, replicas)
+	c, err := natskv.OpenCounters(ctx, js, Bucket+"_budget", time.Hour, replicas)
 	if err != nil {
 		return nil, err
 	}

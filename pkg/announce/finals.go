@@ -1,4 +1,4 @@
-package queue
+package announce
 
 import (
 	"encoding/json"

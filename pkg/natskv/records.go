@@ -1,4 +1,4 @@
-package queue
+package natskv
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 )
 
 // Records is a NATS key-value bucket of small records that every front end reads and writes
-// directly (no copy in memory): Idempotency-Key records. Create is atomic across replicas.
+// directly (no copy in memory): Idempotency-Key records, and the nonces of the platform's
+// callbacks. Create is atomic across replicas.
 type Records struct{ kv jetstream.KeyValue }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by

@@ -1,0 +1,190 @@
+package notification
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+)
+
+// Push accepts client's push req: it returns the push's ucsId once the queue has stored it.
+// With a key, a retry of the request answers the ucsId of the first, publishing the push
+// again only if the queue never took it.
+func (s *Service) Push(ctx context.Context, client string, req push.Request, key Key) (string, error) {
+	k, err := s.keyOf(ctx, client, key)
+	if err != nil {
+		return "", err
+	}
+	now := s.cfg.Now()
+	msg := req.Message(push.NewID(now), client, now)
+	if k != nil {
+		return s.pushOnce(ctx, k, msg)
+	}
+	if err := s.cfg.Publisher.Publish(ctx, msg, queue.PublishOptions{}); err != nil {
+		return "", publishError(err)
+	}
+	s.cfg.Accepted(1)
+	return msg.UcsID, nil
+}
+
+// pushOnce publishes a push that carries an Idempotency-Key: the key's first request takes it
+// with the message's ucsId and publishes; a later one answers that ucsId, publishing it again
+// only if the queue never took it.
+func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (string, error) {
+	if k.replay == nil {
+		if err := k.claimOrLoad(ctx, []string{msg.UcsID}); err != nil {
+			return "", err
+		}
+	}
+	if k.owner {
+		if err := s.cfg.Publisher.Publish(ctx, msg, k.publishOptions()); err != nil {
+			k.finish(ctx, []int{0})
+			return "", publishError(err)
+		}
+		k.finish(ctx, nil)
+		s.cfg.Accepted(1)
+		return msg.UcsID, nil
+	}
+	rec := k.replay
+	if len(rec.IDs) != 1 || rec.IDs[0] == "" {
+		return "", errors.New("the Idempotency-Key record of a push has no ucsId")
+	}
+	if still := k.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
+		return "", publishError(errors.New("publishing a retried push failed"))
+	}
+	return rec.IDs[0], nil
+}
+
+// Item is one item of a batch: the push its body gave, or the error that refused it.
+type Item struct {
+	Req push.Request
+	Err error
+}
+
+// ErrNotTaken is the error of a batch item the queue did not take: it was not accepted, and
+// sending it again is safe.
+var ErrNotTaken = errors.New("queue unavailable; retry this item")
+
+// ItemResult is what became of a batch item: its ucsId, or the error that refused it (the
+// item's own, or ErrNotTaken).
+type ItemResult struct {
+	UcsID string
+	Err   error
+}
+
+// Batch is the answer to a batch: each item's result in request order, and how many were
+// accepted and not. Unavailable says the queue did not take the batch's good items (or, for a
+// retry, those the first request left): none of them has a ucsId, and the batch may be sent
+// again, with the same key if it had one.
+type Batch struct {
+	Items       []ItemResult
+	Accepted    int
+	Rejected    int
+	Unavailable bool
+}
+
+// PushBatch accepts client's batch: its good items are stored together as one atomic batch,
+// all of them or none. With a key, a retry answers the first request's ucsIds, publishing
+// again only the items the queue did not take.
+func (s *Service) PushBatch(ctx context.Context, client string, items []Item, key Key) (Batch, error) {
+	k, err := s.keyOf(ctx, client, key)
+	if err != nil {
+		return Batch{}, err
+	}
+	if k != nil && k.replay != nil {
+		return s.replayBatch(ctx, client, items, k), nil
+	}
+	now := s.cfg.Now()
+	b := Batch{Items: make([]ItemResult, len(items))}
+	msgs := make([]push.Message, 0, len(items))
+	at := make([]int, 0, len(items)) // index of each message in items
+	for i, it := range items {
+		if it.Err != nil {
+			b.Items[i].Err = it.Err
+			s.cfg.Rejected(it.Err)
+			b.Rejected++
+			continue
+		}
+		msgs = append(msgs, it.Req.Message(push.NewID(now), client, now))
+		at = append(at, i)
+	}
+	o := queue.PublishOptions{}
+	if k != nil {
+		ids := make([]string, len(items))
+		for j, m := range msgs {
+			ids[at[j]] = m.UcsID
+		}
+		if err := k.claimOrLoad(ctx, ids); err != nil {
+			return Batch{}, err
+		}
+		if !k.owner {
+			// another request took the key first: answer as it does
+			return s.replayBatch(ctx, client, items, k), nil
+		}
+		o = k.publishOptions()
+	}
+	if err := s.cfg.Publisher.PublishBatch(ctx, msgs, o); err != nil {
+		s.cfg.Logger.Warn("batch not accepted", "pushes", len(msgs), "err", err)
+		for _, i := range at {
+			b.Items[i].Err = ErrNotTaken
+		}
+		if k != nil {
+			k.finish(ctx, at)
+		}
+		b.Unavailable = true
+		b.Rejected = len(b.Items) - b.Accepted
+		return b, nil
+	}
+	for j, m := range msgs {
+		b.Items[at[j]].UcsID = m.UcsID
+	}
+	b.Accepted = len(msgs)
+	s.cfg.Accepted(b.Accepted)
+	if k != nil {
+		k.finish(ctx, nil)
+	}
+	return b, nil
+}
+
+// replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
+// same problems for the items refused for their content, and, if the queue did not take the
+// first request's items, those items published again under their recorded ucsIds.
+func (s *Service) replayBatch(ctx context.Context, client string, items []Item, k *keyed) Batch {
+	now := s.cfg.Now()
+	rec := k.replay
+	b := Batch{Items: make([]ItemResult, len(items))}
+	msgs := map[int]push.Message{}
+	for i, it := range items {
+		if it.Err != nil || i >= len(rec.IDs) || rec.IDs[i] == "" {
+			b.Items[i].Err = it.Err
+			if it.Err == nil {
+				b.Items[i].Err = errors.New("the item has no ucsId in its Idempotency-Key record")
+			}
+			b.Rejected++
+			continue
+		}
+		if slices.Contains(rec.Failed, i) {
+			msgs[i] = it.Req.Message(rec.IDs[i], client, now)
+		}
+	}
+	still := k.republish(ctx, msgs)
+	for i := range b.Items {
+		r := &b.Items[i]
+		if r.Err != nil {
+			continue
+		}
+		if slices.Contains(still, i) {
+			r.Err = ErrNotTaken
+			continue
+		}
+		r.UcsID = rec.IDs[i]
+		b.Accepted++
+	}
+	if len(still) > 0 {
+		b.Unavailable = true
+		b.Rejected = len(b.Items) - b.Accepted
+	}
+	return b
+}

@@ -1,0 +1,185 @@
+package notification
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/natskv"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+)
+
+// KeyTTL is how long an Idempotency-Key is remembered: the stream's dedupe window, so that a
+// push published again under its key within it is stored once.
+const KeyTTL = queue.DedupeWindow
+
+// KeyStale is how long a request may hold a key unfinished before a retry with the key takes
+// over: the request's front end died or gave up between taking the key and recording the
+// queue's answers. It is well inside the stream's dedupe window, so a take-over publishes
+// nothing twice.
+const KeyStale = 30 * time.Second
+
+// Key is a request's Idempotency-Key, as the caller gave it (its syntax checked), with the
+// body it came with. The zero Key is a request without one.
+type Key struct {
+	Name string
+	Body []byte
+}
+
+// keyRecord is what a key remembers: the body it came with, the ucsId given to each item (""
+// for an item refused for its content), and which items the queue did not take.
+type keyRecord struct {
+	Hash    string   `json:"h"`
+	IDs     []string `json:"ids"`
+	Pending int64    `json:"pending,omitempty"` // unix ms the request took the key; 0 once finished
+	Failed  []int    `json:"failed,omitempty"`  // items without a PubAck, to publish on a retry
+}
+
+// keyed is a request carrying an Idempotency-Key.
+type keyed struct {
+	s      *Service
+	key    string // the record's key: the client and its key, hashed
+	hash   string
+	replay *keyRecord // the key's record, when it has one to answer from
+	owner  bool       // this request took the key: it publishes, later ones answer from it
+}
+
+var errKeyRace = errors.New("another request took the key first")
+
+// keyOf reads client's key k: nil without one; with a record to answer from in replay.
+func (s *Service) keyOf(ctx context.Context, client string, k Key) (*keyed, error) {
+	if k.Name == "" {
+		return nil, nil
+	}
+	if s.cfg.Records == nil {
+		return nil, ErrKeysUnsupported
+	}
+	sum := sha256.Sum256([]byte(client + "\x00" + k.Name))
+	bh := sha256.Sum256(k.Body)
+	r := &keyed{s: s, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// load reads the key's record: replay is set when there is one to answer from.
+func (r *keyed) load(ctx context.Context) error {
+	s := r.s
+	raw, err := s.cfg.Records.Get(ctx, r.key)
+	if errors.Is(err, natskv.ErrNoRecord) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
+	}
+	var rec keyRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return fmt.Errorf("an Idempotency-Key record: %w", err)
+	}
+	if rec.Hash != r.hash {
+		return ErrKeyReused
+	}
+	if rec.Pending != 0 && s.cfg.Now().Sub(time.UnixMilli(rec.Pending)) < KeyStale {
+		return ErrKeyInUse
+	}
+	if rec.Pending != 0 {
+		// Its request never recorded the queue's answers: publish every item again; the
+		// stream keeps the ones it has (their ucsIds are their message ids).
+		rec.Failed = rec.Failed[:0]
+		for i, id := range rec.IDs {
+			if id != "" {
+				rec.Failed = append(rec.Failed, i)
+			}
+		}
+	}
+	r.replay = &rec
+	s.cfg.Replayed()
+	return nil
+}
+
+// claim records that this request takes the key with the ucsIds it gave each item;
+// errKeyRace if another request took it first.
+func (r *keyed) claim(ctx context.Context, ids []string) error {
+	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: r.s.cfg.Now().UnixMilli()})
+	err := r.s.cfg.Records.Create(ctx, r.key, b)
+	switch {
+	case errors.Is(err, natskv.ErrRecordExists):
+		return errKeyRace
+	case err != nil:
+		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
+	}
+	r.replay = &keyRecord{Hash: r.hash, IDs: ids}
+	r.owner = true
+	return nil
+}
+
+// claimOrLoad claims the key, or, when another request took it first, reads its record to
+// answer as that request does.
+func (r *keyed) claimOrLoad(ctx context.Context, ids []string) error {
+	err := r.claim(ctx, ids)
+	if !errors.Is(err, errKeyRace) {
+		return err
+	}
+	if err := r.load(ctx); err != nil {
+		return err
+	}
+	if r.replay == nil {
+		// The record expired between the two reads: nothing to answer from; a retry
+		// takes the key afresh.
+		return fmt.Errorf("%w: an Idempotency-Key record vanished", ErrQueueUnavailable)
+	}
+	return nil
+}
+
+// finish records the queue's answers: failed are the items that got no PubAck. A record that
+// cannot be written stays pending, and a retry after KeyStale publishes every item again,
+// which the stream's dedupe makes harmless.
+func (r *keyed) finish(ctx context.Context, failed []int) {
+	rec := *r.replay
+	rec.Pending, rec.Failed = 0, failed
+	b, _ := json.Marshal(rec)
+	if err := r.s.cfg.Records.Put(context.WithoutCancel(ctx), r.key, b); err != nil {
+		r.s.cfg.Logger.Warn("recording an Idempotency-Key's answer failed", "err", err)
+	}
+}
+
+// publishOptions are the queue's options for this request's pushes: the record's key as the
+// message id, so that the queue stores them once however often the request is retried within
+// the key's lifetime (KeyTTL is queue.DedupeWindow).
+func (r *keyed) publishOptions() queue.PublishOptions {
+	return queue.PublishOptions{MsgID: r.key}
+}
+
+// republish publishes again, under their recorded ucsIds, the messages of the items the record
+// says the queue did not take, and returns the indexes still not taken. msgs holds the message
+// of every item the body's rules accept, by index. The items go as one atomic batch, as the
+// first time, under the same message id: if the first request's batch was stored after all
+// (its answer lost), the queue says so and stores nothing again.
+func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int {
+	rec := r.replay
+	if len(rec.Failed) == 0 {
+		return nil
+	}
+	var again []push.Message
+	var at []int
+	for _, i := range rec.Failed {
+		if m, ok := msgs[i]; ok && i < len(rec.IDs) {
+			m.UcsID = rec.IDs[i]
+			again = append(again, m)
+			at = append(at, i)
+		}
+	}
+	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
+		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
+		return at
+	}
+	r.s.cfg.Accepted(len(again))
+	r.finish(ctx, nil)
+	return nil
+}

@@ -1,0 +1,199 @@
+package notification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// LookupTimeout bounds a lookup's wait for the queue and the store: past it the lookup is
+// ErrResultsUnavailable, to be retried.
+const LookupTimeout = 5 * time.Second
+
+// Result finds the current result of client's push id in at most three steps, each a read by
+// key: the final results in memory; the queue, which holds a push until a worker has recorded
+// its outcome (one direct get of the push's own subject, which holds only the client's own
+// pushes), with the store's progress record of its attempts once a worker has received it;
+// for a push no longer in the queue, the store's final or sent record. A push of another
+// client is ErrNotFound, as an unknown one.
+func (s *Service) Result(ctx context.Context, client, id string) (store.Result, error) {
+	if !push.ValidID(id) {
+		return store.Result{}, ErrNotFound
+	}
+	if r, ok := s.cfg.Finals.Get(id); ok {
+		return own(r, client)
+	}
+	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+	defer cancel()
+	m, err := s.cfg.Waiting.Get(ctx, client, id)
+	switch {
+	case err == nil:
+		return s.waitingResult(ctx, m), nil
+	case !errors.Is(err, queue.ErrNotWaiting):
+		// the queue could not say whether it holds the push: not a 404
+		return store.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
+	}
+	return s.outcome(ctx, client, id)
+}
+
+// Lookup is one answer of Results: the push's result, or Found false for a ucsId the caller
+// has no push of.
+type Lookup struct {
+	Result store.Result
+	Found  bool
+}
+
+// lookupWorkers bounds the store reads one batch lookup makes at once, so that one request
+// cannot take every connection to the store.
+const lookupWorkers = 32
+
+// Results finds the results of client's pushes ids, in request order, as Result finds each,
+// in a bounded number of round trips: the memory of final results; one read of the queue for
+// all the others (a batch direct get of their subjects); then the store, by key, for each (the
+// progress of a push in the queue, the outcome of one that left it), several at once: a query
+// for many ids at once is a table scan on the embedded store. It fails as a whole
+// (ErrResultsUnavailable) when the queue or the store cannot answer for one of them.
+func (s *Service) Results(ctx context.Context, client string, ids []string) ([]Lookup, error) {
+	out := make([]Lookup, len(ids))
+	done := make([]bool, len(ids))
+	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+	defer cancel()
+	var missed []string
+	for i, id := range ids {
+		if !push.ValidID(id) {
+			done[i] = true
+			continue
+		}
+		if r, ok := s.cfg.Finals.Get(id); ok {
+			out[i] = Lookup{Result: r, Found: r.ClientID == client}
+			done[i] = true
+			continue
+		}
+		missed = append(missed, id)
+	}
+	var waiting map[string]queue.Waited
+	if len(missed) > 0 {
+		var err error
+		if waiting, err = s.cfg.Waiting.GetMany(ctx, client, missed); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lookErr error
+	)
+	jobs := make(chan int)
+	for range min(lookupWorkers, len(missed)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				id := ids[i]
+				if m, ok := waiting[id]; ok {
+					out[i] = Lookup{Result: s.waitingResult(ctx, m), Found: true}
+					continue
+				}
+				r, err := s.outcome(ctx, client, id)
+				switch {
+				case errors.Is(err, ErrNotFound):
+				case err != nil:
+					mu.Lock()
+					if lookErr == nil {
+						lookErr = err
+					}
+					mu.Unlock()
+				default:
+					out[i] = Lookup{Result: r, Found: true}
+				}
+			}
+		}()
+	}
+	for i := range ids {
+		if !done[i] {
+			jobs <- i
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if lookErr != nil {
+		return nil, lookErr
+	}
+	return out, nil
+}
+
+// waitingResult is the result of the push m, waiting in the queue: queued if no worker has
+// received it yet (no store read), else the progress of its attempts if the store has any.
+// When the store is slow or down, the queue answers alone.
+func (s *Service) waitingResult(ctx context.Context, w queue.Waited) store.Result {
+	m := w.Message
+	if !w.Reached {
+		return s.queuedResult(m)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
+	defer cancel()
+	p, err := s.cfg.Store.InProgress(ctx, m.UcsID)
+	if err == nil && p.ClientID == m.ClientID {
+		if p.State == store.StateQueued {
+			s.explainPause(&p)
+		}
+		return p
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.cfg.Logger.Warn("progress unavailable; answering from the queue", "ucsId", m.UcsID, "err", err)
+	}
+	return s.queuedResult(m)
+}
+
+// outcome reads what became of client's push id once it left the queue, and keeps a final
+// result in memory.
+func (s *Service) outcome(ctx context.Context, client, id string) (store.Result, error) {
+	r, err := s.cfg.Store.Outcome(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Result{}, ErrNotFound
+	case err != nil:
+		return store.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
+	}
+	if r.State.Final() {
+		s.cfg.Finals.Add(id, r)
+	}
+	return own(r, client)
+}
+
+// own is r as client may see it: its own, or ErrNotFound.
+func own(r store.Result, client string) (store.Result, error) {
+	if r.ClientID != client {
+		return store.Result{}, ErrNotFound
+	}
+	return r, nil
+}
+
+// queuedResult is the result of a push waiting in the queue that no worker has reached; while
+// sending is paused, it says why and until when.
+func (s *Service) queuedResult(m push.Message) store.Result {
+	at := time.UnixMilli(m.Accepted)
+	r := store.Result{
+		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
+		Accepted: at, Updated: at,
+	}
+	s.explainPause(&r)
+	return r
+}
+
+// explainPause names a pause of sending in a queued push's result: why, and until when.
+func (s *Service) explainPause(r *store.Result) {
+	if s.cfg.Paused == nil {
+		return
+	}
+	if st, ok := s.cfg.Paused(); ok {
+		r.LastError = st.Explain()
+		r.RetryAt = st.Until
+	}
+}

@@ -1,0 +1,172 @@
+package notification_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/natskv"
+	"github.com/campus-it/ucs/pkg/notification"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// finals keeps final results as the front end's memory does: the first one of a push wins.
+type finals struct {
+	mu sync.Mutex
+	m  map[string]store.Result
+}
+
+func (f *finals) Get(id string) (store.Result, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.m[id]
+	return r, ok
+}
+
+func (f *finals) Add(id string, r store.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[id]; !ok {
+		f.m[id] = r
+	}
+}
+
+type rig struct {
+	svc      *notification.Service
+	stream   jetstream.Stream
+	accepted int
+	replayed int
+	rejected int
+}
+
+// newRig builds the service on a real NATS server (stream, waiting reader, key records) and
+// a real store; withRecords false leaves the service without key records.
+func newRig(t *testing.T, withRecords bool) *rig {
+	t.Helper()
+	ctx := context.Background()
+	_, js := embeddedtest.JetStream(t)
+	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{stream: st}
+	cfg := notification.Config{
+		Publisher: queue.NewPublisher(js), Waiting: queue.NewWaiting(js, st, qc.Consumer),
+		Store: embeddedtest.Store(t, nil), Finals: &finals{m: map[string]store.Result{}},
+		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(error) { r.rejected++ },
+	}
+	if withRecords {
+		if cfg.Records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.svc, err = notification.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) msgs(t *testing.T) uint64 {
+	t.Helper()
+	info, err := r.stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+const body = `{"userId":"2020000001","type":"JML","data":{"class":"高等数学","info":"第三章习题"}}`
+
+func request(t *testing.T, b string) push.Request {
+	t.Helper()
+	req, err := push.Parse([]byte(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// A push is accepted once the queue stores it, and its result is the caller's only: another
+// client, or a ucsId that is no push's, is ErrNotFound.
+func TestPushAndResult(t *testing.T) {
+	r := newRig(t, false)
+	ctx := context.Background()
+	id, err := r.svc.Push(ctx, "pusher", request(t, body), notification.Key{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.accepted != 1 || r.msgs(t) != 1 {
+		t.Errorf("accepted %d, stream holds %d; want 1 and 1", r.accepted, r.msgs(t))
+	}
+	res, err := r.svc.Result(ctx, "pusher", id)
+	if err != nil || res.State != store.StateQueued || res.UcsID != id {
+		t.Errorf("own result: %+v, %v; want queued", res, err)
+	}
+	for _, c := range []struct{ client, id string }{{"other", id}, {"pusher", push.NewID(time.Now())}, {"pusher", "not-an-id"}} {
+		if _, err := r.svc.Result(ctx, c.client, c.id); !errors.Is(err, notification.ErrNotFound) {
+			t.Errorf("result of %s for %s: %v, want ErrNotFound", c.id, c.client, err)
+		}
+	}
+	got, err := r.svc.Results(ctx, "pusher", []string{id, "not-an-id"})
+	if err != nil || len(got) != 2 || !got[0].Found || got[0].Result.UcsID != id || got[1].Found {
+		t.Errorf("results: %+v, %v", got, err)
+	}
+	if _, err := r.svc.Push(ctx, "pusher", request(t, body), notification.Key{Name: "k", Body: []byte(body)}); !errors.Is(err, notification.ErrKeysUnsupported) {
+		t.Errorf("a key without records: %v, want ErrKeysUnsupported", err)
+	}
+}
+
+// A retry with the key answers the first ucsId and stores nothing again; the key with another
+// body is ErrKeyReused.
+func TestKeyedPush(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	key := notification.Key{Name: "exam-42", Body: []byte(body)}
+	first, err := r.svc.Push(ctx, "pusher", request(t, body), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.svc.Push(ctx, "pusher", request(t, body), key)
+	if err != nil || again != first {
+		t.Fatalf("retry: %q, %v; want %q", again, err, first)
+	}
+	if r.msgs(t) != 1 || r.replayed != 1 {
+		t.Errorf("stream holds %d, replayed %d; want 1 and 1", r.msgs(t), r.replayed)
+	}
+	other := `{"userId":"2020000001","type":"JML","data":{"class":"线性代数","info":"第三章习题"}}`
+	if _, err := r.svc.Push(ctx, "pusher", request(t, other), notification.Key{Name: "exam-42", Body: []byte(other)}); !errors.Is(err, notification.ErrKeyReused) {
+		t.Errorf("the key with another body: %v, want ErrKeyReused", err)
+	}
+	// Keys are the client's own: another client's same key is a new push.
+	if id, err := r.svc.Push(ctx, "other", request(t, body), key); err != nil || id == first {
+		t.Errorf("another client's key: %q, %v", id, err)
+	}
+}
+
+// A batch's refused items are told once, not again when a retry with the key is answered from
+// its record.
+func TestBatchCountsRejectedOnce(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	items := []notification.Item{{Req: request(t, body)}, {Err: errors.New("refused")}}
+	key := notification.Key{Name: "batch", Body: []byte("the batch's body")}
+	b, err := r.svc.PushBatch(ctx, "pusher", items, key)
+	if err != nil || b.Accepted != 1 || b.Rejected != 1 || b.Items[0].UcsID == "" || b.Items[1].Err == nil || b.Unavailable {
+		t.Fatalf("batch: %+v, %v", b, err)
+	}
+	again, err := r.svc.PushBatch(ctx, "pusher", items, key)
+	if err != nil || again.Items[0].UcsID != b.Items[0].UcsID || again.Accepted != 1 || again.Rejected != 1 {
+		t.Fatalf("retry: %+v, %v", again, err)
+	}
+	if r.rejected != 1 || r.accepted != 1 || r.msgs(t) != 1 {
+		t.Errorf("rejected told %d, accepted %d, stream holds %d; want 1, 1, 1", r.rejected, r.accepted, r.msgs(t))
+	}
+}
