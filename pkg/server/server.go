@@ -210,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cb = cb
 	if s.notify, err = notification.New(notification.Config{
-		Publisher: cfg.Publisher, Waiting: cfg.Waiting, Store: cfg.Store, Records: cfg.Records, Finals: results,
+		Publisher: cfg.Publisher, Waiting: cfg.Waiting, Store: cfg.Store, Records: cfg.Records, Finals: rememberedFinals{s},
 		Paused: cfg.Paused, StoreWait: cfg.StoreWait,
 		Accepted: s.accepted, Replayed: cfg.Metrics.Replayed, Rejected: s.countRejectedItem,
 		Now: cfg.Now, Logger: cfg.Logger,
@@ -252,6 +252,14 @@ func (s *Server) Remember(r store.Result) {
 		s.results.Add(r.UcsID, r)
 	}
 }
+
+// rememberedFinals are the front end's final results as the lookups see them: a final result a
+// lookup reads from the store before its announcement arrives is remembered as the
+// announcement would be, so that the operations page counts it (once) either way.
+type rememberedFinals struct{ s *Server }
+
+func (f rememberedFinals) Get(id string) (store.Result, bool) { return f.s.results.Get(id) }
+func (f rememberedFinals) Add(_ string, r store.Result)       { f.s.Remember(r) }
 
 // RememberSent keeps a message the platform accepted (a worker recorded it as sent) until
 // its delivery receipt comes, so that the receipt costs no store read.
