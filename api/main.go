@@ -40,8 +40,9 @@ func main() {
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *configPath, *standAlone, *dataDir, *listen, *workers, *verbose, *pprofAddr); err != nil {
+	err := run(ctx, *configPath, *standAlone, *dataDir, *listen, *workers, *verbose, *pprofAddr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "api stopped:", err)
 		os.Exit(1)
 	}

@@ -34,9 +34,10 @@ func main() {
 	pprofAddr := flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061; off by default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	opts := options{path: *configPath, listen: *listen, verbose: *verbose, resume: *resume}
-	if err := run(ctx, nil, opts, func(log *slog.Logger) { service.ServeProfiles(*pprofAddr, log) }); err != nil {
+	err := run(ctx, nil, opts, func(log *slog.Logger) { service.ServeProfiles(*pprofAddr, log) })
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker stopped:", err)
 		os.Exit(1)
 	}

@@ -38,8 +38,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
-		if err := run(ctx, log, options{path: path, listen: "127.0.0.1:0"}); err != nil {
+		err := run(ctx, log, options{path: path, listen: "127.0.0.1:0"})
+		stop()
+		if err != nil {
 			log.Error("worker", "err", err)
 			os.Exit(1)
 		}
@@ -191,7 +192,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-exited
+	t.Logf("the killed worker: %v", <-exited)
 	before := len(r.sim.Sent())
 	if before >= total {
 		t.Fatalf("the child delivered everything (%d) before it was killed; the test proves nothing", before)

@@ -45,7 +45,10 @@ func TestWorkerAnnouncesMetrics(t *testing.T) {
 	defer func() {
 		if !stopped {
 			cancel()
-			<-done
+			// The test has failed already: wait so the worker stops first, and say how it ended.
+			if err := <-done; err != nil {
+				t.Logf("the worker stopped: %v", err)
+			}
 		}
 	}()
 	file := filepath.Join(filepath.Dir(r.cfgPath), "worker.metrics-url")

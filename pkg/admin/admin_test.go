@@ -164,7 +164,7 @@ func introspect(t *testing.T, base, id, secret, tok string) bool {
 	}
 	defer resp.Body.Close()
 	var m map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("introspect: %d %v", resp.StatusCode, err)
 	}
 	return m["active"] == true

@@ -221,7 +221,7 @@ the other rows are imported all the same, and the exit code is then 1.`,
 				if err != nil {
 					return err
 				}
-				defer fh.Close()
+				defer func() { _ = fh.Close() }() // only read: its read errors are the ones that count
 				in = fh
 			}
 			st, err := a.open(ctx)
@@ -325,7 +325,7 @@ func bindingsExport() *command {
 				if fh, err = os.Create(output); err != nil {
 					return err
 				}
-				defer fh.Close()
+				defer func() { _ = fh.Close() }() // the success path checks its own close below
 				out = fh
 			}
 			bw := bufio.NewWriterSize(out, 64<<10)

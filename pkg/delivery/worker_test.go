@@ -24,14 +24,13 @@ import (
 )
 
 type rig struct {
-	t     testing.TB
-	st    *store.Store
-	sim   *simulator.Simulator
-	pub   *queue.Publisher
-	js    jetstream.JetStream
-	qcfg  queue.Config
-	pc    *platform.Client
-	stops []func()
+	t    testing.TB
+	st   *store.Store
+	sim  *simulator.Simulator
+	pub  *queue.Publisher
+	js   jetstream.JetStream
+	qcfg queue.Config
+	pc   *platform.Client
 }
 
 var templates = map[string]config.Template{

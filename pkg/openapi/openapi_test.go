@@ -3,6 +3,7 @@ package openapi
 import (
 	"errors"
 	"io/fs"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -73,7 +74,7 @@ func TestPageEscapesAndGroups(t *testing.T) {
 	if strings.Contains(string(p.Intro), "<script") || strings.Contains(string(p.Intro), "<b>") || strings.Contains(string(p.Intro), "javascript:") || !strings.Contains(string(p.Intro), "<em>hi</em>") {
 		t.Errorf("intro: %s", p.Intro)
 	}
-	if len(p.Tags) != 2 || p.Tags[0].Name != "Bee" || p.Tags[0].Operations[0].ID != "op-gx" || p.Tags[1].Operations[0].Method != "POST" {
+	if len(p.Tags) != 2 || p.Tags[0].Name != "Bee" || p.Tags[0].Operations[0].ID != "op-gx" || p.Tags[1].Operations[0].Method != http.MethodPost {
 		t.Fatalf("tags: %+v", p.Tags)
 	}
 	get := p.Tags[0].Operations[0]

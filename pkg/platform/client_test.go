@@ -73,7 +73,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	sim.AddTemplate(tplExam, []string{"thing1", "time2", "character_string3"})
 	sim.AddFollower(follower)
 	e := &env{sim: sim, logs: &syncBuffer{}, tokens: map[string]bool{}}
-	var h http.Handler = sim.Handler()
+	h := sim.Handler()
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}

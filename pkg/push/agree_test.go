@@ -251,7 +251,7 @@ func readFuzzCorpus(dir string) ([][]byte, error) {
 			return nil, err
 		}
 		b, err := readFuzzFile(f)
-		f.Close()
+		_ = f.Close() // only read
 		if err != nil {
 			return nil, errors.New(name + ": " + err.Error())
 		}

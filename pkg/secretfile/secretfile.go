@@ -28,15 +28,15 @@ func Write(path string, data []byte) (err error) {
 		}
 	}()
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+		_ = f.Close() // the write already failed; the temporary file is removed
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the write already failed; the temporary file is removed
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the write already failed; the temporary file is removed
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
@@ -57,7 +57,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // opened only to sync
 	// Some file systems cannot sync a folder; the rename is then as durable as they make it.
 	_ = d.Sync()
 	return nil

@@ -278,7 +278,7 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Errorf("retried push: %d %s, want ucsId %s", again.status, again.body, id)
 		}
 		b2 := fe.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2), badItem, goodItemN(3)), batchKey)
-		if b2.status != 200 || string(b2.json(t)["data"].(map[string]any)["results"].([]any)[0].(map[string]any)["ucsId"].(string)) == "" ||
+		if b2.status != 200 || b2.json(t)["data"].(map[string]any)["results"].([]any)[0].(map[string]any)["ucsId"].(string) == "" ||
 			fmt.Sprint(b2.batch(t)) != fmt.Sprint(b1.batch(t)) {
 			t.Errorf("retried batch: %d %s, want %s", b2.status, b2.body, b1.body)
 		}

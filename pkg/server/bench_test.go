@@ -30,7 +30,7 @@ func hammer(b *testing.B, parallelism int, method, url, ctype, auth, body, unit 
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 {
+			if resp.StatusCode != http.StatusOK {
 				b.Fatalf("status %d", resp.StatusCode)
 			}
 		}

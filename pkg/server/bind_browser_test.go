@@ -172,7 +172,7 @@ func (p *pusher) call(t *testing.T, method, path, body string, into any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"net/url"
 	"strconv"
 	"testing"
@@ -61,7 +62,8 @@ func FuzzCallback(f *testing.F) {
 				}
 				ts, nonce, ev, err := a.open(q, body)
 				if err != nil {
-					if _, ok := err.(*authError); !ok {
+					var ae *authError
+					if !errors.As(err, &ae) {
 						t.Fatalf("refusal of another type: %T %v", err, err)
 					}
 					continue

@@ -116,7 +116,7 @@ func TestContentEncodingRefused(t *testing.T) {
 
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"pusher"}, "client_secret": {pushSecret}}.Encode()
 	for _, path := range []string{"/v1/token", "/auth/realms/campus/protocol/openid-connect/token"} {
-		req, _ := http.NewRequest("POST", e.url+path, strings.NewReader(gzipped(t, form)))
+		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(gzipped(t, form)))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Content-Encoding", "gzip")
 		resp, err := http.DefaultClient.Do(req)
@@ -126,7 +126,7 @@ func TestContentEncodingRefused(t *testing.T) {
 		var oerr map[string]any
 		err = json.NewDecoder(resp.Body).Decode(&oerr)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != 415 || oerr["error"] != "invalid_request" || oerr["code"] != nil ||
+		if err != nil || resp.StatusCode != http.StatusUnsupportedMediaType || oerr["error"] != "invalid_request" || oerr["code"] != nil ||
 			oerr["error_description"] != "Content-Encoding is not supported: send the form uncompressed" || resp.Header.Get("Accept-Encoding") != "identity" {
 			t.Errorf("%s with gzip: %d %v %v", path, resp.StatusCode, oerr, err)
 		}

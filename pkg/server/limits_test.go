@@ -22,7 +22,7 @@ import (
 // test trusts loopback as a proxy), and returns the answer.
 func grant(t *testing.T, base, id, secret, xff string) answer {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/v1/token", strings.NewReader(url.Values{
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/token", strings.NewReader(url.Values{
 		"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}.Encode()))
 	req.Header.Set("Content-Type", form)
 	if xff != "" {

@@ -15,7 +15,7 @@ func TestBasicClientRefusedWithChallenge(t *testing.T) {
 	e := newSignInEnv(t)
 	for _, path := range []string{"/token", "/revoke", "/token/introspect"} {
 		form := url.Values{"token": {"whatever"}, "grant_type": {"client_credentials"}}
-		req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+		req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("portal:wrong-secret")))
 		resp, err := http.DefaultClient.Do(req)

@@ -258,7 +258,7 @@ func TestConformanceLogout(t *testing.T) {
 		return get(t, b, e.authURL("trusted", "s")).location != ""
 	}
 	b := browser(t)
-	tok, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	_, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
 	if errc != "" {
 		t.Fatal(errc)
 	}
@@ -298,7 +298,7 @@ func TestConformanceLogout(t *testing.T) {
 
 	// With id_token_hint no confirmation is asked.
 	b = browser(t)
-	tok, _ = e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	tok, _ := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
 	if p := get(t, b, logout+"?id_token_hint="+tok["id_token"].(string)); p.status != 200 || !strings.Contains(p.body, "You have signed out") || signedIn(b) {
 		t.Fatalf("with id_token_hint: %d", p.status)
 	}

@@ -35,7 +35,7 @@ func (e *signInEnv) postForm(t *testing.T, path, client string, form url.Values)
 // when empty) and returns the status and the JSON answer.
 func (e *signInEnv) post(t *testing.T, path, auth string, form url.Values) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -80,7 +80,7 @@ func (e *signInEnv) refresh(t *testing.T, client, rt string, extra ...string) (m
 // userinfo calls the userinfo endpoint of base with an access token and returns the status.
 func userinfo(t *testing.T, issuer, access string) int {
 	t.Helper()
-	req, _ := http.NewRequest("GET", issuer+"/protocol/openid-connect/userinfo", nil)
+	req, _ := http.NewRequest(http.MethodGet, issuer+"/protocol/openid-connect/userinfo", nil)
 	req.Header.Set("Authorization", "Bearer "+access)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -232,7 +232,7 @@ func TestUnauthenticatedAuthRequestsStoreNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
+		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("authorization request %d: %d", i, resp.StatusCode)
 		}
 	}
@@ -443,7 +443,7 @@ func TestRemovedClientsTokensRefused(t *testing.T) {
 	if st := userinfo(t, issuer, access); st != http.StatusUnauthorized {
 		t.Fatalf("userinfo: %d", st)
 	}
-	req, _ := http.NewRequest("POST", strings.TrimSuffix(issuer, "/auth/realms/campus")+"/v1/infra/notification/mp",
+	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(issuer, "/auth/realms/campus")+"/v1/infra/notification/mp",
 		strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+access)
@@ -455,7 +455,7 @@ func TestRemovedClientsTokensRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("push: %d", resp.StatusCode)
 	}
-	ireq, _ := http.NewRequest("POST", issuer+"/protocol/openid-connect/token/introspect", strings.NewReader(url.Values{"token": {access}}.Encode()))
+	ireq, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect/token/introspect", strings.NewReader(url.Values{"token": {access}}.Encode()))
 	ireq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	ireq.SetBasicAuth("gateway", rpSecret)
 	resp, err = http.DefaultClient.Do(ireq)

@@ -152,7 +152,8 @@ func TestGracefulStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Serve did not return")
 	}
-	if _, err := http.Get(e.url + "/healthz"); err == nil {
+	if resp, err := http.Get(e.url + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Error("the listener still answers after Serve returned")
 	}
 }

@@ -245,7 +245,7 @@ func TestFinalIsFinal(t *testing.T) {
 	}
 	lookup := func(base, id string) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest("GET", base+"/v1/infra/notification/mp/"+id, nil)
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/infra/notification/mp/"+id, nil)
 		req.Header.Set("Authorization", tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -50,7 +50,7 @@ func TestSecurityEventsLoggedAndCounted(t *testing.T) {
 	}
 	// client_auth_failed: a wrong secret, an unknown client, Basic credentials that do not decode.
 	token := func(form url.Values, basic string) int {
-		req, _ := http.NewRequest("POST", e.base+"/v1/token", strings.NewReader(form.Encode()))
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/token", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if basic != "" {
 			req.Header.Set("Authorization", "Basic "+basic)

@@ -249,7 +249,7 @@ func TestClientCredentialsToken(t *testing.T) {
 
 func TestTokenBasicAuthAndSeveralValid(t *testing.T) {
 	e := newEnv(t)
-	req, _ := http.NewRequest("POST", e.url+"/v1/token", strings.NewReader("grant_type=client_credentials&scope=notification.mp"))
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/token", strings.NewReader("grant_type=client_credentials&scope=notification.mp"))
 	req.Header.Set("Content-Type", form)
 	req.SetBasicAuth("pusher", pushSecret)
 	resp, err := http.DefaultClient.Do(req)
@@ -262,7 +262,7 @@ func TestTokenBasicAuthAndSeveralValid(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&tr)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || tr.Scope != "notification.mp" {
+	if resp.StatusCode != http.StatusOK || tr.Scope != "notification.mp" {
 		t.Fatalf("basic: %d %+v", resp.StatusCode, tr)
 	}
 	t2 := e.token("pusher", pushSecret)

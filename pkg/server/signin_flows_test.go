@@ -140,7 +140,7 @@ func TestServerSideLogout(t *testing.T) {
 		t.Fatalf("a refused logout ended another client's session: %s", errc)
 	}
 
-	req, _ := http.NewRequest("POST", e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
+	req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
 		"client_id": {"portal"}, "client_secret": {rpSecret}, "refresh_token": {tok["refresh_token"].(string)}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
@@ -166,7 +166,7 @@ func TestServerSideLogout(t *testing.T) {
 	// id_token_hint without the session cookie (a cross-site form): the hint's session ends.
 	b = browser(t)
 	tok, _ = e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	req, _ = http.NewRequest("POST", e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
+	req, _ = http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect/logout", strings.NewReader(url.Values{
 		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err = http.DefaultTransport.RoundTrip(req)

@@ -294,11 +294,16 @@ func TestSignInLocalAsRelyingParty(t *testing.T) {
 		t.Fatalf("userinfo %+v %+v", ui, uic)
 	}
 	// The user's access token pushes (the push interface accepts the authorization code grant).
-	req, _ := http.NewRequest("POST", e.base+"/v1/infra/notification/mp", strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/infra/notification/mp", strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("push with the user's token: %v %v", resp.StatusCode, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("push with the user's token: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push with the user's token: %v", resp.StatusCode)
 	}
 
 	// Refresh rotates; the rotated token used again revokes the family.
@@ -501,7 +506,7 @@ func TestSignInModesAndTokenEndpoints(t *testing.T) {
 		}
 	})
 	t.Run("password grant is under construction", func(t *testing.T) {
-		req, _ := http.NewRequest("POST", e.base+"/v1/token", strings.NewReader("grant_type=password&username=a&password=b"))
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/token", strings.NewReader("grant_type=password&username=a&password=b"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.SetBasicAuth("portal", rpSecret)
 		resp, err := http.DefaultClient.Do(req)
@@ -511,7 +516,7 @@ func TestSignInModesAndTokenEndpoints(t *testing.T) {
 		var m map[string]string
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		resp.Body.Close()
-		if resp.StatusCode != 400 || m["error"] != "unsupported_grant_type" || !strings.Contains(m["error_description"], "under construction") {
+		if resp.StatusCode != http.StatusBadRequest || m["error"] != "unsupported_grant_type" || !strings.Contains(m["error_description"], "under construction") {
 			t.Fatalf("%d %v", resp.StatusCode, m)
 		}
 	})

@@ -51,11 +51,12 @@ func TestSecretsStayPrivate(t *testing.T) {
 			return err
 		}
 		want := fs.FileMode(0o600)
-		if d.IsDir() {
+		switch {
+		case d.IsDir():
 			want = 0o700
-		} else if !d.Type().IsRegular() {
+		case !d.Type().IsRegular():
 			return nil
-		} else {
+		default:
 			files++
 		}
 		if info.Mode().Perm() != want {

@@ -71,7 +71,7 @@ func run() error {
 		return err
 	}
 	if !*keep {
-		defer os.RemoveAll(work)
+		defer func() { _ = os.RemoveAll(work) }() // a leftover temporary folder does not change the figures
 	}
 	tools := filepath.Join(work, "tools")
 	for _, p := range []string{"./scripts/bench/baseline", "./scripts/bench/naive"} {
@@ -724,7 +724,7 @@ func waitReady(u string) error {
 	for time.Now().Before(deadline) {
 		if r, err := http.Get(u); err == nil {
 			r.Body.Close()
-			if r.StatusCode == 200 {
+			if r.StatusCode == http.StatusOK {
 				return nil
 			}
 		}
@@ -748,8 +748,11 @@ func token(base string, info standaloneInfo) (string, error) {
 	var t struct {
 		AccessToken string `json:"access_token"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&t); err != nil || t.AccessToken == "" {
-		return "", fmt.Errorf("token: %d %v", r.StatusCode, err)
+	if err := json.NewDecoder(r.Body).Decode(&t); err != nil {
+		return "", fmt.Errorf("token: %d: %w", r.StatusCode, err)
+	}
+	if t.AccessToken == "" {
+		return "", fmt.Errorf("token: %d without an access token", r.StatusCode)
 	}
 	return "Bearer " + t.AccessToken, nil
 }
@@ -1025,8 +1028,11 @@ func (c *client) results(ids []string, want string) (int, error) {
 func (c *client) checkDelivered(ids []string) (lost, notDelivered int, err error) {
 	for i := 0; i < len(ids); i += 1000 {
 		st, states, err := c.states(ids[i:min(i+1000, len(ids))])
-		if err != nil || st != 200 {
-			return 0, 0, fmt.Errorf("results: %d %v", st, err)
+		if err != nil {
+			return 0, 0, fmt.Errorf("results: %w", err)
+		}
+		if st != http.StatusOK {
+			return 0, 0, fmt.Errorf("results: HTTP %d", st)
 		}
 		for _, s := range states {
 			switch s {
@@ -1173,7 +1179,7 @@ func saveURL(url, path string) error {
 		return err
 	}
 	if _, err := io.Copy(f, r.Body); err != nil {
-		f.Close()
+		_ = f.Close() // the copy already failed
 		return err
 	}
 	return f.Close()
