@@ -523,7 +523,10 @@ func (a *API) Serve(ctx context.Context, ln net.Listener) error {
 	if err := hs.Shutdown(sctx); err != nil {
 		return err
 	}
-	<-errc // hs.Serve returned http.ErrServerClosed at once
+	// hs.Serve returned http.ErrServerClosed at once; anything else failed on its own.
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
 }
 

@@ -888,7 +888,7 @@ func (c *client) waitAllDelivered(n int, ids []string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d pushes not delivered within 10 minutes (%d unknown, %v)", notDelivered, len(ids), lost, err)
+			return fmt.Errorf("%d of %d pushes not delivered within 10 minutes (%d unknown, %w)", notDelivered, len(ids), lost, err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling with a deadline
 	}

@@ -186,7 +186,7 @@ func naivePipeline(info standaloneInfo, data, tools string, n int) (float64, err
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("naive pipeline: messages left after 10 minutes (%v)", err)
+			return 0, fmt.Errorf("naive pipeline: messages left after 10 minutes (%w)", err)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the stream's count, with a deadline
 	}

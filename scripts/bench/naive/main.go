@@ -40,46 +40,53 @@ func main() {
 	openID := flag.String("openid", "", "the recipient's openid")
 	conc := flag.Int("concurrency", 256, "messages handled at once")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var mapping map[string]string
 	if err := json.Unmarshal([]byte(*fields), &mapping); err != nil {
 		log.Fatal(err)
 	}
-	nc, err := nats.Connect(*natsURL)
-	if err != nil {
+	if err := run(*natsURL, *stream, *mongoURI, *db, *platform, *appID, *secret, *template, *openID, *conc, mapping); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// run delivers messages until a signal stops it.
+func run(natsURL, stream, mongoURI, db, platform, appID, secret, template, openID string, conc int, mapping map[string]string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, *stream, jetstream.ConsumerConfig{
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable: "naive", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 100_000,
 	})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	mc, err := mongo.Connect(ctx, options.Client().ApplyURI(*mongoURI))
+	mc, err := mongo.Connect(ctx, options.Client().ApplyURI(mongoURI))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer func() { _ = mc.Disconnect(context.Background()) }()
-	col := mc.Database(*db).Collection("naive_results")
-	h := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conc}}
-	tok, err := token(h, *platform, *appID, *secret)
+	col := mc.Database(db).Collection("naive_results")
+	h := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	tok, err := token(h, platform, appID, secret)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	sendURL := *platform + "/cgi-bin/message/template/send?access_token=" + tok
-	it, err := cons.Messages(jetstream.PullMaxMessages(*conc))
+	sendURL := platform + "/cgi-bin/message/template/send?access_token=" + tok
+	it, err := cons.Messages(jetstream.PullMaxMessages(conc))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	go func() { <-ctx.Done(); it.Stop() }()
 	var wg sync.WaitGroup
-	for range *conc {
+	for range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -88,7 +95,7 @@ func main() {
 				if err != nil {
 					return
 				}
-				if err := deliver(h, sendURL, col, msg.Data(), *template, *openID, mapping); err != nil {
+				if err := deliver(h, sendURL, col, msg.Data(), template, openID, mapping); err != nil {
 					log.Printf("deliver: %v", err)
 					_ = msg.Nak()
 					continue
@@ -98,6 +105,7 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	return nil
 }
 
 // deliver sends one push and inserts its result.
@@ -154,7 +162,7 @@ func token(h *http.Client, platform, appID, secret string) (string, error) {
 		ErrCode     int    `json:"errcode"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&a); err != nil || a.AccessToken == "" {
-		return "", fmt.Errorf("stable_token: errcode %d, %v", a.ErrCode, err)
+		return "", fmt.Errorf("stable_token: errcode %d, %w", a.ErrCode, err)
 	}
 	return a.AccessToken, nil
 }
