@@ -195,17 +195,29 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 	if err != nil {
 		return fmt.Errorf("encode push %s: %w", m.UcsID, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, ackWait)
-	defer cancel()
 	msg := &nats.Msg{Subject: Subject(m.ClientID, m.UcsID), Data: data}
 	var opts []jetstream.PublishOpt
 	if o.MsgID != "" {
 		opts = append(opts, jetstream.WithMsgID(o.MsgID))
 	}
-	if _, err = p.js.PublishMsg(ctx, msg, opts...); err != nil {
+	// Published asynchronously, and answered after its own PubAck: the connection's shared
+	// reply subscription and no timer of our own (ackWait bounds the wait).
+	f, err := p.js.PublishMsgAsync(msg, opts...)
+	if err != nil {
 		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
 	}
-	return nil
+	t := time.NewTimer(ackWait)
+	defer t.Stop()
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
+	case <-ctx.Done():
+		return fmt.Errorf("publish %s: %w", m.UcsID, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("publish %s: no PubAck within %s", m.UcsID, ackWait)
+	}
 }
 
 // PublishBatch stores ms in the stream as one atomic batch: when it returns nil, every push of
