@@ -297,6 +297,21 @@ func TestWorkerProbes(t *testing.T) {
 	if st, body := get("/readyz"); st != 200 {
 		t.Fatalf("/readyz while paused: %d %s", st, body)
 	}
+	// A refusal of the account is: the worker is not ready until an operator acts, and says
+	// what the cause is and what to do.
+	account := sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "40164 invalid ip, not in whitelist",
+		Action: "add the workers' outgoing IP addresses to the official account's IP whitelist, then run `worker -resume`"}
+	if err := p.Set(context.Background(), account); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "/readyz names the account's refusal", func() bool {
+		st, body := get("/readyz")
+		return st == 503 && strings.Contains(body, "40164") && strings.Contains(body, "IP whitelist")
+	})
+	if err := p.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "/readyz ready once resumed", func() bool { st, _ := get("/readyz"); return st == 200 })
 	n.Shutdown()
 	embeddedtest.Eventually(t, 10*time.Second, "/readyz fails", func() bool { st, _ := get("/readyz"); return st == 503 })
 	if _, body := get("/readyz"); !strings.HasPrefix(body, "nats") {

@@ -73,6 +73,9 @@ type OpsData struct {
 	Paused      bool
 	PausedUntil time.Time
 	PauseReason string
+	// PauseAction is what an operator must do, for a refusal of the account (IP whitelist,
+	// API permission, credentials); "" for the daily quota, which ends by itself.
+	PauseAction string
 	Charts      []Chart
 	Kinds       []OpsKind
 	Failures    []OpsFailure

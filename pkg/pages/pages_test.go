@@ -325,3 +325,25 @@ func BenchmarkLogin(b *testing.B) {
 		}
 	}
 }
+
+// TestOpsNamesTheOperatorsAction: a pause for a refusal of the account says what the operator
+// must do; a pause for the daily quota says when it ends.
+func TestOpsNamesTheOperatorsAction(t *testing.T) {
+	var b bytes.Buffer
+	d := pages.OpsData{Paused: true, PausedUntil: time.Now().Add(time.Hour), PauseReason: "40164 invalid ip, not in whitelist",
+		PauseAction: "add the workers' outgoing IP addresses to the official account's IP whitelist"}
+	if err := pages.Ops(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "until an operator acts") || !strings.Contains(b.String(), "IP whitelist") || strings.Contains(b.String(), "daily quota") {
+		t.Fatalf("account pause banner: %s", b.String())
+	}
+	b.Reset()
+	d.PauseAction, d.PauseReason = "", "45009: the platform's daily quota is used up"
+	if err := pages.Ops(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "daily quota") || strings.Contains(b.String(), "until an operator acts") {
+		t.Fatalf("quota pause banner: %s", b.String())
+	}
+}

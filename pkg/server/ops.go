@@ -148,7 +148,7 @@ func (s *Server) ops(c echo.Context) error {
 	}
 	if s.cfg.Paused != nil {
 		if st, paused := s.cfg.Paused(); paused {
-			d.Paused, d.PausedUntil, d.PauseReason = true, st.Until, st.Reason
+			d.Paused, d.PausedUntil, d.PauseReason, d.PauseAction = true, st.Until, st.Reason, st.Action
 		}
 	}
 	d.Charts = opsCharts(snap)

@@ -794,6 +794,11 @@ func (w *Worker) ready(ctx context.Context) error {
 	if err := w.pc.Ready(ctx); err != nil {
 		return errors.New("platform: no access token")
 	}
+	// A refusal of the account stops every worker until an operator acts: not ready, with
+	// the cause and what to do. (The daily quota ends by itself: the worker stays ready.)
+	if st, paused := w.pause.Paused(); paused && st.Action != "" {
+		return errors.New("sending paused: " + st.Reason + "; " + st.Action)
+	}
 	return nil
 }
 
