@@ -147,6 +147,15 @@ func (e *env) applied(held int) {
 	e.t.Helper()
 	ctx := context.Background()
 	name := queue.PlatformEventStream(e.cfg.NATS.Stream)
+	st, err := e.js.Stream(ctx, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	last := si.State.LastSeq // every event stored so far: the consumer must have handed it out
 	embeddedtest.Eventually(e.t, 20*time.Second, "platform events applied", func() bool {
 		cons, err := e.js.Consumer(ctx, name, "apply")
 		if err != nil {
@@ -156,7 +165,8 @@ func (e *env) applied(held int) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		return info.NumPending == 0 && info.NumAckPending == held && e.api.Server.ReceiptsWaiting() == held
+		return info.Delivered.Stream >= last && info.NumPending == 0 && info.NumAckPending == held &&
+			e.api.Server.ReceiptsWaiting() == held
 	})
 }
 
@@ -407,9 +417,17 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	simSrv := httptest.NewServer(sim.Handler())
 	t.Cleanup(simSrv.Close)
 
+	pushed := func(n int64) {
+		t.Helper()
+		embeddedtest.Eventually(t, 10*time.Second, "the simulator's event pushes answered", func() bool {
+			st := sim.Stats()
+			return st.CallbacksPending == 0 && st.CallbacksDelivered >= n
+		})
+	}
 	if err := sim.Unsubscribe(ctx, "oA"); err != nil {
 		t.Fatal(err)
 	}
+	pushed(1)
 	e.applied(0)
 	if e.following("2020000001") {
 		t.Fatal("encrypted unsubscribe not applied")
@@ -417,6 +435,7 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	if err := sim.Subscribe(ctx, "oA"); err != nil {
 		t.Fatal(err)
 	}
+	pushed(2)
 	e.applied(0)
 	if !e.following("2020000001") {
 		t.Fatal("encrypted subscribe not applied")
