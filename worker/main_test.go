@@ -321,3 +321,39 @@ func TestWorkerProbes(t *testing.T) {
 		t.Errorf("/healthz: %d", st)
 	}
 }
+
+// TestCloseAwaitsDeliveries: sends slower than the shutdown grace are still under way when Run
+// returns; Close waits for them, so that each one the platform accepted is recorded before the
+// store is closed, rather than given to another worker to send again.
+func TestCloseAwaitsDeliveries(t *testing.T) {
+	r := newWorkerRig(t)
+	r.sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
+	cfg := *r.cfg
+	cfg.ShutdownGrace = config.Duration(500 * time.Millisecond)
+	w, err := service.NewWorker(context.Background(), &cfg, service.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	embeddedtest.Eventually(t, 10*time.Second, "sends under way", func() bool { return r.sim.Stats().Sends > 0 })
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if r.sim.Stats().Accepted != 0 {
+		t.Fatal("a send ended within the grace; the test needs sends slower than it")
+	}
+	w.Close()
+	sent := r.sim.Sent()
+	if len(sent) == 0 {
+		t.Fatal("Close returned before any send under way ended")
+	}
+	for _, m := range sent {
+		res, err := r.st.Current(context.Background(), m.ClientMsgID)
+		if err != nil || res.State != store.StateSent {
+			t.Errorf("%s: the platform accepted it, the store says %+v %v", m.ClientMsgID, res, err)
+		}
+	}
+}

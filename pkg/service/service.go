@@ -646,6 +646,9 @@ type Worker struct {
 	// stopping is closed when the worker begins to stop: readiness fails from then on.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// delivered is closed when the deliveries Run started have all ended; nil before Run.
+	mu        sync.Mutex
+	delivered chan struct{}
 }
 
 // NewWorker connects and builds a worker delivering through the platform of cfg.
@@ -734,7 +737,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 // platform's idempotency key keeps the user from getting it twice.
 func (w *Worker) Run(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- w.w.Run(ctx) }()
+	delivered := make(chan struct{})
+	w.mu.Lock()
+	w.delivered = delivered
+	w.mu.Unlock()
+	go func() {
+		defer close(delivered)
+		done <- w.w.Run(ctx)
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -827,10 +837,29 @@ func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
 
 // Close releases the connections; call it after Run returned.
 func (w *Worker) Close() {
+	// Deliveries still under way when Run returned (the end of the shutdown grace) finish
+	// first: each is bounded by the platform's send timeout, and the store they record in is
+	// closed only after them.
+	w.mu.Lock()
+	delivered := w.delivered
+	w.mu.Unlock()
+	if delivered != nil {
+		t := time.NewTimer(closeWait)
+		select {
+		case <-delivered:
+		case <-t.C:
+			w.deps.Logger.Warn("deliveries still under way at close; the queue redelivers them", "waited", closeWait)
+		}
+		t.Stop()
+	}
 	w.writer.Close()
 	w.pause.Close()
 	w.conn.close()
 }
+
+// closeWait bounds how long Close waits for deliveries under way: one platform call (15 s)
+// and the recording of its outcome.
+const closeWait = 20 * time.Second
 
 // Resume ends a pause of sending (after the platform's daily quota) for every worker.
 func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
