@@ -167,7 +167,7 @@ func (r *workerRig) finish(t *testing.T) {
 	for _, id := range r.ids {
 		embeddedtest.Eventually(t, 60*time.Second, id+" sent", func() bool {
 			res, err := r.st.Current(ctx, id)
-			return err == nil && res.State == store.StateSent
+			return err == nil && res.State == push.StateSent
 		})
 	}
 	count := map[string]int{}
@@ -227,7 +227,7 @@ func TestSigtermLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, m := range sent {
 		res, err := r.st.Current(ctx, m.ClientMsgID)
-		if err != nil || res.State != store.StateSent {
+		if err != nil || res.State != push.StateSent {
 			t.Errorf("%s reached the platform but the stopped worker recorded %+v (%v)", m.ClientMsgID, res, err)
 		}
 	}
@@ -352,7 +352,7 @@ func TestCloseAwaitsDeliveries(t *testing.T) {
 	}
 	for _, m := range sent {
 		res, err := r.st.Current(context.Background(), m.ClientMsgID)
-		if err != nil || res.State != store.StateSent {
+		if err != nil || res.State != push.StateSent {
 			t.Errorf("%s: the platform accepted it, the store says %+v %v", m.ClientMsgID, res, err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/campus-it/ucs/pkg/store"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // Window is how far back the per-minute series go.
@@ -134,7 +134,7 @@ func (r *Recorder) Accepted(n int) {
 }
 
 // Sent counts a push the platform accepted, as a worker announced it.
-func (r *Recorder) Sent(res store.Result) {
+func (r *Recorder) Sent(res push.Result) {
 	if r == nil {
 		return
 	}
@@ -143,7 +143,7 @@ func (r *Recorder) Sent(res store.Result) {
 }
 
 // Final counts a final result, as announced. The caller passes each push once.
-func (r *Recorder) Final(res store.Result) {
+func (r *Recorder) Final(res push.Result) {
 	if r == nil || !res.State.Final() {
 		return
 	}
@@ -152,7 +152,7 @@ func (r *Recorder) Final(res store.Result) {
 	if res.MsgID != 0 {
 		r.sentFinished.Add(1)
 	}
-	if res.State == store.StateDelivered {
+	if res.State == push.StateDelivered {
 		r.delivered.Add(1)
 		s.delivered.Add(1)
 		if !res.Accepted.IsZero() && !res.Finished.Before(res.Accepted) {

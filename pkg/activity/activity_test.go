@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/clocktest"
-	"github.com/campus-it/ucs/pkg/store"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 func TestKind(t *testing.T) {
@@ -42,13 +42,13 @@ func TestSeries(t *testing.T) {
 	r.Accepted(3)
 	acc := c.Now()
 	for i, lat := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 10 * time.Second} {
-		r.Sent(store.Result{UcsID: fmt.Sprint(i), State: store.StateSent, MsgID: int64(i + 1)})
-		r.Final(store.Result{UcsID: fmt.Sprint(i), State: store.StateDelivered, MsgID: int64(i + 1), Accepted: acc, Finished: acc.Add(lat)})
+		r.Sent(push.Result{UcsID: fmt.Sprint(i), State: push.StateSent, MsgID: int64(i + 1)})
+		r.Final(push.Result{UcsID: fmt.Sprint(i), State: push.StateDelivered, MsgID: int64(i + 1), Accepted: acc, Finished: acc.Add(lat)})
 	}
 	c.Advance(2 * time.Minute)
 	r.Accepted(1)
-	r.Sent(store.Result{UcsID: "s", State: store.StateSent, MsgID: 9})
-	r.Final(store.Result{UcsID: "f", State: store.StateFailed, UserID: "u1", Type: "TDL", Reason: "no binding: user u1 has none"})
+	r.Sent(push.Result{UcsID: "s", State: push.StateSent, MsgID: 9})
+	r.Final(push.Result{UcsID: "f", State: push.StateFailed, UserID: "u1", Type: "TDL", Reason: "no binding: user u1 has none"})
 
 	s := r.Snapshot()
 	if s.Accepted != 4 || s.Sent != 4 || s.Delivered != 3 || s.Failed != 1 || s.AwaitingReceipt != 1 {
@@ -97,7 +97,7 @@ func TestSeries(t *testing.T) {
 func TestBounded(t *testing.T) {
 	r := New(nil)
 	for i := range 500 {
-		r.Final(store.Result{UcsID: fmt.Sprint(i), State: store.StateFailed, Reason: fmt.Sprintf("odd%d: %s", i, strings.Repeat("x", 1000))})
+		r.Final(push.Result{UcsID: fmt.Sprint(i), State: push.StateFailed, Reason: fmt.Sprintf("odd%d: %s", i, strings.Repeat("x", 1000))})
 	}
 	s := r.Snapshot()
 	if len(s.Recent) != RecentFailures || s.Recent[0].UcsID != "499" {
@@ -114,7 +114,7 @@ func TestBounded(t *testing.T) {
 	}
 	var nilRec *Recorder
 	nilRec.Accepted(1)
-	nilRec.Final(store.Result{State: store.StateFailed})
+	nilRec.Final(push.Result{State: push.StateFailed})
 	if s := nilRec.Snapshot(); s.Accepted != 0 {
 		t.Error("a nil recorder counted")
 	}
@@ -128,7 +128,7 @@ func TestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 1000 {
 				r.Accepted(1)
-				r.Final(store.Result{State: store.StateFailed, Reason: "no binding"})
+				r.Final(push.Result{State: push.StateFailed, Reason: "no binding"})
 			}
 		})
 	}

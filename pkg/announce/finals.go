@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/campus-it/ucs/pkg/store"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // FinalsSubject carries final results from whoever records them (the front end for a delivery
@@ -23,7 +23,7 @@ type Finals struct {
 func NewFinals(nc *nats.Conn) *Finals { return &Finals{nc: nc} }
 
 // Announce tells every front end that r is final. It is best effort: the store has r already.
-func (f *Finals) Announce(r store.Result) {
+func (f *Finals) Announce(r push.Result) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return
@@ -39,13 +39,13 @@ const SentSubject = "ucs.results.sent"
 
 // sentAnnouncement is a message of SentSubject.
 type sentAnnouncement struct {
-	Result store.Result `json:"result"`
-	OpenID string       `json:"openid"`
+	Result push.Result `json:"result"`
+	OpenID string      `json:"openid"`
 }
 
 // AnnounceSent tells every front end that the platform accepted r for openID. Best effort:
 // the store has the sent record already.
-func (f *Finals) AnnounceSent(r store.Result, openID string) {
+func (f *Finals) AnnounceSent(r push.Result, openID string) {
 	b, err := json.Marshal(sentAnnouncement{Result: r, OpenID: openID})
 	if err != nil {
 		return
@@ -54,11 +54,11 @@ func (f *Finals) AnnounceSent(r store.Result, openID string) {
 }
 
 // SubscribeSent calls keep with every sent message announced.
-func SubscribeSent(nc *nats.Conn, keep func(r store.Result, openID string)) (*nats.Subscription, error) {
+func SubscribeSent(nc *nats.Conn, keep func(r push.Result, openID string)) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(SentSubject, func(m *nats.Msg) {
 		var a sentAnnouncement
 		if err := json.Unmarshal(m.Data, &a); err == nil && a.Result.UcsID != "" && a.Result.MsgID != 0 &&
-			a.Result.State == store.StateSent && a.OpenID != "" {
+			a.Result.State == push.StateSent && a.OpenID != "" {
 			keep(a.Result, a.OpenID)
 		}
 	})
@@ -69,9 +69,9 @@ func SubscribeSent(nc *nats.Conn, keep func(r store.Result, openID string)) (*na
 }
 
 // SubscribeFinals calls keep with every final result announced.
-func SubscribeFinals(nc *nats.Conn, keep func(store.Result)) (*nats.Subscription, error) {
+func SubscribeFinals(nc *nats.Conn, keep func(push.Result)) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(FinalsSubject, func(m *nats.Msg) {
-		var r store.Result
+		var r push.Result
 		if err := json.Unmarshal(m.Data, &r); err == nil && r.UcsID != "" && r.State.Final() {
 			keep(r)
 		}

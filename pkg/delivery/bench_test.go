@@ -10,7 +10,6 @@ import (
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // BenchmarkDelivery measures messages delivered per second by one worker process (concurrency
@@ -36,7 +35,7 @@ func BenchmarkDelivery(b *testing.B) {
 	// Accepted by the platform; wait for the last outcome to be recorded too.
 	embeddedtest.Eventually(b, time.Minute, "the last outcome is recorded", func() bool {
 		res, err := r.st.Current(ctx, ids[len(ids)-1])
-		return err == nil && res.State == store.StateSent
+		return err == nil && res.State == push.StateSent
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")

@@ -19,6 +19,7 @@ import (
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
@@ -61,7 +62,7 @@ func TestDeadLetters(t *testing.T) {
 	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 2},
 		func(c *delivery.Config) { c.DeadLetter = queue.NewDeadLetters(r.js).Copy; c.Metrics = m })
 	id := r.publish("u-follows", "JML", jml)
-	res := r.waitState(id, store.StateFailed)
+	res := r.waitState(id, push.StateFailed)
 	if res.Attempts != 2 || !strings.HasPrefix(res.Reason, "gave up after 2 attempts: send template: HTTP status 502") {
 		t.Fatalf("result %+v", res)
 	}
@@ -98,8 +99,8 @@ func TestDeadLetters(t *testing.T) {
 	// A message the platform takes counts as sent, with its delivery time; a refusal by
 	// errcode is counted under it.
 	r.sim.SetFaults(simulator.Faults{})
-	r.waitState(r.publish("u-follows", "JML", jml), store.StateSent)
-	r.waitState(r.publish("u-unknown-openid", "JML", jml), store.StateFailed)
+	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
+	r.waitState(r.publish("u-unknown-openid", "JML", jml), push.StateFailed)
 	if got := testutil.ToFloat64(m.Deliveries.WithLabelValues("sent")); got != 1 {
 		t.Errorf("sent: %v", got)
 	}
@@ -156,7 +157,7 @@ func TestQuotaPause(t *testing.T) {
 	embeddedtest.Eventually(t, 10*time.Second, "every message held at the gate", func() bool {
 		for _, id := range ids {
 			res, err := r.st.Current(ctx, id)
-			if err != nil || res.State != store.StateQueued || !strings.Contains(res.LastError, "45009") {
+			if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, "45009") {
 				return false
 			}
 		}
@@ -170,7 +171,7 @@ func TestQuotaPause(t *testing.T) {
 	}
 	for _, id := range ids {
 		res, err := r.st.Current(ctx, id)
-		if err == nil && (res.State != store.StateQueued || !strings.Contains(res.LastError, "45009")) {
+		if err == nil && (res.State != push.StateQueued || !strings.Contains(res.LastError, "45009")) {
 			t.Errorf("%s while paused: %+v", id, res)
 		}
 	}
@@ -179,7 +180,7 @@ func TestQuotaPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		r.waitState(id, store.StateSent)
+		r.waitState(id, push.StateSent)
 	}
 	sent := r.sim.Sent()
 	var got []string
@@ -258,7 +259,7 @@ func TestQuotaWithoutPause(t *testing.T) {
 		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
 	})
 	id := r.publish("u-follows", "JML", jml)
-	res := r.waitState(id, store.StateFailed)
+	res := r.waitState(id, push.StateFailed)
 	if res.Attempts != quick.MaxAttempts || !strings.Contains(res.Reason, "45009") {
 		t.Fatalf("result %+v", res)
 	}
@@ -316,7 +317,7 @@ func TestAccountRefusalPauses(t *testing.T) {
 		}
 		for _, id := range ids {
 			res, err := r.st.Current(ctx, id)
-			if err != nil || res.State != store.StateQueued || !strings.Contains(res.LastError, "40164") {
+			if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, "40164") {
 				return false
 			}
 		}
@@ -344,7 +345,7 @@ func TestAccountRefusalPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if res := r.waitState(id, store.StateSent); res.Attempts != 1 {
+		if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
 			t.Errorf("%s sent after %d attempts, want 1", id, res.Attempts)
 		}
 	}

@@ -28,7 +28,7 @@ type Sender interface {
 
 // Store is what a worker reads; *store.Store implements it.
 type Store interface {
-	Current(ctx context.Context, ucsID string) (store.Result, error)
+	Current(ctx context.Context, ucsID string) (push.Result, error)
 	Binding(ctx context.Context, userID string) (store.Binding, error)
 }
 
@@ -56,11 +56,11 @@ type Config struct {
 	BindingTTL time.Duration
 	// Announce, when set, tells the front ends of a failure recorded as final, so that they
 	// serve its lookups from memory.
-	Announce func(store.Result)
+	Announce func(push.Result)
 	// AnnounceSent, when set, tells the front ends of a message the platform accepted and the
 	// follower it went to, as soon as the platform answers, so that its delivery receipt finds
 	// it in memory even before (or while the store refuses) the sent record.
-	AnnounceSent func(r store.Result, openID string)
+	AnnounceSent func(r push.Result, openID string)
 	// StoreRetry is the delay before a message whose outcome could not be recorded is tried
 	// again. Default 5s.
 	StoreRetry time.Duration
@@ -284,7 +284,7 @@ var errStopping = errors.New("the worker is stopping")
 
 // gate returns once a message may be sent: sending is not paused and the shared budget allows
 // one more. (While it waits, Handle's keepAlive tells the queue the message is being worked on.)
-func (w *Worker) gate(ctx context.Context, r store.Result) error {
+func (w *Worker) gate(ctx context.Context, r push.Result) error {
 	if st, paused := w.paused(); paused {
 		w.showHeld(ctx, r, st)
 		poll := time.NewTicker(pausePoll)
@@ -340,9 +340,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		return
 	}
 	now := w.cfg.Now()
-	r := store.Result{
+	r := push.Result{
 		UcsID: m.UcsID, ClientID: m.ClientID, UserID: m.UserID, Type: string(m.Type),
-		State: store.StateQueued, Accepted: time.UnixMilli(m.Accepted), Updated: now,
+		State: push.StateQueued, Accepted: time.UnixMilli(m.Accepted), Updated: now,
 	}
 	// A message delivered for the first time has no history, and costs no read; one delivered
 	// again (after a retry, a snooze, a worker that died) reads what came of it so far.
@@ -357,7 +357,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		case err != nil:
 			w.answer(ctx, msg, r, Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry), attemptResult{})
 			return
-		case cur.State == store.StateSent || cur.State.Final():
+		case cur.State == push.StateSent || cur.State.Final():
 			// An earlier delivery was recorded but its ack was lost (a worker died in
 			// between).
 			_ = msg.Ack()
@@ -376,7 +376,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 
 // answer records what came of a delivery and answers the queue. r holds the attempts made
 // so far (the one just made included).
-func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, out Outcome, res attemptResult) {
+func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, out Outcome, res attemptResult) {
 	log := w.cfg.Logger
 	if out.kind == outcomeSnooze {
 		log.Warn("message handed back without an attempt", "ucsId", r.UcsID, "in", out.delay, "reason", out.reason)
@@ -398,13 +398,13 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r store.Result, 
 	var recs []store.Write
 	switch out.kind {
 	case outcomeSent:
-		r.State, r.MsgID, r.Sent, r.RetryAt = store.StateSent, out.msgID, now, time.Time{}
+		r.State, r.MsgID, r.Sent, r.RetryAt = push.StateSent, out.msgID, now, time.Time{}
 		recs = store.SentRecords(r, res.openID, now)
 	case outcomeRetry:
-		r.State, r.LastError, r.RetryAt = store.StateQueued, out.reason, now.Add(out.delay)
+		r.State, r.LastError, r.RetryAt = push.StateQueued, out.reason, now.Add(out.delay)
 		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
-		r.State, r.Reason, r.Finished, r.RetryAt = store.StateFailed, out.reason, now, time.Time{}
+		r.State, r.Reason, r.Finished, r.RetryAt = push.StateFailed, out.reason, now, time.Time{}
 		recs = []store.Write{store.FirstFinalRecord(r, now)}
 	}
 	if out.kind == outcomeSent && w.cfg.AnnounceSent != nil {
@@ -517,7 +517,7 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 	}
 	if id != "" {
 		now := w.cfg.Now()
-		r := store.Result{UcsID: id, State: store.StateFailed, Reason: reason, Updated: now, Finished: now}
+		r := push.Result{UcsID: id, State: push.StateFailed, Reason: reason, Updated: now, Finished: now}
 		if meta, err := msg.Metadata(); err == nil {
 			r.Accepted = meta.Timestamp
 		}
@@ -542,7 +542,7 @@ type attemptResult struct {
 // deliver delivers m once: finds the follower, waits at the gate (a pause, the send budget),
 // records the attempt and calls the platform. r is the message's record: its Attempts are the
 // calls made so far, and grow by the one made here. first says that no record of m exists yet.
-func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *store.Result, first bool) attemptResult {
+func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first bool) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -609,10 +609,10 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 // of the message was delivered, and adopts the attempts of an earlier copy's history when there
 // is one (first becomes false). It gives up, with an error, only when the worker stops or the
 // history cannot be read.
-func (w *Worker) markAttempt(ctx context.Context, r *store.Result, first *bool) (done bool, err error) {
+func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (done bool, err error) {
 	for {
 		mark := *r
-		mark.State, mark.Updated, mark.RetryAt = store.StateSending, w.cfg.Now(), time.Time{}
+		mark.State, mark.Updated, mark.RetryAt = push.StateSending, w.cfg.Now(), time.Time{}
 		rec := store.ProgressRecord(mark, mark.Updated)
 		if *first && r.Attempts == 1 {
 			rec = store.FirstAttemptRecord(mark, mark.Updated)
@@ -636,9 +636,9 @@ func (w *Worker) markAttempt(ctx context.Context, r *store.Result, first *bool) 
 		switch {
 		case err != nil:
 			return false, fmt.Errorf("reading earlier attempts: %w", err)
-		case cur.State == store.StateSent || cur.State.Final():
+		case cur.State == push.StateSent || cur.State.Final():
 			return true, nil
-		case cur.State == store.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
+		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
@@ -708,9 +708,9 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 }
 
 // showHeld records a message held back by a pause as queued, with the pause's reason.
-func (w *Worker) showHeld(ctx context.Context, r store.Result, st sending.PauseState) {
+func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState) {
 	now := w.cfg.Now()
-	r.State, r.Updated, r.RetryAt = store.StateQueued, now, st.Until
+	r.State, r.Updated, r.RetryAt = push.StateQueued, now, st.Until
 	r.LastError = st.Explain()
 	if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, now)); err != nil {
 		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)

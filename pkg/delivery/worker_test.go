@@ -93,9 +93,9 @@ func (r *rig) publish(userID string, typ push.Type, data map[string]string) stri
 	return id
 }
 
-func (r *rig) waitState(id string, want store.State) store.Result {
+func (r *rig) waitState(id string, want push.State) push.Result {
 	r.t.Helper()
-	var res store.Result
+	var res push.Result
 	embeddedtest.Eventually(r.t, 15*time.Second, fmt.Sprintf("%s reaches %s", id, want), func() bool {
 		var err error
 		res, err = r.st.Current(context.Background(), id)
@@ -112,7 +112,7 @@ func TestDeliversMappedFields(t *testing.T) {
 	r := newRig(t)
 	r.startWorker(quick)
 	id := r.publish("u-follows", "TDL", tdl)
-	res := r.waitState(id, store.StateSent)
+	res := r.waitState(id, push.StateSent)
 	if res.Attempts != 1 || res.MsgID == 0 || res.ClientID != "c1" {
 		t.Fatalf("result %+v", res)
 	}
@@ -145,7 +145,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	}
 	for _, c := range cases {
 		id := r.publish(c.user, c.typ, c.data)
-		res := r.waitState(id, store.StateFailed)
+		res := r.waitState(id, push.StateFailed)
 		if res.Attempts != c.attempts || !strings.HasPrefix(res.Reason, c.reason) {
 			t.Errorf("%s/%s: attempts=%d reason=%q, want %q", c.user, c.typ, res.Attempts, res.Reason, c.reason)
 		}
@@ -165,7 +165,7 @@ func TestBusyPlatformIsRetriedWithBackoff(t *testing.T) {
 		return err == nil && res.Attempts >= 2 && res.LastError != ""
 	})
 	r.sim.SetFaults(simulator.Faults{})
-	res := r.waitState(id, store.StateSent)
+	res := r.waitState(id, push.StateSent)
 	if res.Attempts < 2 || res.LastError == "" {
 		t.Fatalf("result %+v", res)
 	}
@@ -179,7 +179,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
 	r.startWorker(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3})
 	id := r.publish("u-follows", "JML", map[string]string{"class": "a", "info": "b"})
-	res := r.waitState(id, store.StateFailed)
+	res := r.waitState(id, push.StateFailed)
 	if res.Attempts != 3 || len(res.Reason) < 25 || res.Reason[:25] != "gave up after 3 attempts:" {
 		t.Fatalf("result %+v", res)
 	}
@@ -204,7 +204,7 @@ func TestManyMessagesConcurrently(t *testing.T) {
 	wg.Wait()
 	embeddedtest.Eventually(t, 30*time.Second, "200 messages accepted by the platform", func() bool { return len(r.sim.Sent()) >= 200 })
 	for _, id := range ids {
-		r.waitState(id, store.StateSent)
+		r.waitState(id, push.StateSent)
 	}
 	if n := len(r.sim.Sent()); n != 200 {
 		t.Fatalf("platform accepted %d, want 200", n)
@@ -216,20 +216,20 @@ func TestManyMessagesConcurrently(t *testing.T) {
 func TestAnnouncesSent(t *testing.T) {
 	r := newRig(t)
 	type sent struct {
-		r      store.Result
+		r      push.Result
 		openID string
 	}
 	got := make(chan sent, 1)
 	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.AnnounceSent = func(res store.Result, openID string) { got <- sent{res, openID} }
+		c.AnnounceSent = func(res push.Result, openID string) { got <- sent{res, openID} }
 	})
 	id := r.publish("u-follows", "TDL", tdl)
 	select {
 	case a := <-got:
-		if a.r.UcsID != id || a.r.State != store.StateSent || a.r.MsgID == 0 || a.openID != "oFollower" {
+		if a.r.UcsID != id || a.r.State != push.StateSent || a.r.MsgID == 0 || a.openID != "oFollower" {
 			t.Fatalf("announced %+v for %s", a, id)
 		}
-		if res := r.waitState(id, store.StateSent); res.MsgID != a.r.MsgID {
+		if res := r.waitState(id, push.StateSent); res.MsgID != a.r.MsgID {
 			t.Fatalf("recorded msgid %d, announced %d", res.MsgID, a.r.MsgID)
 		}
 	case <-time.After(15 * time.Second):
@@ -243,11 +243,11 @@ func TestAttemptRecordedBeforeTheCall(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
 	r.startWorker(quick)
 	id := r.publish("u-follows", "TDL", tdl)
-	res := r.waitState(id, store.StateSending)
+	res := r.waitState(id, push.StateSending)
 	if res.Attempts != 1 || r.sim.Stats().Accepted != 0 {
 		t.Fatalf("while the first call lasts: %+v, platform accepted %d", res, r.sim.Stats().Accepted)
 	}
-	if res := r.waitState(id, store.StateSent); res.Attempts != 1 {
+	if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
 		t.Fatalf("sent after one call: %+v", res)
 	}
 }
@@ -324,7 +324,7 @@ func TestStoreOutageSpendsNoAttempts(t *testing.T) {
 				cfg.Store, cfg.Platform, cfg.StoreRetry = fs, sender, 20*time.Millisecond
 			})
 			id := r.publish("u-follows", "JML", jml)
-			res := r.waitState(id, store.StateSent)
+			res := r.waitState(id, push.StateSent)
 			if res.Attempts != c.wantAttempts || sender.count() != c.wantAttempts {
 				t.Fatalf("attempts %d after %d platform calls, want %d: %+v", res.Attempts, sender.count(), c.wantAttempts, res)
 			}
@@ -365,11 +365,11 @@ func TestKilledAttemptCountsOnce(t *testing.T) {
 		t.Fatal("the first worker never called the platform")
 	}
 	stop() // it fetches nothing more
-	if res, err := r.st.Current(context.Background(), id); err != nil || res.State != store.StateSending || res.Attempts != 1 {
+	if res, err := r.st.Current(context.Background(), id); err != nil || res.State != push.StateSending || res.Attempts != 1 {
 		t.Fatalf("record of the attempt under way: %+v %v", res, err)
 	}
 	r.startWorker(quick) // gets the message once the ack wait gives it back
-	res := r.waitState(id, store.StateSent)
+	res := r.waitState(id, push.StateSent)
 	if calls := r.sim.Stats().Sends; res.Attempts != 2 || calls != 2 {
 		t.Fatalf("attempts %d, platform calls %d: %+v", res.Attempts, calls, res)
 	}

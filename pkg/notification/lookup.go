@@ -22,9 +22,9 @@ const LookupTimeout = 5 * time.Second
 // pushes), with the store's progress record of its attempts once a worker has received it;
 // for a push no longer in the queue, the store's final or sent record. A push of another
 // client is ErrNotFound, as an unknown one.
-func (s *Service) Result(ctx context.Context, client, id string) (store.Result, error) {
+func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
 	if !push.ValidID(id) {
-		return store.Result{}, ErrNotFound
+		return push.Result{}, ErrNotFound
 	}
 	if r, ok := s.cfg.Finals.Get(id); ok {
 		return own(r, client)
@@ -37,7 +37,7 @@ func (s *Service) Result(ctx context.Context, client, id string) (store.Result, 
 		return s.waitingResult(ctx, m), nil
 	case !errors.Is(err, queue.ErrNotWaiting):
 		// the queue could not say whether it holds the push: not a 404
-		return store.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
+		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
 	return s.outcome(ctx, client, id)
 }
@@ -45,7 +45,7 @@ func (s *Service) Result(ctx context.Context, client, id string) (store.Result, 
 // Lookup is one answer of Results: the push's result, or Found false for a ucsId the caller
 // has no push of.
 type Lookup struct {
-	Result store.Result
+	Result push.Result
 	Found  bool
 }
 
@@ -131,7 +131,7 @@ func (s *Service) Results(ctx context.Context, client string, ids []string) ([]L
 // waitingResult is the result of the push m, waiting in the queue: queued if no worker has
 // received it yet (no store read), else the progress of its attempts if the store has any.
 // When the store is slow or down, the queue answers alone.
-func (s *Service) waitingResult(ctx context.Context, w queue.Waited) store.Result {
+func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result {
 	m := w.Message
 	if !w.Reached {
 		return s.queuedResult(m)
@@ -140,7 +140,7 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) store.Resul
 	defer cancel()
 	p, err := s.cfg.Store.InProgress(ctx, m.UcsID)
 	if err == nil && p.ClientID == m.ClientID {
-		if p.State == store.StateQueued {
+		if p.State == push.StateQueued {
 			s.explainPause(&p)
 		}
 		return p
@@ -153,13 +153,13 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) store.Resul
 
 // outcome reads what became of client's push id once it left the queue, and keeps a final
 // result in memory.
-func (s *Service) outcome(ctx context.Context, client, id string) (store.Result, error) {
+func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, error) {
 	r, err := s.cfg.Store.Outcome(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return store.Result{}, ErrNotFound
+		return push.Result{}, ErrNotFound
 	case err != nil:
-		return store.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
+		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
 	if r.State.Final() {
 		s.cfg.Finals.Add(id, r)
@@ -168,19 +168,19 @@ func (s *Service) outcome(ctx context.Context, client, id string) (store.Result,
 }
 
 // own is r as client may see it: its own, or ErrNotFound.
-func own(r store.Result, client string) (store.Result, error) {
+func own(r push.Result, client string) (push.Result, error) {
 	if r.ClientID != client {
-		return store.Result{}, ErrNotFound
+		return push.Result{}, ErrNotFound
 	}
 	return r, nil
 }
 
 // queuedResult is the result of a push waiting in the queue that no worker has reached; while
 // sending is paused, it says why and until when.
-func (s *Service) queuedResult(m push.Message) store.Result {
+func (s *Service) queuedResult(m push.Message) push.Result {
 	at := time.UnixMilli(m.Accepted)
-	r := store.Result{
-		UcsID: m.UcsID, ClientID: m.ClientID, State: store.StateQueued, Type: string(m.Type), UserID: m.UserID,
+	r := push.Result{
+		UcsID: m.UcsID, ClientID: m.ClientID, State: push.StateQueued, Type: string(m.Type), UserID: m.UserID,
 		Accepted: at, Updated: at,
 	}
 	s.explainPause(&r)
@@ -188,7 +188,7 @@ func (s *Service) queuedResult(m push.Message) store.Result {
 }
 
 // explainPause names a pause of sending in a queued push's result: why, and until when.
-func (s *Service) explainPause(r *store.Result) {
+func (s *Service) explainPause(r *push.Result) {
 	if s.cfg.Paused == nil {
 		return
 	}

@@ -14,23 +14,22 @@ import (
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // finals keeps final results as the front end's memory does: the first one of a push wins.
 type finals struct {
 	mu sync.Mutex
-	m  map[string]store.Result
+	m  map[string]push.Result
 }
 
-func (f *finals) Get(id string) (store.Result, bool) {
+func (f *finals) Get(id string) (push.Result, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.m[id]
 	return r, ok
 }
 
-func (f *finals) Add(id string, r store.Result) {
+func (f *finals) Add(id string, r push.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.m[id]; !ok {
@@ -60,7 +59,7 @@ func newRig(t *testing.T, withRecords bool) *rig {
 	r := &rig{stream: st}
 	cfg := notification.Config{
 		Publisher: queue.NewPublisher(js), Waiting: queue.NewWaiting(js, st, qc.Consumer),
-		Store: embeddedtest.Store(t, nil), Finals: &finals{m: map[string]store.Result{}},
+		Store: embeddedtest.Store(t, nil), Finals: &finals{m: map[string]push.Result{}},
 		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(error) { r.rejected++ },
 	}
 	if withRecords {
@@ -107,7 +106,7 @@ func TestPushAndResult(t *testing.T) {
 		t.Errorf("accepted %d, stream holds %d; want 1 and 1", r.accepted, r.msgs(t))
 	}
 	res, err := r.svc.Result(ctx, "pusher", id)
-	if err != nil || res.State != store.StateQueued || res.UcsID != id {
+	if err != nil || res.State != push.StateQueued || res.UcsID != id {
 		t.Errorf("own result: %+v, %v; want queued", res, err)
 	}
 	for _, c := range []struct{ client, id string }{{"other", id}, {"pusher", push.NewID(time.Now())}, {"pusher", "not-an-id"}} {

@@ -10,7 +10,6 @@ import (
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
@@ -32,8 +31,8 @@ type Waiting interface {
 // Store reads what workers recorded; *store.Store implements it. Both return
 // store.ErrNotFound for a push without such a record.
 type Store interface {
-	Outcome(ctx context.Context, ucsID string) (store.Result, error)
-	InProgress(ctx context.Context, ucsID string) (store.Result, error)
+	Outcome(ctx context.Context, ucsID string) (push.Result, error)
+	InProgress(ctx context.Context, ucsID string) (push.Result, error)
 }
 
 // Records keeps the records of Idempotency-Keys for every front end; *natskv.Records
@@ -48,8 +47,8 @@ type Records interface {
 // Finals are the final results kept in memory, by ucsId. Add keeps the first final result of
 // a push and ignores later ones.
 type Finals interface {
-	Get(ucsID string) (store.Result, bool)
-	Add(ucsID string, r store.Result)
+	Get(ucsID string) (push.Result, bool)
+	Add(ucsID string, r push.Result)
 }
 
 // Config wires a Service. Publisher, Waiting, Store and Finals are required.

@@ -6,7 +6,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/campus-it/ucs/pkg/store"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // compactResult is a result as the front end's memory keeps it. A bulk send fills these caches
@@ -48,7 +48,7 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func compact(r store.Result) compactResult {
+func compact(r push.Result) compactResult {
 	return compactResult{
 		clientID: intern(r.ClientID), typ: intern(r.Type), userID: intern(r.UserID), state: intern(string(r.State)),
 		lastError: r.LastError, reason: r.Reason, attempts: r.Attempts, msgID: r.MsgID,
@@ -57,9 +57,9 @@ func compact(r store.Result) compactResult {
 	}
 }
 
-func (c compactResult) result(ucsID string) store.Result {
-	return store.Result{
-		UcsID: ucsID, ClientID: c.clientID, State: store.State(c.state), Type: c.typ, UserID: c.userID,
+func (c compactResult) result(ucsID string) push.Result {
+	return push.Result{
+		UcsID: ucsID, ClientID: c.clientID, State: push.State(c.state), Type: c.typ, UserID: c.userID,
 		Attempts: c.attempts, LastError: c.lastError, Reason: c.reason, MsgID: c.msgID,
 		Accepted: fromNanos(c.accepted), Updated: fromNanos(c.updated),
 		Sent: fromNanos(c.sent), Finished: fromNanos(c.finished), RetryAt: fromNanos(c.retryAt),
@@ -77,10 +77,10 @@ func newResultCache(size int) (*resultCache, error) {
 }
 
 // Get returns the result of ucsID and marks it used.
-func (rc *resultCache) Get(ucsID string) (store.Result, bool) {
+func (rc *resultCache) Get(ucsID string) (push.Result, bool) {
 	e, ok := rc.c.Get(ucsID)
 	if !ok {
-		return store.Result{}, false
+		return push.Result{}, false
 	}
 	return e.result(ucsID), true
 }
@@ -92,7 +92,7 @@ func (rc *resultCache) Seen(ucsID string) bool { return rc.c.Contains(ucsID) }
 // final, and the first final result of a push wins (as in the store), so that a later,
 // different one (a receipt the platform pushed twice with different statuses, an announcement
 // that comes late) never replaces it.
-func (rc *resultCache) Add(ucsID string, r store.Result) { rc.c.ContainsOrAdd(ucsID, compact(r)) }
+func (rc *resultCache) Add(ucsID string, r push.Result) { rc.c.ContainsOrAdd(ucsID, compact(r)) }
 
 // sentMessage is a message the platform accepted, and the follower it went to.
 type sentMessage struct {
@@ -112,10 +112,10 @@ func newSentCache(size int) (*sentCache, error) {
 }
 
 // Get returns the message the platform gave msgID, and the follower it went to.
-func (sc *sentCache) Get(msgID int64) (store.Result, string, bool) {
+func (sc *sentCache) Get(msgID int64) (push.Result, string, bool) {
 	m, ok := sc.c.Get(msgID)
 	if !ok {
-		return store.Result{}, "", false
+		return push.Result{}, "", false
 	}
 	return m.result.result(m.ucsID), m.openID, true
 }
@@ -124,7 +124,7 @@ func (sc *sentCache) Get(msgID int64) (store.Result, string, bool) {
 func (sc *sentCache) Seen(msgID int64) bool { return sc.c.Contains(msgID) }
 
 // Add keeps r, sent to openID, under its msgid.
-func (sc *sentCache) Add(r store.Result, openID string) {
+func (sc *sentCache) Add(r push.Result, openID string) {
 	sc.c.Add(r.MsgID, sentMessage{ucsID: r.UcsID, result: compact(r), openID: intern(openID)})
 }
 

@@ -4,22 +4,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/campus-it/ucs/pkg/store"
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // The caches keep results in a compact form; what a lookup reads back must be what was kept,
 // to the nanosecond, and a time never set must stay unset.
 func TestCompactResultRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 23, 8, 30, 15, 123456789, time.FixedZone("CST", 8*3600))
-	full := store.Result{
-		UcsID: "01JD0000000000000000000000", ClientID: "jwxt", State: store.StateFailed, Type: "JDS", UserID: "20230001",
+	full := push.Result{
+		UcsID: "01JD0000000000000000000000", ClientID: "jwxt", State: push.StateFailed, Type: "JDS", UserID: "20230001",
 		Attempts: 3, LastError: "platform: -1 system busy", Reason: "failed:user block", MsgID: 1234567890123,
 		Accepted: at, Updated: at.Add(time.Second), Sent: at.Add(2 * time.Second),
 		Finished: at.Add(3 * time.Second), RetryAt: at.Add(4 * time.Second),
 	}
-	sparse := store.Result{UcsID: "01JD0000000000000000000001", ClientID: "jwxt", State: store.StateDelivered, Accepted: at}
+	sparse := push.Result{UcsID: "01JD0000000000000000000001", ClientID: "jwxt", State: push.StateDelivered, Accepted: at}
 
-	for _, want := range []store.Result{full, sparse} {
+	for _, want := range []push.Result{full, sparse} {
 		rc, err := newResultCache(10)
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func TestCompactResultRoundTrip(t *testing.T) {
 	}
 }
 
-func same(t *testing.T, got, want store.Result) {
+func same(t *testing.T, got, want push.Result) {
 	t.Helper()
 	for _, tt := range []struct {
 		name      string

@@ -23,6 +23,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -135,7 +136,7 @@ func (e *env) markSentOn(ucsID string, msgID int64, openID string, attempt int) 
 	w := e.api.Store.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	now := e.clock.Now()
-	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+	r := push.Result{UcsID: ucsID, ClientID: "pusher", State: push.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
 	if err := w.Write(context.Background(), store.SentRecords(r, openID, now)...); err != nil {
 		e.t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func (e *env) announceSent(ucsID string, msgID int64, openID string, attempt int
 	}
 	defer nc.Close()
 	now := e.clock.Now()
-	r := store.Result{UcsID: ucsID, ClientID: "pusher", State: store.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+	r := push.Result{UcsID: ucsID, ClientID: "pusher", State: push.StateSent, Attempts: attempt, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
 	announce.NewFinals(nc).AnnounceSent(r, openID)
 	if err := nc.Flush(); err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -186,7 +187,7 @@ func (a *applier) apply(ctx context.Context, items []*eventItem) (failed []*even
 
 // found is what a receipt's msgid leads to.
 type found struct {
-	sent   store.Result
+	sent   push.Result
 	openID string
 	err    error
 }
@@ -227,7 +228,7 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 	now := s.now()
 	type final struct {
 		it *eventItem
-		r  store.Result
+		r  push.Result
 	}
 	var finals []final
 	taken := map[string]bool{}

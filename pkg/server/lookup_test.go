@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // TestRepeatedLookupsOfAFinalResult looks a delivered push up again and again, singly and in
@@ -18,8 +17,8 @@ func TestRepeatedLookupsOfAFinalResult(t *testing.T) {
 	tok, other := e.token("pusher", pushSecret), e.token("other", pushSecret)
 	at := e.clock.Now().UTC().Truncate(time.Millisecond)
 	id := push.NewID(at)
-	e.api.Server.Remember(store.Result{
-		UcsID: id, ClientID: "pusher", State: store.StateDelivered, Type: "TDL", UserID: "2020000001",
+	e.api.Server.Remember(push.Result{
+		UcsID: id, ClientID: "pusher", State: push.StateDelivered, Type: "TDL", UserID: "2020000001",
 		Attempts: 1, MsgID: 4242, Accepted: at, Updated: at.Add(3 * time.Second),
 		Sent: at.Add(time.Second), Finished: at.Add(3 * time.Second),
 	})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
@@ -145,7 +144,7 @@ type resultJSON struct {
 	NextAttemptAt string `json:"nextAttemptAt,omitempty"`
 }
 
-func resultView(r store.Result, loc *time.Location) resultJSON {
+func resultView(r push.Result, loc *time.Location) resultJSON {
 	f := func(t time.Time) string {
 		if t.IsZero() {
 			return ""

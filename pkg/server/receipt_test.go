@@ -19,6 +19,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -37,7 +38,7 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 	defer nc.Close()
 	now := e.clock.Now()
 	announce := func(id string, msgID int64, openID string) {
-		sent := store.Result{UcsID: id, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
+		sent := push.Result{UcsID: id, ClientID: "pusher", State: push.StateSent, Attempts: 1, MsgID: msgID, Accepted: now, Updated: now, Sent: now}
 		announce.NewFinals(nc).AnnounceSent(sent, openID)
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
@@ -64,12 +65,12 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 		t.Fatalf("the sent record is in the store (%v): the test would not show the announcement's use", err)
 	}
 	// The final result is written by the front end's group commit; poll for it.
-	var final store.Result
+	var final push.Result
 	embeddedtest.Eventually(t, 10*time.Second, "the final result is in the store", func() bool {
 		final, err = e.api.Store.Final(ctx, id)
 		return err == nil
 	})
-	if err != nil || final.State != store.StateDelivered || final.MsgID != 777 {
+	if err != nil || final.State != push.StateDelivered || final.MsgID != 777 {
 		t.Fatalf("final result after %s: %+v, %v", time.Since(start), final, err)
 	}
 
@@ -271,7 +272,7 @@ func TestFinalIsFinal(t *testing.T) {
 			t.Fatalf("after a second, different receipt, %s says %v", base, d)
 		}
 	}
-	if r, err := e.api.Store.Final(context.Background(), id); err != nil || r.State != store.StateDelivered {
+	if r, err := e.api.Store.Final(context.Background(), id); err != nil || r.State != push.StateDelivered {
 		t.Fatalf("stored final result: %+v %v", r, err)
 	}
 
@@ -280,7 +281,7 @@ func TestFinalIsFinal(t *testing.T) {
 	w := e.api.Store.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	now := e.clock.Now()
-	sent := store.Result{UcsID: id2, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: 901, Accepted: now, Updated: now, Sent: now}
+	sent := push.Result{UcsID: id2, ClientID: "pusher", State: push.StateSent, Attempts: 1, MsgID: 901, Accepted: now, Updated: now, Sent: now}
 	if err := w.Write(context.Background(), store.FinalRecord(store.Receipt(sent, simulator.StatusSuccess, now), now)); err != nil {
 		t.Fatal(err)
 	}

@@ -122,10 +122,10 @@ func (s *Server) sandboxData(ctx context.Context) pages.SandboxData {
 }
 
 // stateTexts are the delivery states as the phones name them.
-var stateTexts = map[store.State]string{
-	store.StateSent:      "已发送，等待回执 Sent, awaiting the receipt",
-	store.StateDelivered: "已送达 Delivered",
-	store.StateFailed:    "未送达 Not delivered",
+var stateTexts = map[push.State]string{
+	push.StateSent:      "已发送，等待回执 Sent, awaiting the receipt",
+	push.StateDelivered: "已送达 Delivered",
+	push.StateFailed:    "未送达 Not delivered",
 }
 
 // sandboxState is the delivery state of a message the platform accepted (so it is sent at
@@ -142,12 +142,12 @@ func (s *Server) sandboxState(ctx context.Context, ucsID string) (string, string
 			s.log.Debug("sandbox: state not read", "ucsId", ucsID, "err", err)
 		}
 	}
-	st := store.StateSent
+	st := push.StateSent
 	if ok && r.State.Final() {
 		st = r.State
 	}
 	text := stateTexts[st]
-	if st == store.StateFailed && r.Reason != "" {
+	if st == push.StateFailed && r.Reason != "" {
 		text += ": " + r.Reason
 	}
 	return string(st), text

@@ -26,10 +26,10 @@ import (
 
 // Store is what the front end reads and writes; *store.Store implements it.
 type Store interface {
-	Current(ctx context.Context, ucsID string) (store.Result, error)
-	Outcome(ctx context.Context, ucsID string) (store.Result, error)
-	InProgress(ctx context.Context, ucsID string) (store.Result, error)
-	SentByMsgID(ctx context.Context, msgID int64) (store.Result, string, error)
+	Current(ctx context.Context, ucsID string) (push.Result, error)
+	Outcome(ctx context.Context, ucsID string) (push.Result, error)
+	InProgress(ctx context.Context, ucsID string) (push.Result, error)
+	SentByMsgID(ctx context.Context, msgID int64) (push.Result, string, error)
 	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error
 	Ping(ctx context.Context) error
 }
@@ -93,7 +93,7 @@ type Config struct {
 	ResultCache int
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
-	Announce func(store.Result)
+	Announce func(push.Result)
 	// KeepEvent stores a platform event (a delivery receipt, a follow) in the stream of
 	// platform events under key, for ApplyEvents to apply; the callback answers "success" once
 	// it returns nil. Required with CallbackToken.
@@ -242,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 
 // Remember keeps a final result in memory, for lookups; another front end or a worker recorded
 // it. Anything but a final result is ignored.
-func (s *Server) Remember(r store.Result) {
+func (s *Server) Remember(r push.Result) {
 	if r.State.Final() {
 		// The LRU tells a repeated announcement (a receipt the platform pushed again) from a
 		// new result, so that the operations page counts each push once.
@@ -258,13 +258,13 @@ func (s *Server) Remember(r store.Result) {
 // announcement would be, so that the operations page counts it (once) either way.
 type rememberedFinals struct{ s *Server }
 
-func (f rememberedFinals) Get(id string) (store.Result, bool) { return f.s.results.Get(id) }
-func (f rememberedFinals) Add(_ string, r store.Result)       { f.s.Remember(r) }
+func (f rememberedFinals) Get(id string) (push.Result, bool) { return f.s.results.Get(id) }
+func (f rememberedFinals) Add(_ string, r push.Result)       { f.s.Remember(r) }
 
 // RememberSent keeps a message the platform accepted (a worker recorded it as sent) until
 // its delivery receipt comes, so that the receipt costs no store read.
-func (s *Server) RememberSent(r store.Result, openID string) {
-	if r.State == store.StateSent && r.MsgID != 0 && openID != "" {
+func (s *Server) RememberSent(r push.Result, openID string) {
+	if r.State == push.StateSent && r.MsgID != 0 && openID != "" {
 		if !s.sent.Seen(r.MsgID) {
 			s.activity.Sent(r)
 		}

@@ -500,7 +500,7 @@ func TestCallback(t *testing.T) {
 	defer w.Close()
 	const id = "01KAAAAAAAAAAAAAAAAAAAAAAA"
 	now := e.clock.Now()
-	sent := store.Result{UcsID: id, ClientID: "pusher", State: store.StateSent, Attempts: 1, MsgID: 555, Accepted: now, Updated: now, Sent: now}
+	sent := push.Result{UcsID: id, ClientID: "pusher", State: push.StateSent, Attempts: 1, MsgID: 555, Accepted: now, Updated: now, Sent: now}
 	if err := w.Write(ctx, store.SentRecords(sent, "oA", now)...); err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func TestCallback(t *testing.T) {
 	if _, _, err := st.SentByMsgID(ctx, 556); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown msgid recorded: %v", err)
 	}
-	if r, _ := st.Current(ctx, id); r.State != store.StateSent {
+	if r, _ := st.Current(ctx, id); r.State != push.StateSent {
 		t.Fatalf("an ignored callback changed the result: %s", r.State)
 	}
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q(cbToken), "text/xml", "", finish); a.status != 200 || string(a.body) != "success" {

@@ -3,13 +3,15 @@ package store
 import (
 	"context"
 	"errors"
+
+	"github.com/campus-it/ucs/pkg/push"
 )
 
 // Record is one of the records the store keeps of a push, for a person to read.
 type Record struct {
 	// Kind is final, sent or progress (see the keys of push_results).
 	Kind   string
-	Result Result
+	Result push.Result
 }
 
 // The kinds of Record.

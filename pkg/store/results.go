@@ -9,42 +9,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
+
+	"github.com/campus-it/ucs/pkg/push"
 )
-
-// State is the delivery state of a push, as the lookup reports it.
-type State string
-
-// The delivery states. queued → sending → sent → delivered or failed; a failed attempt that
-// will be retried goes back to queued with the attempt counted and its error kept.
-const (
-	StateQueued    State = "queued"
-	StateSending   State = "sending"
-	StateSent      State = "sent"
-	StateDelivered State = "delivered"
-	StateFailed    State = "failed"
-)
-
-// Final reports whether no further change can happen.
-func (s State) Final() bool { return s == StateDelivered || s == StateFailed }
-
-// Result is the state of a push as of one stage of its delivery. Every record the store keeps
-// of a push is a whole Result, so that any one of them answers a lookup by itself.
-type Result struct {
-	UcsID     string    `bson:"ucs"`
-	ClientID  string    `bson:"client"`
-	State     State     `bson:"state"`
-	Type      string    `bson:"type,omitempty"`
-	UserID    string    `bson:"user,omitempty"`
-	Attempts  int       `bson:"attempts,omitempty"`
-	LastError string    `bson:"last_error,omitempty"`
-	Reason    string    `bson:"reason,omitempty"`
-	MsgID     int64     `bson:"msgid,omitempty"`
-	Accepted  time.Time `bson:"accepted"`
-	Updated   time.Time `bson:"updated"`
-	Sent      time.Time `bson:"sent,omitempty"`
-	Finished  time.Time `bson:"finished,omitempty"`
-	RetryAt   time.Time `bson:"retry_at,omitempty"`
-}
 
 // A push's records, in the collection push_results, are keyed by what their readers hold:
 //
@@ -61,19 +28,19 @@ const (
 	suffixProgress = "/p"
 )
 
-// resultDoc is a Result as stored. At is when it was written; retention counts from it.
+// resultDoc is a push.Result as stored. At is when it was written; retention counts from it.
 type resultDoc struct {
-	ID     string `bson:"_id"`
-	Result `bson:",inline"`
-	At     time.Time `bson:"at"`
+	ID          string `bson:"_id"`
+	push.Result `bson:",inline"`
+	At          time.Time `bson:"at"`
 }
 
 // msgDoc maps a platform msgid to the push it delivered and the follower it went to.
 type msgDoc struct {
-	ID     string `bson:"_id"`
-	Result `bson:",inline"`
-	OpenID string    `bson:"openid"`
-	At     time.Time `bson:"at"`
+	ID          string `bson:"_id"`
+	push.Result `bson:",inline"`
+	OpenID      string    `bson:"openid"`
+	At          time.Time `bson:"at"`
 }
 
 // Write is one record for a Writer to store.
@@ -93,7 +60,7 @@ var ErrFinalExists = errors.New("the push has a final result already")
 
 // FinalRecord is the final result of a push. A second final record of the same push (a receipt
 // the platform repeats) changes nothing.
-func FinalRecord(r Result, at time.Time) Write {
+func FinalRecord(r push.Result, at time.Time) Write {
 	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
 }
 
@@ -101,7 +68,7 @@ func FinalRecord(r Result, at time.Time) Write {
 // kept: a push that has a final result already answers ErrFinalExists (the store keeps the
 // first final result of a push, whichever wrote it), so that the writer tells every front end
 // the result the store has (Store.Final) rather than its own.
-func FirstFinalRecord(r Result, at time.Time) Write {
+func FirstFinalRecord(r push.Result, at time.Time) Write {
 	w := FinalRecord(r, at)
 	w.exists = ErrFinalExists
 	return w
@@ -109,7 +76,7 @@ func FirstFinalRecord(r Result, at time.Time) Write {
 
 // SentRecords are the records of a push the platform accepted: its sent result, and its msgid
 // with the follower it was sent to, for the delivery receipt.
-func SentRecords(r Result, openID string, at time.Time) []Write {
+func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	msg := strconv.FormatInt(r.MsgID, 10)
 	return []Write{
 		{col: colResults, id: r.UcsID + suffixSent, doc: resultDoc{ID: r.UcsID + suffixSent, Result: r, At: at}},
@@ -124,28 +91,28 @@ var ErrHistory = errors.New("the push has a delivery history already")
 
 // FirstAttemptRecord marks the start of a push's first attempt. It is inserted, not replaced,
 // and answers ErrHistory when the push has a progress record already.
-func FirstAttemptRecord(r Result, at time.Time) Write {
+func FirstAttemptRecord(r push.Result, at time.Time) Write {
 	return Write{col: colResults, id: r.UcsID + suffixProgress, doc: resultDoc{ID: r.UcsID + suffixProgress, Result: r, At: at},
 		exists: ErrHistory}
 }
 
 // ProgressRecord replaces a push's progress: a later attempt under way, or a retry waiting.
-func ProgressRecord(r Result, at time.Time) Write {
+func ProgressRecord(r push.Result, at time.Time) Write {
 	w := FirstAttemptRecord(r, at)
 	w.replace, w.exists = true, nil
 	return w
 }
 
 // Final returns the final result of ucsID, or ErrNotFound. It costs one read.
-func (s *Store) Final(ctx context.Context, ucsID string) (Result, error) {
+func (s *Store) Final(ctx context.Context, ucsID string) (push.Result, error) {
 	return s.getResult(ctx, ucsID)
 }
 
 // Progress returns what is known of a push that is not final: its sent record if there is
 // one, otherwise its progress record, or ErrNotFound. It costs two reads, made at once.
-func (s *Store) Progress(ctx context.Context, ucsID string) (Result, error) {
+func (s *Store) Progress(ctx context.Context, ucsID string) (push.Result, error) {
 	type got struct {
-		r   Result
+		r   push.Result
 		err error
 	}
 	ch := make(chan got, 1)
@@ -163,7 +130,7 @@ func (s *Store) Progress(ctx context.Context, ucsID string) (Result, error) {
 		}
 		return sent, nil
 	case !errors.Is(serr, ErrNotFound):
-		return Result{}, serr
+		return push.Result{}, serr
 	}
 	return p.r, p.err
 }
@@ -171,7 +138,7 @@ func (s *Store) Progress(ctx context.Context, ucsID string) (Result, error) {
 // Outcome returns what became of a push that left the queue: its final result, else its sent
 // result, or ErrNotFound (a push this service never accepted). A worker records one of them
 // before the queue lets go of a push. At most two reads.
-func (s *Store) Outcome(ctx context.Context, ucsID string) (Result, error) {
+func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) {
 	r, err := s.Final(ctx, ucsID)
 	if !errors.Is(err, ErrNotFound) {
 		return r, err
@@ -181,7 +148,7 @@ func (s *Store) Outcome(ctx context.Context, ucsID string) (Result, error) {
 
 // Current returns the most advanced record of a push: final, else sent, else progress, or
 // ErrNotFound when no worker has reached it. At most three reads.
-func (s *Store) Current(ctx context.Context, ucsID string) (Result, error) {
+func (s *Store) Current(ctx context.Context, ucsID string) (push.Result, error) {
 	r, err := s.Final(ctx, ucsID)
 	if !errors.Is(err, ErrNotFound) {
 		return r, err
@@ -189,26 +156,26 @@ func (s *Store) Current(ctx context.Context, ucsID string) (Result, error) {
 	return s.Progress(ctx, ucsID)
 }
 
-func (s *Store) getResult(ctx context.Context, id string) (Result, error) {
+func (s *Store) getResult(ctx context.Context, id string) (push.Result, error) {
 	var d resultDoc
 	if err := s.getByID(ctx, colResults, id, &d); err != nil {
-		return Result{}, err
+		return push.Result{}, err
 	}
 	return d.Result, nil
 }
 
 // InProgress returns the progress record of a push (an attempt under way, or a retry
 // waiting), or ErrNotFound. It costs one read.
-func (s *Store) InProgress(ctx context.Context, ucsID string) (Result, error) {
+func (s *Store) InProgress(ctx context.Context, ucsID string) (push.Result, error) {
 	return s.getResult(ctx, ucsID+suffixProgress)
 }
 
 // SentByMsgID returns the sent record of the push the platform gave msgID, and the follower
 // it was sent to, or ErrNotFound when this service sent no such message.
-func (s *Store) SentByMsgID(ctx context.Context, msgID int64) (Result, string, error) {
+func (s *Store) SentByMsgID(ctx context.Context, msgID int64) (push.Result, string, error) {
 	var d msgDoc
 	if err := s.getByID(ctx, colMsgIDs, strconv.FormatInt(msgID, 10), &d); err != nil {
-		return Result{}, "", err
+		return push.Result{}, "", err
 	}
 	return d.Result, d.OpenID, nil
 }
@@ -216,14 +183,14 @@ func (s *Store) SentByMsgID(ctx context.Context, msgID int64) (Result, string, e
 // Receipt turns a sent result into its final result by the platform's report
 // (TEMPLATESENDJOBFINISH): "success" is delivered, anything else ("failed:user block",
 // "failed: system failed") failed with the status as reason.
-func Receipt(sent Result, status string, at time.Time) Result {
+func Receipt(sent push.Result, status string, at time.Time) push.Result {
 	r := sent
 	r.Finished, r.Updated = at, at
 	if status == "success" {
-		r.State = StateDelivered
+		r.State = push.StateDelivered
 		return r
 	}
-	r.State, r.Reason = StateFailed, status
+	r.State, r.Reason = push.StateFailed, status
 	return r
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -22,15 +23,15 @@ var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
 func TestReceipt(t *testing.T) {
-	sent := store.Result{UcsID: "u", ClientID: "c", State: store.StateSent, MsgID: 1, Attempts: 2, Sent: at(1), Updated: at(1)}
+	sent := push.Result{UcsID: "u", ClientID: "c", State: push.StateSent, MsgID: 1, Attempts: 2, Sent: at(1), Updated: at(1)}
 	for _, c := range []struct {
 		status string
-		state  store.State
+		state  push.State
 		reason string
 	}{
-		{"success", store.StateDelivered, ""},
-		{"failed:user block", store.StateFailed, "failed:user block"},
-		{"failed: system failed", store.StateFailed, "failed: system failed"},
+		{"success", push.StateDelivered, ""},
+		{"failed:user block", push.StateFailed, "failed:user block"},
+		{"failed: system failed", push.StateFailed, "failed: system failed"},
 	} {
 		r := store.Receipt(sent, c.status, at(9))
 		if r.State != c.state || r.Reason != c.reason || !r.Finished.Equal(at(9)) || !r.Updated.Equal(at(9)) ||
@@ -49,8 +50,8 @@ func TestResultRecords(t *testing.T) {
 	if _, err := st.Current(ctx, id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing result: %v", err)
 	}
-	base := store.Result{UcsID: id, ClientID: "c1", UserID: "2020000001", Type: "TDL", Accepted: at(0)}
-	state := func(want store.State, attempts int, lastErr string) store.Result {
+	base := push.Result{UcsID: id, ClientID: "c1", UserID: "2020000001", Type: "TDL", Accepted: at(0)}
+	state := func(want push.State, attempts int, lastErr string) push.Result {
 		t.Helper()
 		r, err := st.Current(ctx, id)
 		if err != nil {
@@ -64,18 +65,18 @@ func TestResultRecords(t *testing.T) {
 	}
 
 	first := base
-	first.State, first.Attempts, first.Updated = store.StateSending, 1, at(1)
+	first.State, first.Attempts, first.Updated = push.StateSending, 1, at(1)
 	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); err != nil {
 		t.Fatal(err)
 	}
-	state(store.StateSending, 1, "")
+	state(push.StateSending, 1, "")
 
 	retry := first
-	retry.State, retry.LastError, retry.RetryAt, retry.Updated = store.StateQueued, "-1 system busy", at(5), at(2)
+	retry.State, retry.LastError, retry.RetryAt, retry.Updated = push.StateQueued, "-1 system busy", at(5), at(2)
 	if err := w.Write(ctx, store.ProgressRecord(retry, at(2))); err != nil {
 		t.Fatal(err)
 	}
-	if r := state(store.StateQueued, 1, "-1 system busy"); !r.RetryAt.Equal(at(5)) {
+	if r := state(push.StateQueued, 1, "-1 system busy"); !r.RetryAt.Equal(at(5)) {
 		t.Fatalf("retry at %v", r.RetryAt)
 	}
 	// A first attempt's record written again never hides the retry: the store keeps what it
@@ -83,14 +84,14 @@ func TestResultRecords(t *testing.T) {
 	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); !errors.Is(err, store.ErrHistory) {
 		t.Fatalf("a first attempt's record over a retry: %v", err)
 	}
-	state(store.StateQueued, 1, "-1 system busy")
+	state(push.StateQueued, 1, "-1 system busy")
 
 	sent := retry
-	sent.State, sent.Attempts, sent.MsgID, sent.Sent, sent.RetryAt = store.StateSent, 2, 4242, at(6), time.Time{}
+	sent.State, sent.Attempts, sent.MsgID, sent.Sent, sent.RetryAt = push.StateSent, 2, 4242, at(6), time.Time{}
 	if err := w.Write(ctx, store.SentRecords(sent, "oA", at(6))...); err != nil {
 		t.Fatal(err)
 	}
-	if r := state(store.StateSent, 2, "-1 system busy"); r.MsgID != 4242 {
+	if r := state(push.StateSent, 2, "-1 system busy"); r.MsgID != 4242 {
 		t.Fatalf("msgid %d", r.MsgID)
 	}
 	if _, err := st.Final(ctx, id); !errors.Is(err, store.ErrNotFound) {
@@ -112,10 +113,10 @@ func TestResultRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := st.Final(ctx, id)
-	if err != nil || r.State != store.StateDelivered || !r.Finished.Equal(at(7)) || r.MsgID != 4242 || r.Attempts != 2 {
+	if err != nil || r.State != push.StateDelivered || !r.Finished.Equal(at(7)) || r.MsgID != 4242 || r.Attempts != 2 {
 		t.Fatalf("final: %+v %v", r, err)
 	}
-	state(store.StateDelivered, 2, "-1 system busy")
+	state(push.StateDelivered, 2, "-1 system busy")
 }
 
 // TestFirstFinalRecord: a final result written after another one of the same push is told so
@@ -126,8 +127,8 @@ func TestFirstFinalRecord(t *testing.T) {
 	defer w.Close()
 	ctx := context.Background()
 	const a, b, c = "01JFIRSTA00000000000000000", "01JFIRSTB00000000000000000", "01JFIRSTC00000000000000000"
-	sent := func(id string) store.Result {
-		return store.Result{UcsID: id, ClientID: "c1", State: store.StateSent, MsgID: 7, Attempts: 1, Sent: at(1)}
+	sent := func(id string) push.Result {
+		return push.Result{UcsID: id, ClientID: "c1", State: push.StateSent, MsgID: 7, Attempts: 1, Sent: at(1)}
 	}
 	if err := w.Write(ctx, store.FirstFinalRecord(store.Receipt(sent(a), "success", at(2)), at(2))); err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestFirstFinalRecord(t *testing.T) {
 	if err := w.Write(ctx, store.FinalRecord(store.Receipt(sent(a), "failed:user block", at(5)), at(5))); err != nil {
 		t.Fatalf("FinalRecord of a final push: %v", err)
 	}
-	if r, err := st.Final(ctx, a); err != nil || r.State != store.StateDelivered || !r.Finished.Equal(at(2)) {
+	if r, err := st.Final(ctx, a); err != nil || r.State != push.StateDelivered || !r.Finished.Equal(at(2)) {
 		t.Fatalf("the first final result did not stay: %+v %v", r, err)
 	}
 }
@@ -170,9 +171,9 @@ func TestRetryRacesFirstAttempt(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 300)
 	for i := range 300 {
-		r := store.Result{UcsID: fmt.Sprintf("race%d", i), ClientID: "c", State: store.StateSending, Attempts: 1, Accepted: t0}
+		r := push.Result{UcsID: fmt.Sprintf("race%d", i), ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: t0}
 		retry := r
-		retry.State, retry.LastError = store.StateQueued, "-1 system busy"
+		retry.State, retry.LastError = push.StateQueued, "-1 system busy"
 		wg.Add(2)
 		go func() { defer wg.Done(); posts.Post(store.FirstAttemptRecord(r, t0)) }()
 		go func() { defer wg.Done(); errs <- writes.Write(ctx, store.ProgressRecord(retry, t0)) }()
@@ -340,7 +341,7 @@ func TestCurrentSigningKeyOnceAcrossReplicas(t *testing.T) {
 }
 
 func queued(id string) store.Write {
-	return store.FirstAttemptRecord(store.Result{UcsID: id, ClientID: "c", State: store.StateSending, Attempts: 1, Accepted: t0}, t0)
+	return store.FirstAttemptRecord(push.Result{UcsID: id, ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: t0}, t0)
 }
 
 func TestWriterConcurrent(t *testing.T) {
@@ -369,7 +370,7 @@ func TestWriterConcurrent(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"g0-0", "g19-49", "g7-21", "posted"} {
-		if r, err := st.Current(ctx, id); err != nil || r.State != store.StateSending {
+		if r, err := st.Current(ctx, id); err != nil || r.State != push.StateSending {
 			t.Fatalf("%s: %+v %v", id, r, err)
 		}
 	}
@@ -380,7 +381,7 @@ func TestWriterConcurrent(t *testing.T) {
 
 // final is the final record of a delivered push id, written at.
 func final(id string, at time.Time) store.Write {
-	return store.FinalRecord(store.Result{UcsID: id, ClientID: "c", State: store.StateDelivered, Attempts: 1, MsgID: 1,
+	return store.FinalRecord(push.Result{UcsID: id, ClientID: "c", State: push.StateDelivered, Attempts: 1, MsgID: 1,
 		Accepted: at, Updated: at, Sent: at, Finished: at}, at)
 }
 
@@ -400,7 +401,7 @@ func TestSweep(t *testing.T) {
 	for i := range nOld {
 		recs = append(recs, final(fmt.Sprintf("old%d", i), old))
 	}
-	sent := store.Result{UcsID: "oldsent", ClientID: "c", State: store.StateSent, MsgID: 77, Accepted: old, Updated: old}
+	sent := push.Result{UcsID: "oldsent", ClientID: "c", State: push.StateSent, MsgID: 77, Accepted: old, Updated: old}
 	recs = append(recs, store.SentRecords(sent, "oA", old)...)
 	if err := w.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
