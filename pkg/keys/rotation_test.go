@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/keys"
 )
@@ -16,8 +17,8 @@ import (
 // JWKS serves the new and the previous key, every header has its kid, and tokens of the
 // previous key stay valid until the next rotation retires it.
 func TestRotation(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := clk.Now
 	st := embeddedtest.Store(t, clock)
 	ctx := context.Background()
 	a, err := keys.Load(ctx, st, "ES256", clock)
@@ -29,7 +30,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := func() jwt.RegisteredClaims {
-		return jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+		return jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(clk.Now()), ExpiresAt: jwt.NewNumericDate(clk.Now().Add(time.Hour))}
 	}
 	parse := func(s *keys.Set, tok string) error {
 		var c jwt.RegisteredClaims
@@ -51,7 +52,7 @@ func TestRotation(t *testing.T) {
 	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() != k1 {
 		t.Fatalf("rotated too early: %v", err)
 	}
-	now = now.Add(period + time.Minute)
+	clk.Advance(period + time.Minute)
 	if err := a.Refresh(ctx, st, period, clock); err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +68,11 @@ func TestRotation(t *testing.T) {
 	if hdr.Header["kid"] != k2 {
 		t.Fatalf("kid %v", hdr.Header["kid"])
 	}
-	now = now.Add(-period) // the old token is checked within its own lifetime
+	clk.Advance(-period) // the old token is checked within its own lifetime
 	if err := parse(a, old); err != nil {
 		t.Fatalf("a token of the previous key was refused: %v", err)
 	}
-	now = now.Add(2*period + 2*time.Minute)
+	clk.Advance(2*period + 2*time.Minute)
 	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() == k2 {
 		t.Fatalf("second rotation: %v", err)
 	}
@@ -80,7 +81,7 @@ func TestRotation(t *testing.T) {
 			t.Fatal("the key two rotations back is still published")
 		}
 	}
-	now = now.Add(-2*period - time.Minute)
+	clk.Advance(-2*period - time.Minute)
 	if err := parse(a, old); err == nil {
 		t.Fatal("a token of a retired key is still accepted")
 	}

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
 func TestClientRecords(t *testing.T) {
-	now := t0
-	st := embeddedtest.Store(t, func() time.Time { return now })
+	clk := clocktest.New(t0)
+	st := embeddedtest.Store(t, clk.Now)
 	ctx := context.Background()
 	c := store.Client{ID: "reports", SecretSHA256: "aa", Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}, Source: store.SourceAdmin}
 	if err := st.CreateClient(ctx, c); err != nil {
@@ -30,11 +31,11 @@ func TestClientRecords(t *testing.T) {
 		t.Fatalf("missing client: %v", err)
 	}
 
-	now = t0.Add(time.Minute)
+	clk.Set(t0.Add(time.Minute))
 	yes, h, ttl := true, "bb", int64(5400)
 	got, err = st.UpdateClient(ctx, "reports", store.ClientChange{Disabled: &yes, SecretSHA256: &h, AccessTokenTTL: &ttl})
-	if err != nil || !got.Disabled || got.SecretSHA256 != "bb" || got.AccessTokenTTL != 5400 || !got.Updated.Equal(now) ||
-		!got.SecretRotated.Equal(now) || !got.Created.Equal(t0) || !slices.Equal(got.Scopes, c.Scopes) {
+	if err != nil || !got.Disabled || got.SecretSHA256 != "bb" || got.AccessTokenTTL != 5400 || !got.Updated.Equal(clk.Now()) ||
+		!got.SecretRotated.Equal(clk.Now()) || !got.Created.Equal(t0) || !slices.Equal(got.Scopes, c.Scopes) {
 		t.Fatalf("updated: %+v %v", got, err)
 	}
 	if _, err := st.UpdateClient(ctx, "nobody", store.ClientChange{Disabled: &yes}); !errors.Is(err, store.ErrNotFound) {

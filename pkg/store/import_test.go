@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -21,8 +22,8 @@ func rows(n int, openID func(i int) string) []store.Binding {
 }
 
 func TestImportBindings(t *testing.T) {
-	now := t0
-	st := embeddedtest.Store(t, func() time.Time { return now })
+	clk := clocktest.New(t0)
+	st := embeddedtest.Store(t, clk.Now)
 	ctx := context.Background()
 	// Stored before: users 0..99, bound to "old" openids.
 	for i, b := range rows(100, func(i int) string { return "old" + strconv.Itoa(i) }) {
@@ -35,7 +36,7 @@ func TestImportBindings(t *testing.T) {
 	}
 	// The file: users 0..4999 (more than one insert batch), bound to "o<i>".
 	file := rows(5000, func(i int) string { return "o" + strconv.Itoa(i) })
-	now = t0.Add(time.Hour)
+	clk.Set(t0.Add(time.Hour))
 	var last store.ImportProgress
 	res, err := st.ImportBindings(ctx, file, func(p store.ImportProgress) {
 		if p.Done < last.Done || p.Compared < last.Compared {
@@ -58,7 +59,7 @@ func TestImportBindings(t *testing.T) {
 			t.Fatalf("user %d: %+v %v", i, b, err)
 		}
 		// Unchanged rows were not written: they keep the time they were stored.
-		wantAt := now
+		wantAt := clk.Now()
 		if i < 100 && i%2 == 0 {
 			wantAt = t0
 		}
@@ -68,7 +69,7 @@ func TestImportBindings(t *testing.T) {
 	}
 
 	// The same file again changes nothing, and writes nothing.
-	now = t0.Add(2 * time.Hour)
+	clk.Set(t0.Add(2 * time.Hour))
 	res, err = st.ImportBindings(ctx, file, nil)
 	if err != nil {
 		t.Fatal(err)

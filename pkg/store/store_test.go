@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
@@ -386,15 +387,15 @@ func final(id string, at time.Time) store.Write {
 }
 
 func TestSweep(t *testing.T) {
-	now := at(0)
-	st := embeddedtest.Store(t, func() time.Time { return now })
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
 	w := st.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	ctx := context.Background()
 	if st.ExpiresItself() {
 		t.Fatal("FerretDB reported TTL index support; the sweep test assumes it has none")
 	}
-	old := now.Add(-31 * 24 * time.Hour)
+	old := clk.Now().Add(-31 * 24 * time.Hour)
 	// More than two steps' worth of old records, then new ones, as time wrote them.
 	var recs []store.Write
 	const nOld = 2*store.SweepBatch + 7
@@ -408,7 +409,7 @@ func TestSweep(t *testing.T) {
 	}
 	recs = nil
 	for i := 0; i <= 1000; i += 100 {
-		recs = append(recs, final(fmt.Sprintf("new%d", i), now))
+		recs = append(recs, final(fmt.Sprintf("new%d", i), clk.Now()))
 	}
 	if err := w.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
@@ -460,8 +461,8 @@ func BenchmarkWriter(b *testing.B) {
 // BenchmarkFinal measures looking final results up by ucsId among 100,000 live records from 16
 // goroutines, the store idle, and while a sweep deletes 60,000 expired ones written before them.
 func BenchmarkFinal(b *testing.B) {
-	now := at(0)
-	st := embeddedtest.Store(b, func() time.Time { return now })
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(b, clk.Now)
 	w := st.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	ctx := context.Background()
@@ -477,8 +478,8 @@ func BenchmarkFinal(b *testing.B) {
 			}
 		}
 	}
-	write("old", 60_000, now.Add(-40*24*time.Hour))
-	write("r", n, now)
+	write("old", 60_000, clk.Now().Add(-40*24*time.Hour))
+	write("r", n, clk.Now())
 	lookups := func(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
@@ -513,13 +514,13 @@ func BenchmarkFinal(b *testing.B) {
 }
 
 func TestSweepSignInRecords(t *testing.T) {
-	now := at(0)
-	st := embeddedtest.Store(t, func() time.Time { return now })
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
 	ctx := context.Background()
-	if _, err := st.PutSession(ctx, store.Session{Key: "old", SID: "sid-old", UserID: "u-old", Expires: now.Add(-48 * time.Hour)}); err != nil {
+	if _, err := st.PutSession(ctx, store.Session{Key: "old", SID: "sid-old", UserID: "u-old", Expires: clk.Now().Add(-48 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", UserID: "u-live", Expires: now.Add(time.Hour)}); err != nil {
+	if _, err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", UserID: "u-live", Expires: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	// The old session, the record of its sid and its user's list of sessions.
@@ -535,21 +536,21 @@ func TestSweepSignInRecords(t *testing.T) {
 }
 
 func TestAccountRecords(t *testing.T) {
-	now := at(0)
-	st := embeddedtest.Store(t, func() time.Time { return now })
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
 	ctx := context.Background()
 	put := func(key string, ttl time.Duration) []store.SessionRef {
 		t.Helper()
-		refs, err := st.PutSession(ctx, store.Session{Key: key, SID: "sid-" + key, UserID: "u1", AuthTime: now, Expires: now.Add(ttl)})
+		refs, err := st.PutSession(ctx, store.Session{Key: key, SID: "sid-" + key, UserID: "u1", AuthTime: clk.Now(), Expires: clk.Now().Add(ttl)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return refs
 	}
 	put("a", time.Minute)
-	now = now.Add(time.Second)
+	clk.Advance(time.Second)
 	put("b", time.Hour)
-	now = now.Add(2 * time.Minute) // a has expired
+	clk.Advance(2 * time.Minute) // a has expired
 	refs := put("c", time.Hour)
 	if len(refs) != 2 || refs[0].Key != "b" || refs[1].Key != "c" {
 		t.Fatalf("live sessions after a third sign-in: %+v", refs)
@@ -574,7 +575,7 @@ func TestAccountRecords(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := st.PutSession(ctx, store.Session{Key: fmt.Sprint("p", i), SID: fmt.Sprint("sid-p", i), UserID: "u2", Expires: now.Add(time.Hour)}); err != nil {
+			if _, err := st.PutSession(ctx, store.Session{Key: fmt.Sprint("p", i), SID: fmt.Sprint("sid-p", i), UserID: "u2", Expires: clk.Now().Add(time.Hour)}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -588,17 +589,17 @@ func TestAccountRecords(t *testing.T) {
 	if err := st.PutConsent(ctx, "u1", "portal", []string{"notification.mp"}); err != nil {
 		t.Fatal(err)
 	}
-	granted := now
-	now = now.Add(time.Minute)
-	if err := st.UseGrant(ctx, "u1", "portal", "openid notification.mp", now); err != nil {
+	granted := clk.Now()
+	clk.Advance(time.Minute)
+	if err := st.UseGrant(ctx, "u1", "portal", "openid notification.mp", clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	g, err := st.Grant(ctx, "u1", "portal")
-	if err != nil || !g.At.Equal(granted) || !g.LastUsed.Equal(now) || g.Scope != "openid notification.mp" ||
+	if err != nil || !g.At.Equal(granted) || !g.LastUsed.Equal(clk.Now()) || g.Scope != "openid notification.mp" ||
 		!slices.Equal(g.Scopes, []string{"notification.mp"}) {
 		t.Fatalf("grant: %+v %v", g, err)
 	}
-	if err := st.UseGrant(ctx, "u1", "trusted", "openid", now); err != nil {
+	if err := st.UseGrant(ctx, "u1", "trusted", "openid", clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if sc, err := st.Consent(ctx, "u1", "trusted"); err != nil || len(sc) != 0 {
@@ -607,10 +608,10 @@ func TestAccountRecords(t *testing.T) {
 	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.IsZero() {
 		t.Fatalf("never revoked: %v %v", at, err)
 	}
-	if err := st.RevokeGrant(ctx, "u1", "portal", now, now.Add(time.Hour)); err != nil {
+	if err := st.RevokeGrant(ctx, "u1", "portal", clk.Now(), clk.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.Equal(now) {
+	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.Equal(clk.Now()) {
 		t.Fatalf("revoked at: %v %v", at, err)
 	}
 	if _, err := st.Grant(ctx, "u1", "portal"); !errors.Is(err, store.ErrNotFound) {
