@@ -313,10 +313,6 @@ func (w *Worker) gate(ctx context.Context, r push.Result) error {
 // inside the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
 
-// HeaderMigrated marks a push moved from an earlier layout of the stream (queue.Migrate): it
-// may have a history in the store although the queue delivers it for the first time.
-const HeaderMigrated = queue.HeaderMigrated
-
 // Handle delivers one message from the queue and answers the queue: ack once the outcome is
 // recorded, a delayed nak for a retry, or a nak that counts no attempt when the message is
 // handed back (snoozed). An outcome that cannot be recorded is not acked, so the message comes
@@ -346,7 +342,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	}
 	// A message delivered for the first time has no history, and costs no read; one delivered
 	// again (after a retry, a snooze, a worker that died) reads what came of it so far.
-	first := msg.Headers().Get(HeaderMigrated) == ""
+	first := msg.Headers().Get(queue.HeaderMigrated) == ""
 	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		first = false
 	}
@@ -490,7 +486,7 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Wri
 		return err
 	}
 	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
-	for w.pause(w.cfg.StoreRetry) {
+	for w.sleep(w.cfg.StoreRetry) {
 		if err = w.cfg.Events.Write(ctx, recs...); err == nil || errors.Is(err, store.ErrFinalExists) {
 			return err
 		}
@@ -623,7 +619,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 				break
 			}
 			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
-			if !w.pause(w.cfg.StoreRetry) {
+			if !w.sleep(w.cfg.StoreRetry) {
 				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
@@ -645,8 +641,8 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 	}
 }
 
-// pause waits d, and reports false if the worker stops first.
-func (w *Worker) pause(d time.Duration) bool {
+// sleep waits d, and reports false if the worker stops first.
+func (w *Worker) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

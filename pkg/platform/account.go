@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -128,35 +127,4 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, v a
 		}
 		return nil
 	}
-}
-
-// do makes one request and returns the answer's body, naming shownURL in errors.
-func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte) ([]byte, error) {
-	if method == http.MethodPost {
-		return c.post(ctx, target, shownURL, body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
-	if err != nil {
-		return nil, &url.Error{Op: method, URL: shownURL, Err: errors.New("cannot build the request")}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return nil, &url.Error{Op: ue.Op, URL: shownURL, Err: ue.Err}
-		}
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("HTTP status %s", resp.Status)
-	}
-	if len(raw) > maxAnswerBytes {
-		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)
-	}
-	return raw, nil
 }

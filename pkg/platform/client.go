@@ -194,11 +194,24 @@ func (c *Client) send(ctx context.Context, tok string, body []byte) (int64, erro
 // errors name instead of target: target may carry the access token, which the
 // standard client would otherwise copy into its error text.
 func (c *Client) post(ctx context.Context, target, shownURL string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return nil, &url.Error{Op: "Post", URL: shownURL, Err: errors.New("cannot build the request")}
+	return c.do(ctx, http.MethodPost, target, shownURL, body)
+}
+
+// do makes one request (a JSON body with POST, none with GET) and returns the
+// answer's body, naming shownURL in errors.
+func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	op := method
+	if method == http.MethodPost {
+		rd, op = bytes.NewReader(body), "Post"
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, &url.Error{Op: op, URL: shownURL, Err: errors.New("cannot build the request")}
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ue *url.Error

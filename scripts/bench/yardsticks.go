@@ -30,19 +30,29 @@ func message(id string) []byte {
 	return b
 }
 
+// connectJS connects to NATS at url and returns its JetStream context; close js.Conn().
+func connectJS(url string) (jetstream.JetStream, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return js, nil
+}
+
 // bareBatches publishes n messages like the front end's with a bare nats.go client, in atomic
 // batches of 1,000 from conc publishers at once, to a stream of its own on the stack's NATS
 // server, and returns messages/s.
 func bareBatches(natsURL string, n, conc int) (float64, error) {
-	nc, err := nats.Connect(natsURL)
+	js, err := connectJS(natsURL)
 	if err != nil {
 		return 0, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, err
-	}
+	defer js.Conn().Close()
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "BENCH_BARE", Subjects: []string{"bench.bare.>"}, Storage: jetstream.FileStorage,
@@ -132,15 +142,11 @@ func naivePipeline(info standaloneInfo, data, tools string, n int) (float64, err
 		return 0, errors.New("naive pipeline: no TDL template or no binding of 2020000001 in the stack's files")
 	}
 	fields, _ := json.Marshal(tpl.Fields)
-	nc, err := nats.Connect(info.NATSURL)
+	js, err := connectJS(info.NATSURL)
 	if err != nil {
 		return 0, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, err
-	}
+	defer js.Conn().Close()
 	ctx := context.Background()
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "NAIVE", Subjects: []string{"naive.>"}, Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy,

@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -47,17 +46,7 @@ func (s *Simulator) handleToken(w http.ResponseWriter, r *http.Request) {
 	case q.Get("grant_type") != "client_credential":
 		s.answerError(w, codeInvalidGrantType, "invalid grant_type")
 		return
-	case q.Get("appid") == "":
-		s.answerError(w, codeMissingAppID, "appid missing")
-		return
-	case q.Get("appid") != s.cfg.AppID:
-		s.answerError(w, codeInvalidAppID, "invalid appid")
-		return
-	case q.Get("secret") == "":
-		s.answerError(w, codeMissingSecret, "appsecret missing")
-		return
-	case subtle.ConstantTimeCompare([]byte(q.Get("secret")), []byte(s.cfg.Secret)) != 1:
-		s.answerError(w, codeInvalidAppSecret, "invalid appsecret")
+	case !s.checkAccount(w, q.Get("appid"), q.Get("secret")):
 		return
 	}
 	now := s.now()

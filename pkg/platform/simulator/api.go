@@ -60,6 +60,24 @@ type stableTokenRequest struct {
 	ForceRefresh bool   `json:"force_refresh"`
 }
 
+// checkAccount answers the platform's error for a missing or wrong appid or secret, in the
+// platform's order, and reports whether they are the account's.
+func (s *Simulator) checkAccount(w http.ResponseWriter, appID, secret string) bool {
+	switch {
+	case appID == "":
+		s.answerError(w, codeMissingAppID, "appid missing")
+	case appID != s.cfg.AppID:
+		s.answerError(w, codeInvalidAppID, "invalid appid")
+	case secret == "":
+		s.answerError(w, codeMissingSecret, "appsecret missing")
+	case subtle.ConstantTimeCompare([]byte(secret), []byte(s.cfg.Secret)) != 1:
+		s.answerError(w, codeInvalidAppSecret, "invalid appsecret")
+	default:
+		return true
+	}
+	return false
+}
+
 func (s *Simulator) handleStableToken(w http.ResponseWriter, r *http.Request) {
 	s.stats.tokenRequests.Add(1)
 	if r.Method != http.MethodPost {
@@ -75,17 +93,7 @@ func (s *Simulator) handleStableToken(w http.ResponseWriter, r *http.Request) {
 	case req.GrantType != "client_credential":
 		s.answerError(w, codeInvalidGrantType, "invalid grant_type")
 		return
-	case req.AppID == "":
-		s.answerError(w, codeMissingAppID, "appid missing")
-		return
-	case req.AppID != s.cfg.AppID:
-		s.answerError(w, codeInvalidAppID, "invalid appid")
-		return
-	case req.Secret == "":
-		s.answerError(w, codeMissingSecret, "appsecret missing")
-		return
-	case subtle.ConstantTimeCompare([]byte(req.Secret), []byte(s.cfg.Secret)) != 1:
-		s.answerError(w, codeInvalidAppSecret, "invalid appsecret")
+	case !s.checkAccount(w, req.AppID, req.Secret):
 		return
 	}
 	if req.ForceRefresh {

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	htmltemplate "html/template"
@@ -177,17 +176,7 @@ func (s *Simulator) Followers() []string {
 func (s *Simulator) handleWebAccessToken(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch {
-	case q.Get("appid") == "":
-		s.answerError(w, codeMissingAppID, "appid missing")
-		return
-	case q.Get("appid") != s.cfg.AppID:
-		s.answerError(w, codeInvalidAppID, "invalid appid")
-		return
-	case q.Get("secret") == "":
-		s.answerError(w, codeMissingSecret, "appsecret missing")
-		return
-	case subtle.ConstantTimeCompare([]byte(q.Get("secret")), []byte(s.cfg.Secret)) != 1:
-		s.answerError(w, codeInvalidAppSecret, "invalid appsecret")
+	case !s.checkAccount(w, q.Get("appid"), q.Get("secret")):
 		return
 	case q.Get("grant_type") != "authorization_code":
 		s.answerError(w, codeInvalidGrantType, "invalid grant_type")
