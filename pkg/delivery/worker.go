@@ -412,9 +412,10 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 	}
 	err := w.record(ctx, msg, recs)
 	if errors.Is(err, store.ErrFinalExists) {
-		// The push had a final result already (its receipt, say): the first one stays,
-		// and is the one the front ends are told.
-		if first, ferr := w.cfg.Store.Current(ctx, r.UcsID); ferr == nil && first.State.Final() {
+		// The push had an outcome already (another copy of this message sent it, and its
+		// receipt may have come): the first one stays, and is the one the front ends are
+		// told.
+		if first, ferr := w.cfg.Store.Current(ctx, r.UcsID); ferr == nil && (first.State.Final() || first.State == push.StateSent) {
 			r = first
 		}
 		err = nil

@@ -20,7 +20,8 @@ const LookupTimeout = 5 * time.Second
 // key: the final results in memory; the queue, which holds a push until a worker has recorded
 // its outcome (one direct get of the push's own subject, which holds only the client's own
 // pushes), with the store's progress record of its attempts once a worker has received it;
-// for a push no longer in the queue, the store's final or sent record. A push of another
+// for a push no longer in the queue, the store's outcome record (one read for a ucsId the
+// store has no record of, two for a sent or delivered push). A push of another
 // client is ErrNotFound, as an unknown one.
 func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
 	if !push.ValidID(id) {

@@ -20,7 +20,8 @@
 // that ucs.results.final announces; the first final result of a push wins, a later different
 // one never replaces it); the push's own subject in the queue (with the store's progress of
 // its attempts once a worker has received it, the queue answering alone if the store does not
-// within StoreWait); for a push that left the queue, the store's final or sent record. A batch
+// within StoreWait); for a push that left the queue, the store's records by key (one read for
+// a ucsId it has no record of). A batch
 // lookup reads the queue once for all its ids. Another client's push reads as unknown.
 //
 // # The platform's callback

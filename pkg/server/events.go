@@ -277,8 +277,8 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 			defer wg.Done()
 			errs[i] = s.cfg.Events.Write(ctx, store.FirstFinalRecord(f.r, f.r.Finished))
 			if errors.Is(errs[i], store.ErrFinalExists) {
-				// Another result came first (another receipt, a worker's failure): that one
-				// is the push's result, here and in every front end.
+				// Another receipt came first: that one is the push's result, here and in
+				// every front end.
 				finals[i].r, errs[i] = s.cfg.Store.Current(ctx, f.r.UcsID)
 			}
 		}()

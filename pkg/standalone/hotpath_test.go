@@ -2,6 +2,7 @@ package standalone_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
@@ -216,8 +217,9 @@ func TestHotPathsReadByID(t *testing.T) {
 
 	cmds := rec.take()
 
-	// A final result costs one store read at most: none in the front end that took its receipt
-	// (or heard of it), one in a front end that did not, and none after that.
+	// A final result costs two store reads at most: none in the front end that took its receipt
+	// (or heard of it); in a front end that did not, its sent record and then its receipt's
+	// final result, and none after that. (A ucsId the store has no record of costs one.)
 	other, err := service.NewAPI(ctx, s.Config, service.Deps{MongoMonitor: rec.monitor()})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,7 @@ func TestHotPathsReadByID(t *testing.T) {
 	for _, front := range []struct {
 		url  string
 		want int
-	}{{srv.URL, 1}, {srv.URL, 0}, {base, 0}} {
+	}{{srv.URL, 2}, {srv.URL, 0}, {base, 0}} {
 		if st, m := call(t, "GET", front.url+"/v1/infra/notification/mp/"+ids[1], "", tok, ""); st != 200 || m["data"].(map[string]any)["state"] != "delivered" {
 			t.Fatalf("lookup: %d %v", st, m)
 		}
@@ -239,6 +241,23 @@ func TestHotPathsReadByID(t *testing.T) {
 		}
 		cmds = append(cmds, got...)
 	}
+
+	// A batch lookup of ucsIds the service never gave out: one store read each, by _id (and
+	// one read of the queue for all of them).
+	var unknown []string
+	for i := range 200 {
+		unknown = append(unknown, push.NewID(time.Now().Add(-time.Duration(i)*time.Minute)))
+	}
+	req, _ := json.Marshal(map[string]any{"ucsIds": unknown})
+	if st, m := call(t, "POST", srv.URL+"/v1/infra/notification/mp/results", "application/json", tok, string(req)); st != 200 ||
+		len(m["data"].(map[string]any)["results"].([]any)) != len(unknown) {
+		t.Fatalf("batch lookup of unknown ucsIds: %d %v", st, m)
+	}
+	got := rec.take()
+	if n := reads(got); n != len(unknown) {
+		t.Fatalf("a batch lookup of %d unknown ucsIds made %d store reads, want one each", len(unknown), n)
+	}
+	cmds = append(cmds, got...)
 
 	seen := map[string]int{}
 	for _, c := range cmds {

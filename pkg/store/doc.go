@@ -8,13 +8,16 @@
 // an openid), and the delivery path writes through a Writer, which gathers the records of many
 // goroutines into few batched writes (a lone record waits for nothing).
 //
-// A push's records in push_results are <ucsId> (its final result), <ucsId>/s (sent, with the
-// platform's msgid) and <ucsId>/p (the progress of its attempts: the attempt number the
+// A push's records in push_results are <ucsId> (what came of it once a worker was done: sent,
+// with the platform's msgid, or failed), <ucsId>/f (the final result of a sent push, from its
+// delivery receipt) and <ucsId>/p (the progress of its attempts: the attempt number the
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
-// follower it went to, so a receipt applies only to a message this service sent. A final
-// result is inserted, never replaced: the first final result of a push wins, whoever writes a
-// later one (FirstFinalRecord tells the writer so). A queued push no worker has reached has no
-// record: the queue answers for it.
+// follower it went to, so a receipt applies only to a message this service sent. A ucsId the
+// service never gave out costs a lookup one read. Records are inserted, never replaced
+// (progress aside): the first final result of a push wins, whoever writes a later one
+// (FirstFinalRecord tells the writer so). A queued push no worker has reached has no record:
+// the queue answers for it. Records an earlier version wrote (sent at <ucsId>/s) are read
+// until they expire.
 //
 // Retention (mongodb.retention) is a TTL index on MongoDB; on FerretDB, which has none, Sweep
 // deletes expired records in bounded batches by _id.

@@ -23,20 +23,22 @@ const (
 
 // History returns every record the store holds of ucsID, the most advanced first: its final
 // result, its sent result and the progress of its attempts, each if written. None is not an
-// error: a push no worker has reached has no record. It costs three reads by _id, the one
-// query the embedded FerretDB answers from an index.
+// error: a push no worker has reached has no record. It costs a read by _id for each key of
+// the push (the one query the embedded FerretDB answers from an index).
 func (s *Store) History(ctx context.Context, ucsID string) ([]Record, error) {
 	var out []Record
-	for _, k := range []struct{ kind, id string }{
-		{RecordFinal, ucsID}, {RecordSent, ucsID + suffixSent}, {RecordProgress, ucsID + suffixProgress},
-	} {
-		r, err := s.getResult(ctx, k.id)
+	for _, id := range []string{ucsID + suffixReceipt, ucsID, ucsID + suffixLegacySent, ucsID + suffixProgress} {
+		r, err := s.getResult(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return nil, err
+		case id == ucsID+suffixProgress:
+			out = append(out, Record{Kind: RecordProgress, Result: r})
+		case r.State == push.StateSent:
+			out = append(out, Record{Kind: RecordSent, Result: r})
 		default:
-			out = append(out, Record{Kind: k.kind, Result: r})
+			out = append(out, Record{Kind: RecordFinal, Result: r})
 		}
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
 
@@ -15,18 +16,33 @@ import (
 
 // A push's records, in the collection push_results, are keyed by what their readers hold:
 //
-//	<ucsId>     the final result (delivered or failed): the lookup reads it first, so a
-//	            finished push costs one read
-//	<ucsId>/s   sent: the platform accepted the message and gave its msgid
+//	<ucsId>     what came of the push once a worker was done with it: its sent record (the
+//	            platform accepted the message and gave its msgid), or the final result a
+//	            worker wrote (it failed without being sent). A lookup reads it first, so a
+//	            ucsId this service never gave out costs one read, and a failed push one
+//	<ucsId>/f   the final result of a sent push: its delivery receipt (delivered or failed)
 //	<ucsId>/p   progress: an attempt under way, or a retry waiting (replaced as attempts go)
 //
 // and the platform's msgid, which its delivery receipt carries, maps to the sent record in
 // push_msgids (keyed by the msgid as a decimal string). A queued push that no worker has
 // reached yet has no record: the queue itself answers for it.
+//
+// A store written by an earlier version holds sent records at <ucsId>/s and every final
+// result at <ucsId>; see legacy.
 const (
-	suffixSent     = "/s"
-	suffixProgress = "/p"
+	suffixReceipt    = "/f"
+	suffixProgress   = "/p"
+	suffixLegacySent = "/s"
 )
+
+// finalKey is where the final result r is kept: a sent push's (it has a msgid) comes from its
+// receipt, at <ucsId>/f; any other at <ucsId>, where a sent record would otherwise be.
+func finalKey(r push.Result) string {
+	if r.MsgID != 0 {
+		return r.UcsID + suffixReceipt
+	}
+	return r.UcsID
+}
 
 // resultDoc is a push.Result as stored. At is when it was written; retention counts from it.
 type resultDoc struct {
@@ -55,13 +71,16 @@ type Write struct {
 }
 
 // ErrFinalExists is the answer to a FirstFinalRecord when the push had a final result
-// already; that earlier one stays, and is the push's result.
+// already (or, for a worker's failure, a sent record); that earlier one stays, and is the
+// push's result.
 var ErrFinalExists = errors.New("the push has a final result already")
 
-// FinalRecord is the final result of a push. A second final record of the same push (a receipt
-// the platform repeats) changes nothing.
+// FinalRecord is the final result of a push: a delivery receipt's for a sent push (r has its
+// msgid), else a worker's. A second final record of the same push (a receipt the platform
+// repeats) changes nothing.
 func FinalRecord(r push.Result, at time.Time) Write {
-	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
+	id := finalKey(r)
+	return Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}}
 }
 
 // FirstFinalRecord is FinalRecord for a writer that must know whether its result is the one
@@ -79,7 +98,7 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	msg := strconv.FormatInt(r.MsgID, 10)
 	return []Write{
-		{col: colResults, id: r.UcsID + suffixSent, doc: resultDoc{ID: r.UcsID + suffixSent, Result: r, At: at}},
+		{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}},
 		{col: colMsgIDs, id: msg, doc: msgDoc{ID: msg, Result: r, OpenID: openID, At: at}},
 	}
 }
@@ -103,57 +122,54 @@ func ProgressRecord(r push.Result, at time.Time) Write {
 	return w
 }
 
-// Final returns the final result of ucsID, or ErrNotFound. It costs one read.
+// Final returns the final result of ucsID, or ErrNotFound while it has none.
 func (s *Store) Final(ctx context.Context, ucsID string) (push.Result, error) {
-	return s.getResult(ctx, ucsID)
-}
-
-// Progress returns what is known of a push that is not final: its sent record if there is
-// one, otherwise its progress record, or ErrNotFound. It costs two reads, made at once.
-func (s *Store) Progress(ctx context.Context, ucsID string) (push.Result, error) {
-	type got struct {
-		r   push.Result
-		err error
+	r, err := s.Outcome(ctx, ucsID)
+	if err == nil && !r.State.Final() {
+		return push.Result{}, ErrNotFound
 	}
-	ch := make(chan got, 1)
-	go func() {
-		r, err := s.getResult(ctx, ucsID+suffixProgress)
-		ch <- got{r, err}
-	}()
-	sent, serr := s.getResult(ctx, ucsID+suffixSent)
-	p := <-ch
-	switch {
-	case serr == nil:
-		if p.err == nil && p.r.Attempts > sent.Attempts {
-			// A redelivery after the sent record was written but before its ack counted.
-			sent.Attempts = p.r.Attempts
-		}
-		return sent, nil
-	case !errors.Is(serr, ErrNotFound):
-		return push.Result{}, serr
-	}
-	return p.r, p.err
+	return r, err
 }
 
 // Outcome returns what became of a push that left the queue: its final result, else its sent
 // result, or ErrNotFound (a push this service never accepted). A worker records one of them
-// before the queue lets go of a push. At most two reads.
+// before the queue lets go of a push. One read for a ucsId the store has no record of and for
+// a push a worker failed; two for a sent one.
 func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) {
-	r, err := s.Final(ctx, ucsID)
-	if !errors.Is(err, ErrNotFound) {
-		return r, err
+	r, err := s.getResult(ctx, ucsID)
+	switch {
+	case errors.Is(err, ErrNotFound) && s.legacy(ucsID):
+		if r, err = s.getResult(ctx, ucsID+suffixLegacySent); err != nil {
+			return push.Result{}, err
+		}
+	case err != nil:
+		return push.Result{}, err
 	}
-	return s.getResult(ctx, ucsID+suffixSent)
+	if r.State != push.StateSent {
+		return r, nil
+	}
+	f, err := s.getResult(ctx, ucsID+suffixReceipt)
+	if errors.Is(err, ErrNotFound) {
+		return r, nil
+	}
+	return f, err
 }
 
 // Current returns the most advanced record of a push: final, else sent, else progress, or
 // ErrNotFound when no worker has reached it. At most three reads.
 func (s *Store) Current(ctx context.Context, ucsID string) (push.Result, error) {
-	r, err := s.Final(ctx, ucsID)
-	if !errors.Is(err, ErrNotFound) {
+	r, err := s.Outcome(ctx, ucsID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return s.InProgress(ctx, ucsID)
+	case err != nil || r.State != push.StateSent:
 		return r, err
 	}
-	return s.Progress(ctx, ucsID)
+	if p, err := s.InProgress(ctx, ucsID); err == nil && p.Attempts > r.Attempts {
+		// A redelivery after the sent record was written but before its ack counted.
+		r.Attempts = p.Attempts
+	}
+	return r, nil
 }
 
 func (s *Store) getResult(ctx context.Context, id string) (push.Result, error) {
@@ -255,4 +271,69 @@ func onlyDuplicates(err error) bool {
 		}
 	}
 	return true
+}
+
+// colMeta holds facts about the store itself: the layout of push_results.
+const colMeta = "store_meta"
+
+// layoutID is the _id in colMeta of the record of when push_results took its present layout.
+const layoutID = "push_results.layout"
+
+// layoutDoc records when push_results took its present layout. Pushes accepted before
+// LegacyBefore may have their sent record at <ucsId>/s, where an earlier version wrote it,
+// and their receipt's final result at <ucsId>; LegacyBefore is zero for a store that held no
+// results when the layout came.
+type layoutDoc struct {
+	ID           string    `bson:"_id"`
+	LegacyBefore time.Time `bson:"legacyBefore"`
+}
+
+// readLayout reads when push_results took its present layout, recording it first if no one
+// has: at the first start of a version with this layout, results written before it follow the
+// earlier one. Every process of the service records or reads the same time.
+func (s *Store) readLayout(ctx context.Context) (time.Time, error) {
+	var d layoutDoc
+	err := s.getByID(ctx, colMeta, layoutID, &d)
+	if !errors.Is(err, ErrNotFound) {
+		return d.LegacyBefore, err
+	}
+	d = layoutDoc{ID: layoutID}
+	// An unfiltered FindOne reads one row on the embedded server, however large the table.
+	switch err := s.results.FindOne(ctx, bson.D{}).Err(); {
+	case err == nil:
+		d.LegacyBefore = s.now()
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return time.Time{}, fmt.Errorf("read %s: %w", colResults, err)
+	}
+	if _, err := s.col(colMeta).InsertOne(ctx, d); err != nil {
+		if !mongo.IsDuplicateKeyError(err) {
+			return time.Time{}, fmt.Errorf("record the layout of %s: %w", colResults, err)
+		}
+		// Another process recorded it first: its time holds.
+		return s.readLayout(ctx)
+	}
+	return d.LegacyBefore, nil
+}
+
+// upgradeWindow is how long after the first start of this layout workers of an earlier
+// version may still be sending, and writing sent records where they did (deployments/README.md:
+// the front ends are upgraded first, then the workers, within a day).
+const upgradeWindow = 24 * time.Hour
+
+// legacy reports whether ucsID may have a sent record where an earlier version wrote it: it
+// was accepted before push_results took its present layout or during the upgrade that
+// followed, and recently enough that the record may not have expired yet (a sent record is
+// written at most the queue's age limit after the push was accepted, and kept for the
+// retention period; twice the retention bounds both). A ucsId that is not a ULID is not
+// legacy.
+func (s *Store) legacy(ucsID string) bool {
+	if s.legacyBefore.IsZero() {
+		return false
+	}
+	until := s.legacyBefore.Add(upgradeWindow)
+	if !s.now().Before(until.Add(2 * s.retention)) {
+		return false
+	}
+	id, err := ulid.ParseStrict(ucsID)
+	return err == nil && ulid.Time(id.Time()).Before(until)
 }

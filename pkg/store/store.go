@@ -66,8 +66,10 @@ type Store struct {
 	// ttl is true when the server expires records itself (a TTL index); otherwise Sweep must run.
 	ttl       bool
 	retention time.Duration
-	users     userLocks
-	followers userLocks
+	// legacyBefore: pushes accepted before it may have records in an earlier layout (legacy).
+	legacyBefore time.Time
+	users        userLocks
+	followers    userLocks
 }
 
 // clientOptions are the driver's options for o: majority writes unless the URI names a write
@@ -123,6 +125,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		_ = client.Disconnect(context.Background())
 		return nil, err
 	}
+	if s.legacyBefore, err = s.readLayout(ctx); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -145,7 +151,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	}
 	for _, c := range []string{colResults, colMsgIDs, colBindings, colFollowers, colKeys,
 		colAuthRequests, colAuthCodes, colSessions, colConsents, colRefresh, colFamilies, colSessionIDs, colUserSessions, colRevokedGrants,
-		colClients} {
+		colClients, colMeta} {
 		if slices.Contains(names, c) {
 			continue
 		}

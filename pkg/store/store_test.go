@@ -131,6 +131,11 @@ func TestFirstFinalRecord(t *testing.T) {
 	sent := func(id string) push.Result {
 		return push.Result{UcsID: id, ClientID: "c1", State: push.StateSent, MsgID: 7, Attempts: 1, Sent: at(1)}
 	}
+	for _, id := range []string{a, b, c} {
+		if err := w.Write(ctx, store.SentRecords(sent(id), "o1", at(1))[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := w.Write(ctx, store.FirstFinalRecord(store.Receipt(sent(a), "success", at(2)), at(2))); err != nil {
 		t.Fatal(err)
 	}
@@ -380,10 +385,18 @@ func TestWriterConcurrent(t *testing.T) {
 	}
 }
 
-// final is the final record of a delivered push id, written at.
+// final is the final record of a push id that a worker failed, written at: one record.
 func final(id string, at time.Time) store.Write {
-	return store.FinalRecord(push.Result{UcsID: id, ClientID: "c", State: push.StateDelivered, Attempts: 1, MsgID: 1,
-		Accepted: at, Updated: at, Sent: at, Finished: at}, at)
+	return store.FinalRecord(push.Result{UcsID: id, ClientID: "c", State: push.StateFailed, Attempts: 5, Reason: "gave up",
+		Accepted: at, Updated: at, Finished: at}, at)
+}
+
+// delivered are the records of a push id the platform accepted as msgID and then delivered,
+// written at: its sent record, its msgid and its receipt's final result.
+func delivered(id string, msgID int64, at time.Time) []store.Write {
+	sent := push.Result{UcsID: id, ClientID: "c", State: push.StateSent, Attempts: 1, MsgID: msgID,
+		Accepted: at, Updated: at, Sent: at}
+	return append(store.SentRecords(sent, "oA", at), store.FinalRecord(store.Receipt(sent, "success", at), at))
 }
 
 func TestSweep(t *testing.T) {
@@ -471,7 +484,7 @@ func BenchmarkFinal(b *testing.B) {
 		for start := 0; start < count; start += 5000 {
 			recs := make([]store.Write, 0, 5000)
 			for i := start; i < min(count, start+5000); i++ {
-				recs = append(recs, final(fmt.Sprintf("%s%06d", prefix, i), at))
+				recs = append(recs, delivered(fmt.Sprintf("%s%06d", prefix, i), at.Unix()*1_000_000+int64(i), at)...)
 			}
 			if err := w.Write(ctx, recs...); err != nil {
 				b.Fatal(err)
