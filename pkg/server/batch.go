@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -101,67 +102,94 @@ type listItem interface{ jsontext.Value | string }
 
 // decodeList reads a body that must be exactly {"<key>": [ … ]} with 1 to MaxBatch items. The
 // body is JSON text as a single push reads it (UTF-8, no lone surrogate escape, key given
-// once); a raw item is checked by the push rules later, duplicate keys inside it included, and
-// a string item must be a JSON string (null reads as "").
+// once), checked as it is read; a raw item is checked by the push rules later, duplicate keys
+// inside it included, and a string item must be a JSON string (null reads as "").
 func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
-	if p := push.TextProblem(body); p != "" {
-		return nil, errf(CodeBadRequest, "body: "+p)
+	// notJSON explains a body the decoder stopped at: what is wrong with its text.
+	notJSON := func() *Error {
+		p := push.TextProblem(body)
+		if p == "" {
+			p = "not valid JSON"
+		}
+		return errf(CodeBadRequest, "body: "+p)
 	}
 	shape := errf(CodeBadRequest, fmt.Sprintf("body: must be {%q: [ … ]} and nothing else", key))
 	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
-	if dec.PeekKind() != '{' {
+	switch dec.PeekKind() {
+	case '{':
+	case 0, ']', '}':
+		return nil, notJSON()
+	default:
+		if _, err := dec.ReadValue(); err != nil {
+			return nil, notJSON()
+		}
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return nil, notJSON()
+		}
 		return nil, errf(CodeBadRequest, "body: not a JSON object")
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, errf(CodeBadRequest, "body: not valid JSON")
+		return nil, notJSON()
 	}
 	var (
 		list         []T
 		members      int
 		found, array bool
+		itemsErr     *Error
 	)
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
 		if err != nil {
-			return nil, errf(CodeBadRequest, "body: not valid JSON")
+			return nil, notJSON()
 		}
 		name := tok.String() // the token is void after the next call
 		members++
 		if name != key || found || dec.PeekKind() != '[' {
 			found = found || name == key
 			if err := dec.SkipValue(); err != nil {
-				return nil, errf(CodeBadRequest, "body: not valid JSON")
+				return nil, notJSON()
 			}
 			continue
 		}
 		found, array = true, true
-		var perr *Error
-		if list, perr = readItems[T](dec, key); perr != nil {
-			return nil, perr
+		if list, itemsErr, err = readItems[T](dec, key); err != nil {
+			return nil, notJSON()
 		}
+	}
+	// The closing brace, then nothing but white space.
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, notJSON()
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, notJSON()
 	}
 	switch {
 	case members != 1 || !found:
 		return nil, shape
 	case !array:
 		return nil, errf(CodeBadRequest, key+": must be an array")
+	case itemsErr != nil:
+		return nil, itemsErr
 	case len(list) == 0 || len(list) > MaxBatch:
 		return nil, errf(CodeBadRequest, fmt.Sprintf("%s: %d items, must be 1 to %d", key, len(list), MaxBatch))
 	}
 	return list, nil
 }
 
-// readItems reads the array dec is at.
-func readItems[T listItem](dec *jsontext.Decoder, key string) ([]T, *Error) {
-	bad := errf(CodeBadRequest, "body: not valid JSON")
+// readItems reads the array dec is at: its items, or what is wrong with them as items; err
+// when the text is not valid JSON.
+func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, bad *Error, err error) {
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, bad
+		return nil, nil, err
 	}
-	list := []T{}
+	list = []T{}
 	for dec.PeekKind() != ']' {
 		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, bad
+			return nil, nil, err
+		}
+		if bad != nil {
+			continue // the rest is read only to check the text
 		}
 		var item any
 		switch any(*new(T)).(type) {
@@ -174,19 +202,20 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) ([]T, *Error) {
 			case '"':
 				s, err := jsontext.AppendUnquote(nil, v)
 				if err != nil {
-					return nil, bad
+					return nil, nil, err
 				}
 				item = string(s)
 			default:
-				return nil, errf(CodeBadRequest, key+": must be an array of strings")
+				bad = errf(CodeBadRequest, key+": must be an array of strings")
+				continue
 			}
 		}
 		list = append(list, item.(T))
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, bad
+		return nil, nil, err
 	}
-	return list, nil
+	return list, bad, nil
 }
 
 // batch is POST /v1/infra/notification/mp/batch: every item is validated on its own, and the

@@ -46,19 +46,33 @@ func connectJS(url string) (jetstream.JetStream, error) {
 
 // bareBatches publishes n messages like the front end's with a bare nats.go client, in atomic
 // batches of 1,000 from conc publishers at once, to a stream of its own on the stack's NATS
-// server, and returns messages/s.
-func bareBatches(natsURL string, n, conc int) (float64, error) {
+// server, and returns messages/s. With like, the stream has the limits of the stack's push
+// stream (its byte bound, age and dedupe window); without, only what atomic batches and one
+// message a subject need.
+func bareBatches(natsURL string, n, conc int, like bool) (float64, error) {
 	js, err := connectJS(natsURL)
 	if err != nil {
 		return 0, err
 	}
 	defer js.Conn().Close()
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "BENCH_BARE", Subjects: []string{"bench.bare.>"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.WorkQueuePolicy, AllowAtomicPublish: true, AllowDirect: true,
+	cfg := jetstream.StreamConfig{
+		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, AllowAtomicPublish: true, AllowDirect: true,
 		MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew,
-	}); err != nil {
+	}
+	if like {
+		name, err := js.StreamNameBySubject(ctx, "ucs.push.mp.x.y")
+		if err != nil {
+			return 0, fmt.Errorf("the stack's push stream: %w", err)
+		}
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		cfg = st.CachedInfo().Config
+	}
+	cfg.Name, cfg.Subjects, cfg.Description = "BENCH_BARE", []string{"bench.bare.>"}, ""
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return 0, err
 	}
 	defer func() { _ = js.DeleteStream(ctx, "BENCH_BARE") }()
