@@ -270,7 +270,7 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 	a.cfg, a.baseURL = cfg, strings.TrimRight(cfg.PublicURL, "/")
 	st, err := store.Open(ctx, store.Options{
 		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database, Retention: cfg.MongoDB.Retention.D(),
-		Now: a.env.Now, ConnectTimeout: 5 * time.Second,
+		Now: a.env.Now, ConnectTimeout: 5 * time.Second, Tool: true,
 	})
 	if err != nil {
 		if a.data != "" {

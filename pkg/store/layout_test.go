@@ -139,6 +139,14 @@ func TestEarlierLayout(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// An operator's tool of the new version, run three days before the upgrade, does not
+	// start the upgrade's window.
+	toolClock := clocktest.New(at(-3 * 24 * 3600))
+	tool, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db, Now: toolClock.Now, Tool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = tool.Close(ctx)
 	var reads resultReads
 	st := openStore(t, f.URI(), db, clk, &reads)
 	for id, want := range map[string]push.State{sentID: push.StateSent, doneID: push.StateDelivered} {

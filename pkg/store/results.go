@@ -290,8 +290,9 @@ type layoutDoc struct {
 
 // readLayout reads when push_results took its present layout, recording it first if no one
 // has: at the first start of a version with this layout, results written before it follow the
-// earlier one. Every process of the service records or reads the same time.
-func (s *Store) readLayout(ctx context.Context) (time.Time, error) {
+// earlier one. Every process of the service records or reads the same time. A tool records
+// nothing, and takes every result written so far for one of the earlier layout.
+func (s *Store) readLayout(ctx context.Context, tool bool) (time.Time, error) {
 	var d layoutDoc
 	err := s.getByID(ctx, colMeta, layoutID, &d)
 	if !errors.Is(err, ErrNotFound) {
@@ -305,12 +306,15 @@ func (s *Store) readLayout(ctx context.Context) (time.Time, error) {
 	case !errors.Is(err, mongo.ErrNoDocuments):
 		return time.Time{}, fmt.Errorf("read %s: %w", colResults, err)
 	}
+	if tool {
+		return d.LegacyBefore, nil
+	}
 	if _, err := s.col(colMeta).InsertOne(ctx, d); err != nil {
 		if !mongo.IsDuplicateKeyError(err) {
 			return time.Time{}, fmt.Errorf("record the layout of %s: %w", colResults, err)
 		}
 		// Another process recorded it first: its time holds.
-		return s.readLayout(ctx)
+		return s.readLayout(ctx, tool)
 	}
 	return d.LegacyBefore, nil
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// Monitor, when set, sees every command the driver sends (tests use it to prove which
 	// queries the hot paths make).
 	Monitor *event.CommandMonitor
+	// Tool is set by a program that writes no push results (api admin): its start does not
+	// count as the upgrade to the present layout of push_results (see readLayout), so that an
+	// operator's command run before the upgrade does not start its window early.
+	Tool bool
 }
 
 // Store is the MongoDB store.
@@ -125,7 +129,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		_ = client.Disconnect(context.Background())
 		return nil, err
 	}
-	if s.legacyBefore, err = s.readLayout(ctx); err != nil {
+	if s.legacyBefore, err = s.readLayout(ctx, o.Tool); err != nil {
 		_ = client.Disconnect(context.Background())
 		return nil, err
 	}

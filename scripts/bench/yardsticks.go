@@ -69,9 +69,10 @@ func bareBatches(natsURL string, n, conc int, like bool) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		cfg = st.CachedInfo().Config
+		push := st.CachedInfo().Config
+		cfg.MaxBytes, cfg.MaxAge, cfg.Duplicates, cfg.Discard = push.MaxBytes, push.MaxAge, push.Duplicates, push.Discard
 	}
-	cfg.Name, cfg.Subjects, cfg.Description = "BENCH_BARE", []string{"bench.bare.>"}, ""
+	cfg.Name, cfg.Subjects = "BENCH_BARE", []string{"bench.bare.>"}
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return 0, err
 	}
