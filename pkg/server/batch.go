@@ -123,7 +123,7 @@ func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
 		if _, err := dec.ReadValue(); err != nil {
 			return nil, notJSON()
 		}
-		if _, err := dec.ReadToken(); err != io.EOF {
+		if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 			return nil, notJSON()
 		}
 		return nil, errf(CodeBadRequest, "body: not a JSON object")
@@ -160,7 +160,7 @@ func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, notJSON()
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return nil, notJSON()
 	}
 	switch {
