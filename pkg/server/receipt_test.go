@@ -8,12 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
@@ -101,27 +99,15 @@ func storedFinal(ctx context.Context, st *store.Store, id string) (push.Result, 
 	return push.Result{}, store.ErrNotFound
 }
 
-// msgIDReads counts the store's reads of push_msgids, the receipts' look-ups of their msgid.
-type msgIDReads struct{ n atomic.Int64 }
-
-func (r *msgIDReads) monitor() *event.CommandMonitor {
-	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName == "find" {
-			if c, ok := ev.Command.Lookup("find").StringValueOK(); ok && c == "push_msgids" {
-				r.n.Add(1)
-			}
-		}
-	}}
-}
-
 // TestUnknownReceiptsDroppedCheaply: on an account other systems send through too, a receipt
 // for a msgid this service never sent is answered success at once, looked up in the store twice
 // (when it comes, and once more at the end of its wait), then dropped, counted and logged at
 // most once a minute.
 func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 	var logs logLines
-	var reads msgIDReads
-	e := newEnvDeps(t, nil, service.Deps{Logger: logs.logger(), MongoMonitor: reads.monitor()})
+	// The receipts' look-ups of their msgid.
+	reads := embeddedtest.CountFinds("push_msgids")
+	e := newEnvDeps(t, nil, service.Deps{Logger: logs.logger(), MongoMonitor: reads.Monitor()})
 	n := 0
 	post := func(msgID int64) {
 		t.Helper()
@@ -151,18 +137,18 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 		post(id)
 	}
 	e.applied(3)
-	if got := reads.n.Load(); got != 3 {
+	if got := reads.N(); got != 3 {
 		t.Fatalf("%d reads of msgids for 3 receipts as they came, want 3", got)
 	}
 	// While they wait, nothing reads the store for them.
 	e.clock.Advance(time.Minute)
 	e.applied(3)
-	if got := reads.n.Load(); got != 3 {
+	if got := reads.N(); got != 3 {
 		t.Fatalf("%d reads of msgids while 3 receipts wait, want 3", got)
 	}
 	e.clock.Advance(time.Minute + time.Second)
 	e.applied(0)
-	if got := reads.n.Load(); got != 6 {
+	if got := reads.N(); got != 6 {
 		t.Fatalf("%d reads of msgids for 3 dropped receipts, want 6", got)
 	}
 	if v := e.metricValue("ucs_callback_receipts_unknown_total"); v != 3 {

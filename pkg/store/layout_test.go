@@ -3,12 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"go.mongodb.org/mongo-driver/event"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
@@ -18,34 +16,14 @@ import (
 	"github.com/campus-it/ucs/pkg/store"
 )
 
-// resultReads counts the store's reads of push_results.
-type resultReads struct{ n atomic.Int64 }
-
-func (r *resultReads) monitor() *event.CommandMonitor {
-	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName == "find" {
-			if c, ok := ev.Command.Lookup("find").StringValueOK(); ok && c == "push_results" {
-				r.n.Add(1)
-			}
-		}
-	}}
-}
-
-// reads returns how many reads of push_results f made.
-func (r *resultReads) reads(f func()) int64 {
-	n := r.n.Load()
-	f()
-	return r.n.Load() - n
-}
-
 // idAt is a ucsId of a push accepted at t.
 func idAt(t time.Time) string { return ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy()).String() }
 
 // openStore opens the store of database db on f with the clock clk, counting its reads of
 // push_results in reads.
-func openStore(t *testing.T, uri, db string, clk *clocktest.Clock, reads *resultReads) *store.Store {
+func openStore(t *testing.T, uri, db string, clk *clocktest.Clock, reads *embeddedtest.Finds) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Options{URI: uri, Database: db, Now: clk.Now, Monitor: reads.monitor()})
+	st, err := store.Open(context.Background(), store.Options{URI: uri, Database: db, Now: clk.Now, Monitor: reads.Monitor()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +37,8 @@ func openStore(t *testing.T, uri, db string, clk *clocktest.Clock, reads *result
 func TestOutcomeReads(t *testing.T) {
 	clk := clocktest.New(at(0))
 	f := embeddedtest.FerretDB(t)
-	var reads resultReads
-	st := openStore(t, f.URI(), embeddedtest.DBName(t), clk, &reads)
+	reads := embeddedtest.CountFinds("push_results")
+	st := openStore(t, f.URI(), embeddedtest.DBName(t), clk, reads)
 	w := st.NewWriter(store.WriterOptions{})
 	defer w.Close()
 	ctx := context.Background()
@@ -86,7 +64,7 @@ func TestOutcomeReads(t *testing.T) {
 	} {
 		var r push.Result
 		var err error
-		if n := reads.reads(func() { r, err = st.Outcome(ctx, c.id) }); n != c.reads {
+		if n := reads.During(func() { r, err = st.Outcome(ctx, c.id) }); n != c.reads {
 			t.Errorf("%s (%s): %d reads, want %d", c.id, c.state, n, c.reads)
 		}
 		switch {
@@ -147,8 +125,7 @@ func TestEarlierLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tool.Close(ctx)
-	var reads resultReads
-	st := openStore(t, f.URI(), db, clk, &reads)
+	st := openStore(t, f.URI(), db, clk, embeddedtest.CountFinds("push_results"))
 	for id, want := range map[string]push.State{sentID: push.StateSent, doneID: push.StateDelivered} {
 		if r, err := st.Outcome(ctx, id); err != nil || r.State != want || r.ClientID != "c" {
 			t.Fatalf("earlier record %s: %+v %v, want %s", id, r, err, want)
@@ -167,8 +144,8 @@ func TestEarlierLayout(t *testing.T) {
 	// Another process opens the store later: the upgrade's time stays the first one's. A worker
 	// of the earlier version, still running during the upgrade, sends a push accepted after it.
 	clk.Advance(time.Hour)
-	var reads2 resultReads
-	st2 := openStore(t, f.URI(), db, clk, &reads2)
+	reads2 := embeddedtest.CountFinds("push_results")
+	st2 := openStore(t, f.URI(), db, clk, reads2)
 	if r, err := st2.Outcome(ctx, sentID); err != nil || r.State != push.StateDelivered {
 		t.Fatalf("earlier sent push after its receipt: %+v %v", r, err)
 	}
@@ -182,7 +159,7 @@ func TestEarlierLayout(t *testing.T) {
 	unknown := func(what string, id string, want int64) {
 		t.Helper()
 		var err error
-		if n := reads2.reads(func() { _, err = st2.Outcome(ctx, id) }); n != want || !errors.Is(err, store.ErrNotFound) {
+		if n := reads2.During(func() { _, err = st2.Outcome(ctx, id) }); n != want || !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s, unknown: %d reads, %v; want %d, ErrNotFound", what, n, err, want)
 		}
 	}

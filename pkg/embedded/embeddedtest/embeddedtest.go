@@ -10,11 +10,13 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/store"
@@ -233,4 +235,35 @@ func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
 			return
 		}
 	}
+}
+
+// Finds counts the find commands the MongoDB driver sends on one collection: give Monitor to
+// the store, read N.
+type Finds struct {
+	collection string
+	n          atomic.Int64
+}
+
+// CountFinds counts the finds on collection.
+func CountFinds(collection string) *Finds { return &Finds{collection: collection} }
+
+// Monitor is the driver's command monitor that counts.
+func (f *Finds) Monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName == "find" {
+			if c, ok := ev.Command.Lookup("find").StringValueOK(); ok && c == f.collection {
+				f.n.Add(1)
+			}
+		}
+	}}
+}
+
+// N is the finds counted so far.
+func (f *Finds) N() int64 { return f.n.Load() }
+
+// During returns the finds that run made.
+func (f *Finds) During(run func()) int64 {
+	n := f.N()
+	run()
+	return f.N() - n
 }
