@@ -7,37 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 )
 
-// lockedBuffer collects what run prints, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestWorkerAnnouncesMetrics: a worker listening on port 0 prints its metrics address in one
 // line and writes it next to worker.yaml; the address serves the worker's series, not the
 // front end's; the file goes when the worker stops.
 func TestWorkerAnnouncesMetrics(t *testing.T) {
 	r := newWorkerRig(t)
-	var out lockedBuffer
+	var out embeddedtest.SyncBuffer // what run prints, read while it runs
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, options{path: r.cfgPath, listen: "127.0.0.1:0", out: &out}) }()

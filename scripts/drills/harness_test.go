@@ -1,7 +1,6 @@
 package drills_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
@@ -199,22 +199,27 @@ func (r *rig) getToken() string {
 type workerProc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	stderr *bytes.Buffer
+	stderr *embeddedtest.SyncBuffer
 }
 
 // startWorker starts a worker process from the stack's worker.yaml.
 func (r *rig) startWorker() *workerProc {
 	r.t.Helper()
 	cmd := exec.Command(workerBin, "-config", filepath.Join(r.stack.DataDir, standalone.WorkerConfigFile), "-listen", "127.0.0.1:0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &lockedWriter{w: &stderr}
+	stderr := &embeddedtest.SyncBuffer{}
+	cmd.Stderr = stderr
 	if os.Getenv("UCS_DRILLS_LOG") != "" {
 		cmd.Stderr = os.Stderr
 	}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
-	w := &workerProc{cmd: cmd, exited: make(chan struct{}), stderr: &stderr}
+	w := &workerProc{cmd: cmd, exited: make(chan struct{}), stderr: stderr}
+	r.t.Cleanup(func() {
+		if r.t.Failed() {
+			r.t.Logf("a worker's log:\n%s", stderr)
+		}
+	})
 	go func() { _ = cmd.Wait(); close(w.exited) }()
 	r.mu.Lock()
 	r.workers = append(r.workers, w)
@@ -241,17 +246,6 @@ func (r *rig) stopWorkers() {
 			w.kill()
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // body is a push to a bound demo user; n makes each one's content distinct.

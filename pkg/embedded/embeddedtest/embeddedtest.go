@@ -267,3 +267,24 @@ func (f *Finds) During(run func()) int64 {
 	run()
 	return f.N() - n
 }
+
+// SyncBuffer is a buffer that many goroutines (a process's output, a logger) write to while
+// the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
