@@ -103,7 +103,9 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 	for i, it := range items {
 		if it.Err != nil {
 			b.Items[i].Err = it.Err
-			s.cfg.Rejected(it.Err)
+			if ve, ok := errors.AsType[*push.ValidationError](it.Err); ok {
+				s.cfg.Rejected(string(ve.Kind()))
+			}
 			b.Rejected++
 			continue
 		}

@@ -42,4 +42,13 @@
 // The same key with another body is ErrKeyReused; a key whose first request is still under way
 // is ErrKeyInUse, until KeyStale has passed, after which a retry takes it over and publishes
 // every item again, which the stream's dedupe makes harmless.
+// # Memory and the platform's events
+//
+// Every front end keeps the last final results (Remember: its own lookups, and what workers and
+// other front ends announce) and the messages the platform accepted, by msgid, until their
+// receipt (RememberSent). The callback keeps each platform event in a stream (KeepEvent); one
+// front end at a time applies them in order (ApplyEvents): follows by CreateTime, receipts by
+// msgid (from memory, else one store read). A receipt whose msgid no message has yet is held up
+// to Config.ReceiptWait, then dropped and counted. The first final result of a push wins, in
+// the store and in every front end's memory.
 package notification

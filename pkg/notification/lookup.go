@@ -27,7 +27,7 @@ func (s *Service) Result(ctx context.Context, client, id string) (push.Result, e
 	if !push.ValidID(id) {
 		return push.Result{}, ErrNotFound
 	}
-	if r, ok := s.cfg.Finals.Get(id); ok {
+	if r, ok := s.results.Get(id); ok {
 		return own(r, client)
 	}
 	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
@@ -71,7 +71,7 @@ func (s *Service) Results(ctx context.Context, client string, ids []string) ([]L
 			done[i] = true
 			continue
 		}
-		if r, ok := s.cfg.Finals.Get(id); ok {
+		if r, ok := s.results.Get(id); ok {
 			out[i] = Lookup{Result: r, Found: r.ClientID == client}
 			done[i] = true
 			continue
@@ -162,9 +162,7 @@ func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, 
 	case err != nil:
 		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
-	if r.State.Final() {
-		s.cfg.Finals.Add(id, r)
-	}
+	s.Remember(r)
 	return own(r, client)
 }
 

@@ -3,7 +3,6 @@ package notification_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +15,13 @@ import (
 	"github.com/campus-it/ucs/pkg/queue"
 )
 
-// finals keeps final results as the front end's memory does: the first one of a push wins.
-type finals struct {
-	mu sync.Mutex
-	m  map[string]push.Result
-}
-
-func (f *finals) Get(id string) (push.Result, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r, ok := f.m[id]
-	return r, ok
-}
-
-func (f *finals) Add(id string, r push.Result) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.m[id]; !ok {
-		f.m[id] = r
-	}
-}
-
 type rig struct {
 	svc      *notification.Service
 	stream   jetstream.Stream
 	accepted int
 	replayed int
 	rejected int
+	kinds    []string
 }
 
 // newRig builds the service on a real NATS server (stream, waiting reader, key records) and
@@ -59,8 +38,8 @@ func newRig(t *testing.T, withRecords bool) *rig {
 	r := &rig{stream: st}
 	cfg := notification.Config{
 		Publisher: queue.NewPublisher(js), Waiting: queue.NewWaiting(js, st, qc.Consumer),
-		Store: embeddedtest.Store(t, nil), Finals: &finals{m: map[string]push.Result{}},
-		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(error) { r.rejected++ },
+		Store:    embeddedtest.Store(t, nil),
+		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(kind string) { r.rejected++; r.kinds = append(r.kinds, kind) },
 	}
 	if withRecords {
 		if cfg.Records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
@@ -155,7 +134,8 @@ func TestKeyedPush(t *testing.T) {
 func TestBatchCountsRejectedOnce(t *testing.T) {
 	r := newRig(t, true)
 	ctx := context.Background()
-	items := []notification.Item{{Req: request(t, body)}, {Err: errors.New("refused")}}
+	_, refused := push.Parse([]byte(`{"userId":"2020000001"}`))
+	items := []notification.Item{{Req: request(t, body)}, {Err: refused}}
 	key := notification.Key{Name: "batch", Body: []byte("the batch's body")}
 	b, err := r.svc.PushBatch(ctx, "pusher", items, key)
 	if err != nil || b.Accepted != 1 || b.Rejected != 1 || b.Items[0].UcsID == "" || b.Items[1].Err == nil || b.Unavailable {
@@ -167,5 +147,8 @@ func TestBatchCountsRejectedOnce(t *testing.T) {
 	}
 	if r.rejected != 1 || r.accepted != 1 || r.msgs(t) != 1 {
 		t.Errorf("rejected told %d, accepted %d, stream holds %d; want 1, 1, 1", r.rejected, r.accepted, r.msgs(t))
+	}
+	if want := string(push.RuleKindRequired); len(r.kinds) != 1 || r.kinds[0] != want {
+		t.Errorf("rejected told kinds %q, want [%q]", r.kinds, want)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 // Publisher puts accepted pushes on the queue; *queue.Publisher implements it.
@@ -28,11 +30,19 @@ type Waiting interface {
 	GetMany(ctx context.Context, client string, ids []string) (map[string]queue.Waited, error)
 }
 
-// Store reads what workers recorded; *store.Store implements it. Both return
-// store.ErrNotFound for a push without such a record.
+// Store reads what workers recorded and records follows; *store.Store implements it. The reads
+// return store.ErrNotFound for a push (or msgid) without such a record.
 type Store interface {
 	Outcome(ctx context.Context, ucsID string) (push.Result, error)
 	InProgress(ctx context.Context, ucsID string) (push.Result, error)
+	Current(ctx context.Context, ucsID string) (push.Result, error)
+	SentByMsgID(ctx context.Context, msgID int64) (push.Result, string, error)
+	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error
+}
+
+// Events records delivery results; *store.Writer implements it.
+type Events interface {
+	Write(ctx context.Context, ws ...store.Write) error
 }
 
 // Records keeps the records of Idempotency-Keys for every front end; *natskv.Records
@@ -44,23 +54,35 @@ type Records interface {
 	Put(ctx context.Context, key string, value []byte) error
 }
 
-// Finals are the final results kept in memory, by ucsId. Add keeps the first final result of
-// a push and ignores later ones.
-type Finals interface {
-	Get(ucsID string) (push.Result, bool)
-	Add(ucsID string, r push.Result)
-}
-
-// Config wires a Service. Publisher, Waiting, Store and Finals are required.
+// Config wires a Service. Publisher, Waiting and Store are required; Events and KeepEvent for
+// the platform's events.
 type Config struct {
 	Publisher Publisher
 	Waiting   Waiting
 	Store     Store
+	// Events writes the final results of delivery receipts (ApplyEvents).
+	Events Events
+	// KeepEvent stores a platform event in the stream of platform events under key, for
+	// ApplyEvents to apply (KeepEvent).
+	KeepEvent func(ctx context.Context, key string, event []byte) error
 	// Records keeps Idempotency-Key records; nil refuses keys (ErrKeysUnsupported).
 	Records Records
-	// Finals are the final results in memory, which the front end also fills from the
-	// announcements of other front ends and workers.
-	Finals Finals
+	// ResultCache bounds the final results kept in memory. Default 100,000 (about 25 MB).
+	ResultCache int
+	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their
+	// delivery receipts, which the platform sends within seconds. Default 100,000: receipts
+	// come in the order of their sends, so a backlog of receipts larger than the cache would
+	// miss it on every receipt. About 370 bytes an entry, held only until its receipt comes.
+	SentCache int
+	// ReceiptWait bounds how long a delivery receipt whose msgid no message has waits for it
+	// (held in the stream of platform events, answered already): its sent record may be
+	// written late, or the platform took an attempt whose answer the worker never got and
+	// gives the worker's next attempt the same msgid. Then it is dropped as a receipt for a
+	// message this service did not send. Default 2 minutes.
+	ReceiptWait time.Duration
+	// Announce, when set, tells every front end of a final result this one recorded (a
+	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
+	Announce func(push.Result)
 	// Paused, when set, reports a pause of sending, which results of queued pushes name.
 	Paused func() (sending.PauseState, bool)
 	// StoreWait bounds how long a lookup of a push still in the queue waits for the store's
@@ -70,24 +92,36 @@ type Config struct {
 	Accepted func(n int)
 	// Replayed, when set, is told of every request answered from its key's record (metrics).
 	Replayed func()
-	// Rejected, when set, is told of each item of a new batch refused for its content
-	// (metrics); not again when a retry is answered from the batch's key record. A single
+	// Final and Sent, when set, are told once of each final result and each sent message kept
+	// in memory (the operations page).
+	Final, Sent func(push.Result)
+	// ReceiptUnknown, when set, is told of each receipt dropped for a msgid no message has.
+	ReceiptUnknown func()
+	// Rejected, when set, is told of each item of a new batch refused for its content, by the
+	// kind of the first rule it broke (push.ValidationError.Kind),
+	// for the metrics; not again when a retry is answered from the batch's key record. A single
 	// push refused for its content never reaches the service.
-	Rejected func(error)
+	Rejected func(kind string)
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
-// Service accepts pushes and answers their results.
+// Service accepts pushes, answers their results and applies the platform's events.
 type Service struct {
 	cfg Config
+	// results are final results by ucsId; sent, messages the platform accepted, by msgid,
+	// until their receipt.
+	results *resultCache
+	sent    *sentCache
+	// receiptsWaiting is how many delivery receipts wait for their msgid (ApplyEvents).
+	receiptsWaiting atomic.Int64
 }
 
 // New returns the service of cfg, with its defaults filled in.
 func New(cfg Config) (*Service, error) {
-	if cfg.Publisher == nil || cfg.Waiting == nil || cfg.Store == nil || cfg.Finals == nil {
-		return nil, errors.New("notification: publisher, waiting, store and finals are required")
+	if cfg.Publisher == nil || cfg.Waiting == nil || cfg.Store == nil {
+		return nil, errors.New("notification: publisher, waiting and store are required")
 	}
 	if cfg.StoreWait <= 0 {
 		cfg.StoreWait = 300 * time.Millisecond
@@ -99,7 +133,29 @@ func New(cfg Config) (*Service, error) {
 		cfg.Replayed = func() {}
 	}
 	if cfg.Rejected == nil {
-		cfg.Rejected = func(error) {}
+		cfg.Rejected = func(string) {}
+	}
+	for _, f := range []*func(push.Result){&cfg.Announce, &cfg.Final, &cfg.Sent} {
+		if *f == nil {
+			*f = func(push.Result) {}
+		}
+	}
+	if cfg.ReceiptUnknown == nil {
+		cfg.ReceiptUnknown = func() {}
+	}
+	if cfg.KeepEvent == nil {
+		cfg.KeepEvent = func(context.Context, string, []byte) error {
+			return errors.New("notification: no stream keeps platform events")
+		}
+	}
+	if cfg.ResultCache <= 0 {
+		cfg.ResultCache = 100_000
+	}
+	if cfg.SentCache <= 0 {
+		cfg.SentCache = 100_000
+	}
+	if cfg.ReceiptWait <= 0 {
+		cfg.ReceiptWait = 2 * time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -107,7 +163,43 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg}, nil
+	results, err := newResultCache(cfg.ResultCache)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := newSentCache(cfg.SentCache)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, results: results, sent: sent}, nil
+}
+
+// Remember keeps a final result in memory, for lookups: this front end read it, or another
+// front end or a worker recorded and announced it. Anything but a final result is ignored, and
+// so is a later result of a push whose final result is kept: the first one wins.
+func (s *Service) Remember(r push.Result) {
+	if r.State.Final() {
+		// The memory tells a repeated announcement (a receipt the platform pushed again) from
+		// a new result, so that Final hears of each push once.
+		if !s.results.Seen(r.UcsID) {
+			s.cfg.Final(r)
+		}
+		s.results.Add(r.UcsID, r)
+	}
+}
+
+// Remembered returns the final result of ucsID kept in memory, whoever sent the push.
+func (s *Service) Remembered(ucsID string) (push.Result, bool) { return s.results.Get(ucsID) }
+
+// RememberSent keeps a message the platform accepted (a worker recorded it as sent) until its
+// delivery receipt comes, so that the receipt costs no store read.
+func (s *Service) RememberSent(r push.Result, openID string) {
+	if r.State == push.StateSent && r.MsgID != 0 && openID != "" {
+		if !s.sent.Seen(r.MsgID) {
+			s.cfg.Sent(r)
+		}
+		s.sent.Add(r, openID)
+	}
 }
 
 // The errors of the service; compare with errors.Is. Each wraps its cause, when it has one.

@@ -109,6 +109,15 @@ func (e *ValidationError) Lines() []string {
 	return out
 }
 
+// Kind is the kind of the first rule the body broke (problems come in a fixed order): the one
+// kind a refused push is counted under, so that the counts add up to the pushes refused.
+func (e *ValidationError) Kind() RuleKind {
+	if len(e.Problems) == 0 {
+		return ""
+	}
+	return e.Problems[0].Kind()
+}
+
 func moreProblems(n int) string {
 	if n == 1 {
 		return "… and 1 more problem"

@@ -261,14 +261,6 @@ func (s *Server) batch(c echo.Context) error {
 	return s.ok(c, ans)
 }
 
-// countRejectedItem counts a batch item refused for its content, as countRejected a push.
-func (s *Server) countRejectedItem(err error) {
-	var ve *push.ValidationError
-	if errors.As(err, &ve) {
-		s.countRejected(ve)
-	}
-}
-
 // itemErrors lists the problems of a batch item, each as "field: rule", at most
 // push.MaxListedProblems of them and then the count of the rest.
 func itemErrors(err error) []string {

@@ -150,7 +150,7 @@ func (e *env) applied(held int) {
 			e.t.Fatal(err)
 		}
 		return info.Delivered.Stream >= last && info.NumPending == 0 && info.NumAckPending == held &&
-			e.api.Server.ReceiptsWaiting() == held
+			e.api.Notify.ReceiptsWaiting() == held
 	})
 }
 

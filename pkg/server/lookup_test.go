@@ -17,7 +17,7 @@ func TestRepeatedLookupsOfAFinalResult(t *testing.T) {
 	tok, other := e.token("pusher", pushSecret), e.token("other", pushSecret)
 	at := e.clock.Now().UTC().Truncate(time.Millisecond)
 	id := push.NewID(at)
-	e.api.Server.Remember(push.Result{
+	e.api.Notify.Remember(push.Result{
 		UcsID: id, ClientID: "pusher", State: push.StateDelivered, Type: "TDL", UserID: "2020000001",
 		Attempts: 1, MsgID: 4242, Accepted: at, Updated: at.Add(3 * time.Second),
 		Sent: at.Add(time.Second), Finished: at.Add(3 * time.Second),

@@ -216,7 +216,7 @@ func (s *Server) opsHistory(c echo.Context) error {
 			return &Error{Code: CodeUnavailable, Message: "the store did not answer; try again", Internal: err}
 		}
 	}
-	if r, ok := s.results.Get(id); ok && !slices.ContainsFunc(recs, func(x store.Record) bool { return x.Kind == store.RecordFinal }) {
+	if r, ok := s.notify.Remembered(id); ok && !slices.ContainsFunc(recs, func(x store.Record) bool { return x.Kind == store.RecordFinal }) {
 		// Announced but not (yet) readable from the store: a store outage, or a slow replica.
 		recs = append([]store.Record{{Kind: "memory", Result: r}}, recs...)
 	}

@@ -36,7 +36,7 @@ func (s *Server) push(c echo.Context) error {
 	if err != nil {
 		var ve *push.ValidationError
 		if errors.As(err, &ve) {
-			s.countRejected(ve)
+			s.cfg.Metrics.Rejected(string(ve.Kind()))
 			return errf(CodeBadRequest, ve.Error())
 		}
 		return &Error{Code: CodeBadRequest, Message: "body: invalid", Internal: err}
@@ -52,14 +52,6 @@ func (s *Server) push(c echo.Context) error {
 	// The message is safe in the queue from here on, and the queue answers lookups of it until
 	// a worker has recorded its outcome: the store is not needed to accept a push.
 	return s.ok(c, pushAnswer{UcsID: id})
-}
-
-// countRejected counts a refused push once, by the kind of the first rule it broke (its
-// problems come in a fixed order), so that the series add up to the pushes refused.
-func (s *Server) countRejected(ve *push.ValidationError) {
-	if len(ve.Problems) > 0 {
-		s.cfg.Metrics.Rejected(string(ve.Problems[0].Kind()))
-	}
 }
 
 // notificationError is the answer to an error of the notification service: the one place

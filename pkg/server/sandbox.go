@@ -131,13 +131,13 @@ var stateTexts = map[push.State]string{
 // sandboxState is the delivery state of a message the platform accepted (so it is sent at
 // least) and its description.
 func (s *Server) sandboxState(ctx context.Context, ucsID string) (string, string) {
-	r, ok := s.results.Get(ucsID)
+	r, ok := s.notify.Remembered(ucsID)
 	if !ok && push.ValidID(ucsID) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
 		defer cancel()
 		if cur, err := s.cfg.Store.Current(ctx, ucsID); err == nil {
 			r, ok = cur, true
-			s.Remember(cur) // a final result missed on NATS is read once
+			s.notify.Remember(cur) // a final result missed on NATS is read once
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.log.Debug("sandbox: state not read", "ucsId", ucsID, "err", err)
 		}

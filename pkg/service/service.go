@@ -192,8 +192,10 @@ type API struct {
 	conn   *connections
 	writer *store.Writer
 	// events keeps platform events (receipts, follows) through store outages.
-	events  *queue.PlatformEvents
-	Server  *server.Server
+	events *queue.PlatformEvents
+	Server *server.Server
+	// Notify is the push pipeline's front half, which Server adapts to HTTP.
+	Notify  *notification.Service
 	Store   *store.Store
 	Keys    *keys.Set
 	oauth   *oauth.Service
@@ -352,7 +354,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.events = events
-	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, server.NoncesTTL, cfg.NATS.Replicas)
+	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, platform.NoncesTTL, cfg.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -363,18 +365,33 @@ func (a *API) build(ctx context.Context) error {
 			Backlog: a.conn.pending(cfg.NATS.Consumer), History: a.Store.History}
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
-	pub := queue.NewPublisher(a.conn.js)
 	parser, err := push.NewParser(cfg.Platform.TemplateFields())
 	if err != nil {
 		return err
 	}
+	var act *activity.Recorder
+	if ops != nil {
+		act = ops.Activity
+	}
+	waiting := queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer)
+	a.Notify, err = notification.New(notification.Config{
+		Publisher: queue.NewPublisher(a.conn.js), Waiting: waiting, Store: a.Store, Events: a.writer,
+		KeepEvent: events.Keep, Records: records, Paused: pause.Paused,
+		Announce: announce.NewFinals(a.conn.nc).Announce,
+		Accepted: func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
+		Final:    act.Final, Sent: act.Sent, ReceiptUnknown: a.Metrics.ReceiptUnknown,
+		Replayed: a.Metrics.Replayed, Rejected: a.Metrics.Rejected,
+		Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		a.writer.Close()
+		return err
+	}
 	srv, err := server.New(server.Config{
 		Push:    parser,
-		Records: records, Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
+		Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
-		Publisher: pub, Waiting: queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer), Store: a.Store, Events: a.writer,
-		Announce:      announce.NewFinals(a.conn.nc).Announce,
-		KeepEvent:     events.Keep,
+		Notify: a.Notify, Waiting: waiting, Store: a.Store,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
 		Nonces: nonces, Location: loc, SignIn: signIn, Bind: bind,
 		QueueReady: func() error {
@@ -389,11 +406,11 @@ func (a *API) build(ctx context.Context) error {
 		a.writer.Close()
 		return err
 	}
-	if _, err := announce.SubscribeFinals(a.conn.nc, srv.Remember); err != nil {
+	if _, err := announce.SubscribeFinals(a.conn.nc, a.Notify.Remember); err != nil {
 		a.writer.Close()
 		return err
 	}
-	if _, err := announce.SubscribeSent(a.conn.nc, srv.RememberSent); err != nil {
+	if _, err := announce.SubscribeSent(a.conn.nc, a.Notify.RememberSent); err != nil {
 		a.writer.Close()
 		return err
 	}
@@ -571,7 +588,7 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 	applied := make(chan error, 1)
 	go func() {
 		defer cancel()
-		applied <- a.Server.ApplyEvents(ctx, batches)
+		applied <- a.Notify.ApplyEvents(ctx, batches)
 	}()
 	events := a.events
 	for {

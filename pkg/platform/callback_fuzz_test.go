@@ -1,4 +1,4 @@
-package server
+package platform
 
 import (
 	"bytes"
@@ -24,9 +24,8 @@ func FuzzCallback(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	plain := &callbackAuth{token: token, now: func() time.Time { return now }}
-	safe := &callbackAuth{token: token, cipher: cipher, now: plain.now}
-	s := &Server{now: plain.now}
+	plain := &CallbackAuth{token: token, now: func() time.Time { return now }}
+	safe := &CallbackAuth{token: token, cipher: cipher, now: plain.now}
 	ts := strconv.FormatInt(now.Unix(), 10)
 
 	finish := `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[oA]]></FromUserName><CreateTime>1700000000</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>3100000000000000001</MsgID><Status><![CDATA[failed:user block]]></Status></xml>`
@@ -56,14 +55,13 @@ func FuzzCallback(f *testing.F) {
 		switch shape % 3 {
 		case 0: // as sent by anyone
 			q, _ := url.ParseQuery(query)
-			for _, a := range []*callbackAuth{plain, safe} {
-				if ts, nonce, err := a.verifyURL(q); err == nil && !safemode.SameSignature(one(q, "signature"), safemode.Signature(token, ts, nonce)) {
+			for _, a := range []*CallbackAuth{plain, safe} {
+				if ts, nonce, err := a.VerifyURL(q); err == nil && !safemode.SameSignature(one(q, "signature"), safemode.Signature(token, ts, nonce)) {
 					t.Fatalf("address check accepted without the token's signature: %q", query)
 				}
-				ts, nonce, ev, err := a.open(q, body)
+				ts, nonce, ev, err := a.Open(q, body)
 				if err != nil {
-					var ae *authError
-					if !errors.As(err, &ae) {
+					if _, ok := errors.AsType[*CallbackRefused](err); !ok {
 						t.Fatalf("refusal of another type: %T %v", err, err)
 					}
 					continue
@@ -74,18 +72,18 @@ func FuzzCallback(f *testing.F) {
 				if a.cipher != nil && len(ev) > len(body) {
 					t.Fatalf("safe mode: %d bytes of event from a %d-byte body", len(ev), len(body))
 				}
-				_, _ = s.parseEvent(ev)
+				_, _ = ParseEvent(ev, now)
 			}
 		case 1: // signed in plain mode, as the platform does
 			if query == "" {
 				return
 			}
 			q := url.Values{"signature": {safemode.Signature(token, ts, query)}, "timestamp": {ts}, "nonce": {query}}
-			gotTS, nonce, ev, err := plain.open(q, body)
+			gotTS, nonce, ev, err := plain.Open(q, body)
 			if err != nil || gotTS != ts || nonce != query || !bytes.Equal(ev, body) {
 				t.Fatalf("a signed plain push refused: %v", err)
 			}
-			checkEvent(t, s, now, ev)
+			checkEvent(t, now, ev)
 		case 2: // sealed in safe mode, as the platform does
 			if query == "" {
 				return
@@ -95,23 +93,23 @@ func FuzzCallback(f *testing.F) {
 				t.Fatal(err)
 			}
 			q := url.Values{"timestamp": {ts}, "nonce": {query}, "encrypt_type": {"aes"}, "msg_signature": {sig}}
-			_, _, ev, err := safe.open(q, sealed)
+			_, _, ev, err := safe.Open(q, sealed)
 			if err != nil || !bytes.Equal(ev, body) {
 				t.Fatalf("a sealed push refused or changed: %v", err)
 			}
-			if _, _, _, err := plain.open(q, sealed); err == nil {
+			if _, _, _, err := plain.Open(q, sealed); err == nil {
 				t.Fatal("plain mode accepted a query without signature")
 			}
-			checkEvent(t, s, now, ev)
+			checkEvent(t, now, ev)
 		}
 	})
 }
 
 // checkEvent parses an authenticated event: a follow it accepts has a follower and a time no
 // later than the window allows.
-func checkEvent(t *testing.T, s *Server, now time.Time, ev []byte) {
+func checkEvent(t *testing.T, now time.Time, ev []byte) {
 	t.Helper()
-	e, err := s.parseEvent(ev)
+	e, err := ParseEvent(ev, now)
 	if err != nil || e.MsgType != "event" {
 		return
 	}

@@ -1,19 +1,21 @@
-package server
+package notification
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
 // The front end that applies platform events (one at a time, the stream's consumer is pinned
-// to it) takes them from the stream in order and applies each batch together:
+// to it) takes them from the stream in order and applies each batch together (ApplyEvents):
 //
 //   - a follow or unfollow sets the follower's state, in CreateTime order (the store ignores an
 //     older event that comes late);
@@ -56,7 +58,7 @@ const unknownLogEvery = time.Minute
 // eventItem is an event being applied.
 type eventItem struct {
 	e  *queue.PlatformEvent
-	ev platformEvent
+	ev platform.Event
 	// at is when the callback came.
 	at time.Time
 	// deadline, once its msgid was not found, is until when a receipt waits for it.
@@ -67,7 +69,7 @@ type eventItem struct {
 
 // applier is the state of ApplyEvents.
 type applier struct {
-	s *Server
+	s *Service
 	// pending are events to apply (again, when the store failed).
 	pending []*eventItem
 	// held are receipts waiting for their msgid, by msgid, in arrival order.
@@ -86,7 +88,10 @@ type applier struct {
 // ApplyEvents applies the platform events the stream hands out (queue.PlatformEvents.Run) until
 // ctx ends; events not done with then are handed back to the stream, for the front end that
 // applies them next.
-func (s *Server) ApplyEvents(ctx context.Context, in <-chan []*queue.PlatformEvent) error {
+func (s *Service) ApplyEvents(ctx context.Context, in <-chan []*queue.PlatformEvent) error {
+	if s.cfg.Events == nil {
+		return errors.New("notification: applying platform events needs Events")
+	}
 	a := &applier{s: s, held: map[int64][]*eventItem{}, retry: time.NewTimer(time.Hour)}
 	a.retry.Stop()
 	tick := time.NewTicker(eventTick)
@@ -120,7 +125,7 @@ func (s *Server) ApplyEvents(ctx context.Context, in <-chan []*queue.PlatformEve
 
 // ReceiptsWaiting is how many delivery receipts this front end holds, waiting for their msgid
 // (0 at a front end that does not apply events now).
-func (s *Server) ReceiptsWaiting() int { return int(s.receiptsWaiting.Load()) }
+func (s *Service) ReceiptsWaiting() int { return int(s.receiptsWaiting.Load()) }
 
 // add decodes a batch into pending.
 func (a *applier) add(batch []*queue.PlatformEvent) {
@@ -128,7 +133,7 @@ func (a *applier) add(batch []*queue.PlatformEvent) {
 	for _, e := range batch {
 		var k keptEvent
 		if err := json.Unmarshal(e.Data(), &k); err != nil {
-			a.s.log.Warn("platform event unreadable; dropped", "err", err)
+			a.s.cfg.Logger.Warn("platform event unreadable; dropped", "err", err)
 			e.Done()
 			continue
 		}
@@ -157,9 +162,9 @@ func (a *applier) run(ctx context.Context) {
 	a.failing = true
 	a.backoff = min(max(2*a.backoff, eventRetryMin), eventRetryMax)
 	a.retry.Reset(a.backoff)
-	if now := a.s.now(); a.lastStoreLog.IsZero() || now.Sub(a.lastStoreLog) >= unknownLogEvery {
+	if now := a.s.cfg.Now(); a.lastStoreLog.IsZero() || now.Sub(a.lastStoreLog) >= unknownLogEvery {
 		a.lastStoreLog = now
-		a.s.log.Warn("platform events wait for the store; they stay in the stream and are tried again",
+		a.s.cfg.Logger.Warn("platform events wait for the store; they stay in the stream and are tried again",
 			"events", len(a.pending), "err", storeErr)
 	}
 }
@@ -169,16 +174,16 @@ func (a *applier) apply(ctx context.Context, items []*eventItem) (failed []*even
 	var receipts []*eventItem
 	for i, it := range items {
 		switch {
-		case it.ev.Event == "subscribe" || it.ev.Event == "unsubscribe":
+		case it.ev.Event == platform.EventSubscribe || it.ev.Event == platform.EventUnsubscribe:
 			if err := a.s.follow(ctx, it.ev); err != nil {
 				// The store is down: this event and every one after it wait, in order.
 				return append(receipts, items[i:]...), err
 			}
 			it.e.Done()
-		case it.ev.Event == "TEMPLATESENDJOBFINISH" && it.ev.MsgID != 0:
+		case it.ev.Event == platform.EventTemplateFinish && it.ev.MsgID != 0:
 			receipts = append(receipts, it)
 		default:
-			a.s.log.Warn("platform event of no known kind; dropped", "event", it.ev.Event)
+			a.s.cfg.Logger.Warn("platform event of no known kind; dropped", "event", it.ev.Event)
 			it.e.Done()
 		}
 	}
@@ -225,7 +230,7 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 	}
 	wg.Wait()
 
-	now := s.now()
+	now := s.cfg.Now()
 	type final struct {
 		it *eventItem
 		r  push.Result
@@ -250,11 +255,11 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 			storeErr = f.err
 			continue
 		case f.openID != it.ev.FromUserName:
-			s.log.Warn("delivery receipt for another follower than the message's; ignored", "msgid", it.ev.MsgID, "ucsId", f.sent.UcsID)
+			s.cfg.Logger.Warn("delivery receipt for another follower than the message's; ignored", "msgid", it.ev.MsgID, "ucsId", f.sent.UcsID)
 			it.e.Done()
 			continue
 		case f.sent.Attempts <= 1 && f.sent.Sent.After(it.at.Add(receiptSkew)):
-			s.log.Warn("delivery receipt that came before its message's only send; ignored", "msgid", it.ev.MsgID, "ucsId", f.sent.UcsID)
+			s.cfg.Logger.Warn("delivery receipt that came before its message's only send; ignored", "msgid", it.ev.MsgID, "ucsId", f.sent.UcsID)
 			it.e.Done()
 			continue
 		}
@@ -292,9 +297,7 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 		}
 		s.sent.Remove(f.it.ev.MsgID)
 		s.Remember(f.r)
-		if s.cfg.Announce != nil {
-			s.cfg.Announce(f.r)
-		}
+		s.cfg.Announce(f.r)
 		f.it.e.Done()
 	}
 	return failed, storeErr
@@ -304,10 +307,10 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 // account other systems send through too, most receipts may be such.
 func (a *applier) dropUnknown(it *eventItem) {
 	s := a.s
-	s.cfg.Metrics.ReceiptUnknown()
+	s.cfg.ReceiptUnknown()
 	a.unknown++
-	if now := s.now(); a.lastUnknownLog.IsZero() || now.Sub(a.lastUnknownLog) >= unknownLogEvery {
-		s.log.Warn("delivery receipts for msgids this service did not send were dropped (another system sending through the account, or a message whose sent record was lost)",
+	if now := s.cfg.Now(); a.lastUnknownLog.IsZero() || now.Sub(a.lastUnknownLog) >= unknownLogEvery {
+		s.cfg.Logger.Warn("delivery receipts for msgids this service did not send were dropped (another system sending through the account, or a message whose sent record was lost)",
 			"receipts", a.unknown, "msgid", it.ev.MsgID, "status", it.ev.Status)
 		a.unknown, a.lastUnknownLog = 0, now
 	}
@@ -327,7 +330,7 @@ func (a *applier) tick(ctx context.Context) {
 	for _, it := range a.pending {
 		tell(it)
 	}
-	now := a.s.now()
+	now := a.s.cfg.Now()
 	var ready bool
 	for msgID, its := range a.held {
 		if a.s.sent.Seen(msgID) || !now.Before(its[0].deadline) {
@@ -357,4 +360,62 @@ func (a *applier) release() {
 		}
 	}
 	a.retry.Stop()
+}
+
+// keptEvent is a platform event as the stream keeps it.
+type keptEvent struct {
+	Event platform.Event `json:"event"`
+	// At is when the callback came, by the front end's clock; zero in events kept by earlier
+	// versions (the stream's time stands in).
+	At time.Time `json:"at,omitzero"`
+	// Unsent was set by earlier versions on a receipt whose msgid no message had when it came;
+	// every receipt is treated alike now.
+	Unsent bool `json:"unsent,omitempty"`
+}
+
+// keepWait bounds storing an event in the stream: the platform waits 5 s for the answer to its
+// callback.
+const keepWait = 3 * time.Second
+
+// KeepEvent stores an authenticated event of a kind the service applies (a delivery receipt, a
+// follow or unfollow) in the stream of platform events (Config.KeepEvent), for ApplyEvents to
+// apply; events of other kinds are not kept. An error means the stream did not take it.
+func (s *Service) KeepEvent(ctx context.Context, ev platform.Event) error {
+	key, ok := eventKey(ev)
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(keptEvent{Event: ev, At: s.cfg.Now()})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, keepWait)
+	defer cancel()
+	return s.cfg.KeepEvent(ctx, key, b)
+}
+
+// eventKey is the subject key an event is kept under, and whether it is of a kind the service
+// applies.
+func eventKey(ev platform.Event) (string, bool) {
+	if ev.MsgType != "event" {
+		return "", false
+	}
+	switch ev.Event {
+	case platform.EventTemplateFinish:
+		return strconv.FormatInt(ev.MsgID, 10), true
+	case platform.EventSubscribe, platform.EventUnsubscribe:
+		return "follow", true
+	}
+	return "", false
+}
+
+// followWait bounds the store's answer to one follow event, or to one receipt's read of its
+// msgid, when events are applied.
+const followWait = 5 * time.Second
+
+// follow applies a follow or unfollow; events apply in CreateTime order, whenever they come.
+func (s *Service) follow(ctx context.Context, ev platform.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, followWait)
+	defer cancel()
+	return s.cfg.Store.SetFollowing(ctx, ev.FromUserName, ev.Event == platform.EventSubscribe, time.Unix(ev.CreateTime, 0))
 }

@@ -1,0 +1,190 @@
+package platform
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/platform/safemode"
+)
+
+// CallbackWindow is how far a callback's timestamp may be from now. The platform stamps each
+// push when it sends it; an old push is refused, and within the window each (timestamp, nonce)
+// pair is accepted once.
+const CallbackWindow = 5 * time.Minute
+
+// NoncesTTL is how long a (timestamp, nonce) pair taken by a callback must be remembered: a
+// timestamp is accepted from CallbackWindow before our clock to CallbackWindow after it, so a
+// pair can come back during twice the window.
+const NoncesTTL = 2 * CallbackWindow
+
+// The kinds of event push the service applies (Event.Event).
+const (
+	EventTemplateFinish = "TEMPLATESENDJOBFINISH"
+	EventSubscribe      = "subscribe"
+	EventUnsubscribe    = "unsubscribe"
+)
+
+// Event is an event push of the platform, as plain mode sends it and safe mode encrypts it.
+type Event struct {
+	XMLName      xml.Name `xml:"xml"`
+	ToUserName   string   `xml:"ToUserName"`
+	FromUserName string   `xml:"FromUserName"`
+	CreateTime   int64    `xml:"CreateTime"`
+	MsgType      string   `xml:"MsgType"`
+	Event        string   `xml:"Event"`
+	MsgID        int64    `xml:"MsgID"`
+	Status       string   `xml:"Status"`
+}
+
+// CallbackRefused is a callback that did not authenticate; Reason is for the log only.
+type CallbackRefused struct{ Reason string }
+
+func (e *CallbackRefused) Error() string { return "callback not authenticated: " + e.Reason }
+
+func refused(reason string) error { return &CallbackRefused{Reason: reason} }
+
+// CallbackAuth authenticates the platform's callbacks. Plain mode (no EncodingAESKey): the
+// signature covers the token, timestamp and nonce, never the body. Safe mode: the body is
+// encrypted with the account's EncodingAESKey and msg_signature covers it; a plaintext body is
+// refused.
+type CallbackAuth struct {
+	token  string
+	cipher *safemode.Cipher // nil: plain mode
+	now    func() time.Time
+}
+
+// NewCallbackAuth authenticates callbacks signed with token; a non-empty encodingAESKey takes
+// them in safe mode only, for appID. An empty token refuses every callback.
+func NewCallbackAuth(token, encodingAESKey, appID string, now func() time.Time) (*CallbackAuth, error) {
+	a := &CallbackAuth{token: token, now: now}
+	if encodingAESKey != "" {
+		c, err := safemode.New(encodingAESKey, appID)
+		if err != nil {
+			return nil, fmt.Errorf("callback safe mode: %w", err)
+		}
+		a.cipher = c
+	}
+	return a, nil
+}
+
+// one is the query parameter k when it is given exactly once.
+func one(q url.Values, k string) string {
+	if v := q[k]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
+// VerifyURL checks the platform's GET of the callback address and returns its timestamp and
+// nonce. In both modes the official account platform signs it as plain mode does and expects
+// echostr back as it came (only WeCom encrypts echostr).
+func (a *CallbackAuth) VerifyURL(q url.Values) (ts, nonce string, err error) {
+	ts, nonce = one(q, "timestamp"), one(q, "nonce")
+	if err := a.fresh(ts, nonce); err != nil {
+		return "", "", err
+	}
+	sig := one(q, "signature")
+	if sig == "" {
+		return "", "", refused("no signature")
+	}
+	if !safemode.SameSignature(sig, safemode.Signature(a.token, ts, nonce)) {
+		return "", "", refused("wrong signature")
+	}
+	return ts, nonce, nil
+}
+
+func (a *CallbackAuth) fresh(ts, nonce string) error {
+	if a.token == "" {
+		return refused("no callback token configured")
+	}
+	if ts == "" || nonce == "" {
+		return refused("no timestamp or nonce")
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return refused("timestamp not a number")
+	}
+	if d := a.now().Sub(time.Unix(secs, 0)); d > CallbackWindow || d < -CallbackWindow {
+		return refused("timestamp outside the window")
+	}
+	return nil
+}
+
+// Open authenticates an event push and returns its timestamp, nonce and plaintext event. Every
+// refusal is a *CallbackRefused.
+func (a *CallbackAuth) Open(q url.Values, body []byte) (ts, nonce string, event []byte, err error) {
+	if a.cipher == nil {
+		ts, nonce, err = a.VerifyURL(q)
+		return ts, nonce, body, err
+	}
+	ts, nonce = one(q, "timestamp"), one(q, "nonce")
+	if err := a.fresh(ts, nonce); err != nil {
+		return "", "", nil, err
+	}
+	if one(q, "encrypt_type") != "aes" {
+		// A plaintext push where the account is in safe mode: its body is signed by nobody.
+		return "", "", nil, refused("not encrypted (encrypt_type is not aes)")
+	}
+	msgSig := one(q, "msg_signature")
+	if msgSig == "" {
+		return "", "", nil, refused("no msg_signature")
+	}
+	var env safemode.Envelope
+	if err := xml.Unmarshal(body, &env); err != nil || env.Encrypt == "" {
+		return "", "", nil, refused("body has no Encrypt")
+	}
+	if !safemode.SameSignature(msgSig, safemode.MsgSignature(a.token, ts, nonce, env.Encrypt)) {
+		return "", "", nil, refused("wrong msg_signature")
+	}
+	event, err = a.cipher.Decrypt(env.Encrypt)
+	switch {
+	case errors.Is(err, safemode.ErrAppID):
+		return "", "", nil, refused("encrypted for another appid")
+	case err != nil:
+		return "", "", nil, refused("body does not decrypt")
+	}
+	return ts, nonce, event, nil
+}
+
+// NonceKey is the key under which a (timestamp, nonce) pair is remembered: a hash, so that any
+// nonce makes a valid key of bounded length. 128 bits of it, in 22 characters: every callback
+// of the last ten minutes has its key in the index of the bucket that remembers them, and a
+// 64-character key costs about 390 bytes of the queue's memory where this one costs 300.
+func NonceKey(ts, nonce string) string {
+	sum := sha256.Sum256([]byte(ts + "|" + nonce))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// ParseEvent reads an authenticated event and checks what applying it needs: a receipt has a
+// msgid and a status, a follow its follower and a time no later than now and CallbackWindow
+// (follows apply in CreateTime order, and a later time would outrank every real event to
+// come). The error says what is missing. Events of other kinds are returned unchecked.
+func ParseEvent(plain []byte, now time.Time) (Event, error) {
+	var ev Event
+	if err := xml.Unmarshal(plain, &ev); err != nil {
+		return ev, errors.New("callback body is not an event")
+	}
+	if ev.MsgType != "event" {
+		return ev, nil
+	}
+	switch ev.Event {
+	case EventTemplateFinish:
+		if ev.MsgID == 0 || ev.Status == "" {
+			return ev, errors.New(EventTemplateFinish + " without MsgID or Status")
+		}
+	case EventSubscribe, EventUnsubscribe:
+		if ev.FromUserName == "" {
+			return ev, errors.New(ev.Event + " without FromUserName")
+		}
+		if ev.CreateTime <= 0 || time.Unix(ev.CreateTime, 0).After(now.Add(CallbackWindow)) {
+			return ev, errors.New(ev.Event + " without a CreateTime up to now")
+		}
+	}
+	return ev, nil
+}
