@@ -283,7 +283,7 @@ func (w *Worker) waitUnpaused(ctx context.Context) bool {
 var errStopping = errors.New("the worker is stopping")
 
 // gate returns once a message may be sent: sending is not paused and the shared budget allows
-// one more. (While it waits, Handle's keepAlive tells the queue the message is being worked on.)
+// one more. (While it waits, handle's keepAlive tells the queue the message is being worked on.)
 func (w *Worker) gate(ctx context.Context, r push.Result) error {
 	if st, paused := w.paused(); paused {
 		w.showHeld(ctx, r, st)
@@ -313,7 +313,7 @@ func (w *Worker) gate(ctx context.Context, r push.Result) error {
 // inside the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
 
-// Handle delivers one message from the queue and answers the queue: ack once the outcome is
+// handle delivers one message from the queue and answers the queue: ack once the outcome is
 // recorded, a delayed nak for a retry, or a nak that counts no attempt when the message is
 // handed back (snoozed). An outcome that cannot be recorded is not acked, so the message comes
 // back.
@@ -321,13 +321,9 @@ const heartbeat = 2 * time.Second
 // Attempts count calls of the platform, and only those: before each call the attempt's number
 // is recorded in the push's progress record (the store), and a redelivered message reads it
 // there. A worker killed during a call leaves the record saying so, and the call counts once.
-func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
-	w.handle(ctx, msg, keepAlive(msg))
-}
-
-// handle is Handle for a message already kept from redelivery until stop is called: however
-// long the store or the platform takes, the queue gives it to no other worker, which would call
-// the platform again.
+//
+// The message is kept from redelivery until stop is called: however long the store or the
+// platform takes, the queue gives it to no other worker, which would call the platform again.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	defer stop()
 	m, err := push.DecodeMessage(msg.Data())

@@ -197,13 +197,3 @@ func (r *PlatformEvents) unpin(pin string) {
 		}
 	}
 }
-
-// Settled reports whether every event stored so far is done with (applied or dropped): for
-// tests and drills that wait for the applier.
-func (r *PlatformEvents) Settled(ctx context.Context) (bool, error) {
-	info, err := r.cons.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	return info.NumPending == 0 && info.NumAckPending == 0, nil
-}

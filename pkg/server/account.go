@@ -112,17 +112,7 @@ func (s *Server) account(c echo.Context) error {
 
 // accountSignIn starts a sign-in whose end is the account page rather than a client.
 func (s *Server) accountSignIn(c echo.Context) error {
-	idps, idp := s.identityProviders()
-	if hint := c.QueryParam("kc_idp_hint"); hint != "" {
-		idp = hint
-	}
-	if !slices.Contains(idps, idp) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
-			"kc_idp_hint names no identity provider of this server (cas, local).", "invalid_request")
-	}
-	ar := store.AuthRequest{Account: true, IDP: idp}
-	s.newFlow(c, &ar)
-	return s.startLogin(c, ar, "")
+	return s.startSignIn(c, "kc_idp_hint", store.AuthRequest{Account: true})
 }
 
 // accountForm checks a form of the account page: posted from this browser's page of its live

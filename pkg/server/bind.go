@@ -266,17 +266,7 @@ func (s *Server) bindSignIn(c echo.Context) error {
 	if !ok || bs.OpenID == "" {
 		return c.Redirect(http.StatusSeeOther, "/bind")
 	}
-	idps, idp := s.identityProviders()
-	if hint := c.QueryParam("idp"); hint != "" {
-		idp = hint
-	}
-	if !slices.Contains(idps, idp) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
-			"idp names no identity provider of this server (cas, local).", "invalid_request")
-	}
-	ar := store.AuthRequest{Bind: oauth.Hash(bs.ID), IDP: idp}
-	s.newFlow(c, &ar)
-	return s.startLogin(c, ar, "")
+	return s.startSignIn(c, "idp", store.AuthRequest{Bind: oauth.Hash(bs.ID)})
 }
 
 // bindAfterLogin ends a sign-in started from the binding page: the user number goes back to

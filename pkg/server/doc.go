@@ -1,6 +1,6 @@
 // Package server is the HTTP front end (echo): the token endpoint and the OpenID Connect
 // endpoints and pages, the bearer-token check of every data interface, push and result lookup,
-// the platform's callback, the binding page, the account, operations and sandbox pages, the
+// the platform's callback, the binding page, the account and operations pages, the
 // metadata dictionary, the OpenAPI description and its page, and health. The OAuth 2.0 and
 // OpenID Connect protocol lives in package oauth; this package adapts requests and pages to it.
 // Every GET route also answers HEAD.

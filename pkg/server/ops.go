@@ -107,17 +107,7 @@ func (s *Server) opsSignIn(c echo.Context) error {
 		})
 		return c.Redirect(http.StatusSeeOther, to)
 	}
-	idps, idp := s.identityProviders()
-	if hint := c.QueryParam("kc_idp_hint"); hint != "" {
-		idp = hint
-	}
-	if !slices.Contains(idps, idp) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
-			"kc_idp_hint names no identity provider of this server (cas, local).", "invalid_request")
-	}
-	ar := store.AuthRequest{Account: true, IDP: idp, Return: s.realmPath() + "/ops-signin?" + url.Values{"to": {to}}.Encode()}
-	s.newFlow(c, &ar)
-	return s.startLogin(c, ar, "")
+	return s.startSignIn(c, "kc_idp_hint", store.AuthRequest{Account: true, Return: s.realmPath() + "/ops-signin?" + url.Values{"to": {to}}.Encode()})
 }
 
 // ops shows the operations page.

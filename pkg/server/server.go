@@ -74,9 +74,9 @@ type Config struct {
 	Paused func() (sending.PauseState, bool)
 	// Ops configures the operations page, GET /ops; nil (or no users) turns it off.
 	Ops *Ops
-	// Sandbox configures the sandbox phones, GET /sandbox, of the standalone stack; nil turns
-	// them off.
-	Sandbox *Sandbox
+	// Routes, when set, adds the routes of the program that embeds the server (the standalone
+	// stack's sandbox phones); they answer HEAD too.
+	Routes func(e *echo.Echo)
 	// Push parses push bodies with the keyword kinds of the account's templates, which the
 	// metadata dictionary shows too; nil applies the interface's rules only.
 	Push *push.Parser
@@ -191,7 +191,9 @@ func (s *Server) routes() {
 
 	s.signInRoutes()
 	s.opsRoutes()
-	s.sandboxRoutes()
+	if s.cfg.Routes != nil {
+		s.cfg.Routes(e)
+	}
 	s.bindRoutes()
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })

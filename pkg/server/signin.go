@@ -240,6 +240,22 @@ func (s *Server) flowURL(step string, ar store.AuthRequest) (string, error) {
 	return s.realmPath() + "/login-actions/" + step + "?req=" + req, err
 }
 
+// startSignIn starts a sign-in of this service's own (the account or operations page, the
+// binding page) at the identity provider that the query parameter hint names, or the default.
+func (s *Server) startSignIn(c echo.Context, hint string, ar store.AuthRequest) error {
+	idps, idp := s.identityProviders()
+	if h := c.QueryParam(hint); h != "" {
+		idp = h
+	}
+	if !slices.Contains(idps, idp) {
+		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
+			hint+" names no identity provider of this server (cas, local).", "invalid_request")
+	}
+	ar.IDP = idp
+	s.newFlow(c, &ar)
+	return s.startLogin(c, ar, "")
+}
+
 // startLogin sends the user to the request's identity provider.
 func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string) error {
 	if ar.IDP == "cas" {

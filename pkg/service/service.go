@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,8 +62,9 @@ type Deps struct {
 	// those of the part on Registry (metrics.NewFrontEnd, metrics.NewWorker), so that each
 	// program exports what it does.
 	Metrics *metrics.Metrics
-	// Sandbox, when set, serves the sandbox phones of the standalone stack at /sandbox.
-	Sandbox *server.Sandbox
+	// Routes, when set, adds routes of the program that runs the front end to it (the
+	// standalone stack's sandbox phones).
+	Routes func(e *echo.Echo)
 }
 
 func (d *Deps) fill() {
@@ -389,7 +391,7 @@ func (a *API) build(ctx context.Context) error {
 	}
 	srv, err := server.New(server.Config{
 		Push:    parser,
-		Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Sandbox: d.Sandbox,
+		Metrics: a.Metrics, Paused: pause.Paused, Ops: ops, Routes: d.Routes,
 		Realm: cfg.OAuth.Realm, OAuth: svc, Verifier: oauth.NewVerifier(svc, 0),
 		Notify: a.Notify, Waiting: waiting, Store: a.Store,
 		CallbackToken: cfg.Platform.CallbackToken, CallbackAESKey: cfg.Platform.EncodingAESKey, AppID: cfg.Platform.AppID,
@@ -613,10 +615,6 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 	cancel()
 	return <-applied
 }
-
-// EventsSettled reports whether every platform event stored so far is applied (or dropped):
-// none waits in the stream, none is held for its msgid.
-func (a *API) EventsSettled(ctx context.Context) (bool, error) { return a.events.Settled(ctx) }
 
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
 func (a *API) refreshKeys(ctx context.Context, every time.Duration) {

@@ -34,7 +34,6 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/secretfile"
-	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -233,7 +232,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		if cfg.Platform.OAuthBase == "" {
 			cfg.Platform.OAuthBase = url // the simulator serves the web authorization too
 		}
-		deps.Sandbox = s.sandbox(cfg, seed)
+		deps.Routes = s.sandboxRoutes(cfg, seed)
 	}
 	if len(cfg.Ops.Users) == 0 {
 		// The operations page is on for the first demo user, who signs in with the password
@@ -347,33 +346,6 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 	})
 	s.Sim = sim
 	return "http://" + ln.Addr().String(), nil
-}
-
-// sandbox is the sandbox phones of the demo users, drawn from what the simulator received.
-func (s *Stack) sandbox(cfg *config.Config, seed *seedState) *server.Sandbox {
-	sb := &server.Sandbox{Templates: map[string]server.SandboxTemplate{}}
-	for typ, tpl := range cfg.Platform.Templates {
-		fields := map[string]string{}
-		for field, kw := range tpl.Fields {
-			fields[kw] = field
-		}
-		sb.Templates[tpl.TemplateID] = server.SandboxTemplate{Type: typ, Fields: fields}
-	}
-	for _, b := range cfg.Bindings {
-		if slices.ContainsFunc(seed.info.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
-			sb.Phones = append(sb.Phones, server.SandboxPhone{UserID: b.UserID, OpenID: b.OpenID})
-		}
-	}
-	sim := s.Sim
-	sb.Received = func(openID string, n int) []server.SandboxMessage {
-		sent := sim.Recent(openID, n)
-		out := make([]server.SandboxMessage, len(sent))
-		for i, m := range sent {
-			out[i] = server.SandboxMessage{UcsID: m.ClientMsgID, TemplateID: m.TemplateID, URL: m.URL, Data: m.Data, At: m.At}
-		}
-		return out
-	}
-	return sb
 }
 
 // publicHost is the host[:port] of the front end's public address.

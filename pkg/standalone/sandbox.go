@@ -1,4 +1,4 @@
-package server
+package standalone
 
 import (
 	"bytes"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/pages"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -23,72 +25,72 @@ import (
 // received, drawn after the platform's rules, and each message's delivery state, as they
 // arrive. The page's script polls GET /sandbox/feed, the same data as JSON.
 
-// Sandbox configures the sandbox phones.
-type Sandbox struct {
-	// Received returns up to n of the latest template messages the simulated platform
-	// accepted for openID, newest first.
-	Received func(openID string, n int) []SandboxMessage
-	// Phones are the demo users whose phones are shown, in order.
-	Phones []SandboxPhone
-	// Templates are the platform templates by template id: the push type each carries and
-	// the data field each keyword holds.
-	Templates map[string]SandboxTemplate
-}
-
-// SandboxMessage is a template message the simulated platform accepted.
-type SandboxMessage struct {
-	// UcsID is the message's client_msg_id, which the workers set to the ucsId.
-	UcsID, TemplateID, URL string
-	// Data holds the keywords' values.
-	Data map[string]string
-	At   time.Time
-}
-
-// SandboxPhone is a demo user and the follower id their messages go to.
-type SandboxPhone struct {
-	UserID, OpenID string
-}
-
-// SandboxTemplate is a platform template: the push type it carries, and for each keyword the
+// sandboxTemplate is a platform template: the push type it carries, and for each keyword the
 // data field of the push it holds.
-type SandboxTemplate struct {
+type sandboxTemplate struct {
 	Type   string
 	Fields map[string]string
+}
+
+// sandboxPhone is a demo user and the follower id their messages go to.
+type sandboxPhone struct{ UserID, OpenID string }
+
+// sandbox draws the demo users' phones from what the simulator received.
+type sandbox struct {
+	s         *Stack
+	phones    []sandboxPhone
+	templates map[string]sandboxTemplate
 }
 
 // sandboxMessages is how many messages a phone shows, the latest.
 const sandboxMessages = 20
 
-func (s *Server) sandboxRoutes() {
-	if s.cfg.Sandbox == nil {
-		return // not standalone: 404
+// sandboxStoreWait bounds a read of a message's state from the store.
+const sandboxStoreWait = 300 * time.Millisecond
+
+// sandboxRoutes returns what adds the sandbox phones of the demo users to the front end.
+func (s *Stack) sandboxRoutes(cfg *config.Config, seed *seedState) func(e *echo.Echo) {
+	sb := &sandbox{s: s, templates: map[string]sandboxTemplate{}}
+	for typ, tpl := range cfg.Platform.Templates {
+		fields := map[string]string{}
+		for field, kw := range tpl.Fields {
+			fields[kw] = field
+		}
+		sb.templates[tpl.TemplateID] = sandboxTemplate{Type: typ, Fields: fields}
 	}
-	s.e.GET("/sandbox", s.sandbox)
-	s.e.GET("/sandbox/feed", s.sandboxFeed)
-	s.e.GET("/sandbox/sandbox.js", func(c echo.Context) error {
-		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
-		c.Response().Header().Set("Cache-Control", "no-cache")
-		return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", pages.SandboxScript)
-	})
+	for _, b := range cfg.Bindings {
+		if slices.ContainsFunc(seed.info.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
+			sb.phones = append(sb.phones, sandboxPhone{UserID: b.UserID, OpenID: b.OpenID})
+		}
+	}
+	return func(e *echo.Echo) {
+		e.GET("/sandbox", sb.page)
+		e.GET("/sandbox/feed", sb.feed)
+		e.GET("/sandbox/sandbox.js", func(c echo.Context) error {
+			c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+			c.Response().Header().Set("Cache-Control", "no-cache")
+			return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", pages.SandboxScript)
+		})
+	}
 }
 
-func (s *Server) sandbox(c echo.Context) error {
-	d := s.sandboxData(c.Request().Context())
+func (sb *sandbox) page(c echo.Context) error {
+	d := sb.data(c.Request().Context())
 	d.Feed, d.Script = "/sandbox/feed", "/sandbox/sandbox.js"
 	nonce := pages.NewNonce()
 	d.Nonce = nonce
 	var buf bytes.Buffer
 	if err := pages.Sandbox(&buf, d); err != nil {
-		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
+		return err
 	}
 	pages.LiveHeaders(c.Response().Header(), nonce)
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
 
-// sandboxFeed answers the phones as JSON, or 304 when nothing changed since the version the
-// browser holds.
-func (s *Server) sandboxFeed(c echo.Context) error {
-	d := s.sandboxData(c.Request().Context())
+// feed answers the phones as JSON, or 304 when nothing changed since the version the browser
+// holds.
+func (sb *sandbox) feed(c echo.Context) error {
+	d := sb.data(c.Request().Context())
 	h := c.Response().Header()
 	h.Set("Cache-Control", "no-cache")
 	etag := `"` + d.Version + `"`
@@ -99,17 +101,16 @@ func (s *Server) sandboxFeed(c echo.Context) error {
 	return c.JSON(http.StatusOK, d)
 }
 
-// sandboxData draws every phone. A message's state is read from memory when its final result
-// was announced, else from the store by its ucsId; a phone shows at most sandboxMessages, so a
+// data draws every phone. A message's state is read from memory when its final result was
+// announced, else from the store by its ucsId; a phone shows at most sandboxMessages, so a
 // poll reads the store only for the few messages still awaiting their receipt.
-func (s *Server) sandboxData(ctx context.Context) pages.SandboxData {
-	sb := s.cfg.Sandbox
+func (sb *sandbox) data(ctx context.Context) pages.SandboxData {
 	var d pages.SandboxData
-	for _, p := range sb.Phones {
+	for _, p := range sb.phones {
 		phone := pages.Phone{UserID: p.UserID, OpenID: p.OpenID, Messages: []pages.PhoneMessage{}}
-		for _, m := range sb.Received(p.OpenID, sandboxMessages) {
-			pm := phoneMessage(m, sb.Templates)
-			pm.State, pm.StateText = s.sandboxState(ctx, m.UcsID)
+		for _, m := range sb.s.Sim.Recent(p.OpenID, sandboxMessages) {
+			pm := phoneMessage(m, sb.templates)
+			pm.State, pm.StateText = sb.state(ctx, m.ClientMsgID)
 			phone.Messages = append(phone.Messages, pm)
 		}
 		d.Phones = append(d.Phones, phone)
@@ -121,25 +122,19 @@ func (s *Server) sandboxData(ctx context.Context) pages.SandboxData {
 	return d
 }
 
-// stateTexts are the delivery states as the phones name them.
-var stateTexts = map[push.State]string{
-	push.StateSent:      "已发送，等待回执 Sent, awaiting the receipt",
-	push.StateDelivered: "已送达 Delivered",
-	push.StateFailed:    "未送达 Not delivered",
-}
-
-// sandboxState is the delivery state of a message the platform accepted (so it is sent at
-// least) and its description.
-func (s *Server) sandboxState(ctx context.Context, ucsID string) (string, string) {
-	r, ok := s.notify.Remembered(ucsID)
+// state is the delivery state of a message the platform accepted (so it is sent at least) and
+// its description.
+func (sb *sandbox) state(ctx context.Context, ucsID string) (string, string) {
+	api := sb.s.API
+	r, ok := api.Notify.Remembered(ucsID)
 	if !ok && push.ValidID(ucsID) {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
+		ctx, cancel := context.WithTimeout(ctx, sandboxStoreWait)
 		defer cancel()
-		if cur, err := s.cfg.Store.Current(ctx, ucsID); err == nil {
+		if cur, err := api.Store.Current(ctx, ucsID); err == nil {
 			r, ok = cur, true
-			s.notify.Remember(cur) // a final result missed on NATS is read once
+			api.Notify.Remember(cur) // a final result missed on NATS is read once
 		} else if !errors.Is(err, store.ErrNotFound) {
-			s.log.Debug("sandbox: state not read", "ucsId", ucsID, "err", err)
+			sb.s.log.Debug("sandbox: state not read", "ucsId", ucsID, "err", err)
 		}
 	}
 	st := push.StateSent
@@ -153,6 +148,13 @@ func (s *Server) sandboxState(ctx context.Context, ucsID string) (string, string
 	return string(st), text
 }
 
+// stateTexts are the delivery states as the phones name them.
+var stateTexts = map[push.State]string{
+	push.StateSent:      "已发送，等待回执 Sent, awaiting the receipt",
+	push.StateDelivered: "已送达 Delivered",
+	push.StateFailed:    "未送达 Not delivered",
+}
+
 // dropped are the keywords the platform no longer shows: the first line and the remark of
 // templates made before its rules of May 2023.
 var dropped = map[string]bool{"first": true, "remark": true}
@@ -161,8 +163,8 @@ var dropped = map[string]bool{"first": true, "remark": true}
 // its template, then each main item in the type's order with its label. The first line and the
 // remark are not shown, emoji are removed outright, and colours do not exist (every value is
 // drawn alike).
-func phoneMessage(m SandboxMessage, templates map[string]SandboxTemplate) pages.PhoneMessage {
-	pm := pages.PhoneMessage{UcsID: m.UcsID, Title: m.TemplateID, At: m.At.In(sandboxZone).Format("01-02 15:04:05"), Link: m.URL != ""}
+func phoneMessage(m simulator.SentMessage, templates map[string]sandboxTemplate) pages.PhoneMessage {
+	pm := pages.PhoneMessage{UcsID: m.ClientMsgID, Title: m.TemplateID, At: m.At.In(sandboxZone).Format("01-02 15:04:05"), Link: m.URL != ""}
 	tpl, known := templates[m.TemplateID]
 	spec, typed := push.LookupType(tpl.Type)
 	if known && typed {
