@@ -323,3 +323,48 @@ func TestConsentNeeded(t *testing.T) {
 		t.Errorf("WithConsent: %v", got)
 	}
 }
+
+// TestParseLogout checks a logout request's parameters without a session: where it may return,
+// and whether the user confirms. (Hints of real ID tokens are tried through the front end.)
+func TestParseLogout(t *testing.T) {
+	s := service(t, clocktest.New(time.Now()))
+	s.Clients = oauth.NewClients([]oauth.Registration{
+		{ID: "portal", Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, PostLogoutRedirectURIs: []string{"https://app/bye"}},
+		{ID: "other", Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, PostLogoutRedirectURIs: []string{"https://other/bye"}},
+	}, time.Hour)
+	tests := []struct {
+		name, query string
+		code        string // "" for valid
+		target      string
+		confirm     bool
+	}{
+		{"nothing: the signed-out page, confirmed", "", "", "", true},
+		{"post_logout_redirect_uri with client_id", "post_logout_redirect_uri=https%3A%2F%2Fapp%2Fbye&client_id=portal&state=s", "", "https://app/bye", true},
+		{"post_logout_redirect_uri alone", "post_logout_redirect_uri=https%3A%2F%2Fapp%2Fbye", "invalid_request", "", false},
+		{"another client's address", "post_logout_redirect_uri=https%3A%2F%2Fother%2Fbye&client_id=portal", "invalid_redirect_uri", "", false},
+		{"unregistered address", "post_logout_redirect_uri=https%3A%2F%2Fevil%2Fbye&client_id=portal", "invalid_redirect_uri", "", false},
+		{"the interface's redirect_uri, registered for some client", "redirect_uri=https%3A%2F%2Fother%2Fbye", "", "https://other/bye", false},
+		{"redirect_uri not registered", "redirect_uri=https%3A%2F%2Fevil%2Fbye", "invalid_redirect_uri", "", false},
+		{"a parameter twice", "client_id=portal&client_id=other", "invalid_request", "", false},
+		{"a hint that is no ID token of this server", "id_token_hint=a.b.c", "invalid_request", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lr, e := s.ParseLogout(q)
+			switch {
+			case tt.code != "":
+				if e == nil || e.Code != tt.code {
+					t.Fatalf("error %v, want %s", e, tt.code)
+				}
+			case e != nil:
+				t.Fatalf("refused: %v", e)
+			case lr.Target != tt.target || lr.Confirm != tt.confirm || lr.State != q.Get("state"):
+				t.Fatalf("got %+v, want target %q, confirm %v", lr, tt.target, tt.confirm)
+			}
+		})
+	}
+}

@@ -104,9 +104,9 @@ func (s *Server) account(c echo.Context) error {
 			Address: x.Address, Agent: x.Agent, Method: strings.ToUpper(x.IDP),
 		})
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
-		return func(b *bytes.Buffer) error { return pages.Account(b, d) }
+		return pages.Account(b, d)
 	})
 }
 

@@ -61,8 +61,7 @@ func readJSON(c echo.Context, limit int) ([]byte, error) {
 // one that is not application/json.
 func checkJSONRequest(r *http.Request) *Error {
 	if !identityEncoding(r.Header) {
-		return &Error{Code: CodeMediaType, Message: "Content-Encoding is not supported: send the body uncompressed",
-			Header: http.Header{"Accept-Encoding": {"identity"}}}
+		return errEncoded()
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return errf(CodeMediaType, "Content-Type must be application/json")
@@ -77,11 +76,17 @@ func checkJSONRequest(r *http.Request) *Error {
 func identityBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !identityEncoding(c.Request().Header) {
-			return &Error{Code: CodeMediaType, Message: "Content-Encoding is not supported: send the body uncompressed",
-				Header: http.Header{"Accept-Encoding": {"identity"}}}
+			return errEncoded()
 		}
 		return next(c)
 	}
+}
+
+// errEncoded is the answer to a body with a Content-Encoding: 415, naming the one coding taken
+// (RFC 9110 §15.5.16).
+func errEncoded() *Error {
+	return &Error{Code: CodeMediaType, Message: "Content-Encoding is not supported: send the body uncompressed",
+		Header: http.Header{"Accept-Encoding": {"identity"}}}
 }
 
 // identityEncoding reports whether h gives the body as sent: no Content-Encoding, or only

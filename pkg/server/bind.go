@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -100,21 +99,32 @@ var bindNotices = map[string]string{
 	"cancelled": "已取消，未做任何更改。 Cancelled: nothing was changed.",
 }
 
-func (s *Server) bindRoutes() {
-	s.e.GET("/bind", s.bindPage)
-	s.e.POST("/bind", s.bindConsent)
-	s.e.GET("/bind/platform", s.bindPlatformReturn)
-	s.e.GET("/bind/signin", s.bindSignIn)
-	s.e.GET("/bind/signed-in", s.bindSignedIn)
-	s.e.POST("/bind/unbind", s.bindUnbind)
+// bindProviders are the sign-in buttons of the page, by identity provider.
+var bindProviders = map[string]pages.BindProvider{
+	"cas":   {ZH: "统一身份认证登录", EN: "Sign in with the campus single sign-on"},
+	"local": {ZH: "校园账号登录", EN: "Sign in with your campus account"},
 }
 
-func (s *Server) bindAvailable(c echo.Context) (ok bool, err error) {
-	if idps, _ := s.identityProviders(); s.cfg.Bind == nil || len(idps) == 0 {
-		return false, s.errorPage(c, http.StatusNotFound, "未开放 Not available",
-			"Binding to the official account is not configured on this server.", "temporarily_unavailable")
+func (s *Server) bindRoutes() {
+	on := s.bindAvailable
+	s.e.GET("/bind", s.bindPage, on)
+	s.e.POST("/bind", s.bindConsent, on)
+	s.e.GET("/bind/platform", s.bindPlatformReturn, on)
+	s.e.GET("/bind/signin", s.bindSignIn, on)
+	s.e.GET("/bind/signed-in", s.bindSignedIn, on)
+	s.e.POST("/bind/unbind", s.bindUnbind, on)
+}
+
+// bindAvailable answers every path of the page that binding is not available where it is not
+// configured.
+func (s *Server) bindAvailable(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if idps, _ := s.identityProviders(); s.cfg.Bind == nil || len(idps) == 0 {
+			return s.errorPage(c, http.StatusNotFound, "未开放 Not available",
+				"Binding to the official account is not configured on this server.", "temporarily_unavailable")
+		}
+		return next(c)
 	}
-	return true, nil
 }
 
 // bindSessionOf opens the browser's bind cookie; ok false when there is none that is live.
@@ -142,9 +152,6 @@ func bindCSRF(bs bindSession) string { return oauth.Hash("bind-form\x00" + bs.ID
 
 // bindPage shows the page: after the platform's authorization when the follower is not known.
 func (s *Server) bindPage(c echo.Context) error {
-	if ok, err := s.bindAvailable(c); !ok {
-		return err
-	}
 	bs, ok := s.bindSessionOf(c)
 	if !ok || bs.OpenID == "" {
 		return s.bindAuthorize(c)
@@ -170,30 +177,19 @@ func (s *Server) bindPage(c echo.Context) error {
 	default:
 		d.State = pages.BindSignIn
 		idps, def := s.identityProviders()
-		// The default provider first.
-		rank := func(idp string) int {
-			if idp == def {
-				return 0
-			}
-			return 1
-		}
-		slices.SortStableFunc(idps, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
 		for _, idp := range idps {
-			p := pages.BindProvider{URL: "/bind/signin?idp=" + idp}
-			switch idp {
-			case "cas":
-				p.ZH, p.EN = "统一身份认证登录", "Sign in with the campus single sign-on"
-			case "local":
-				p.ZH, p.EN = "校园账号登录", "Sign in with your campus account"
-			default:
-				continue
+			p := bindProviders[idp]
+			p.URL = "/bind/signin?idp=" + idp
+			if idp == def {
+				d.Providers = slices.Insert(d.Providers, 0, p) // the default provider first
+			} else {
+				d.Providers = append(d.Providers, p)
 			}
-			d.Providers = append(d.Providers, p)
 		}
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
-		return func(b *bytes.Buffer) error { return pages.Bind(b, d) }
+		return pages.Bind(b, d)
 	})
 }
 
@@ -209,9 +205,6 @@ func (s *Server) bindAuthorize(c echo.Context) error {
 // bindPlatformReturn is where the platform sends the browser back with a code: the state must
 // be this browser's, and the openid comes only from the server's exchange of the code.
 func (s *Server) bindPlatformReturn(c echo.Context) error {
-	if ok, err := s.bindAvailable(c); !ok {
-		return err
-	}
 	bs, ok := s.bindSessionOf(c)
 	if !ok || bs.State == "" || !sameSecret(c.QueryParam("state"), bs.State) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: the platform's answer does not belong to this browser's authorization")
@@ -259,9 +252,6 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 
 // bindSignIn starts the campus sign-in for the bind session.
 func (s *Server) bindSignIn(c echo.Context) error {
-	if ok, err := s.bindAvailable(c); !ok {
-		return err
-	}
 	bs, ok := s.bindSessionOf(c)
 	if !ok || bs.OpenID == "" {
 		return c.Redirect(http.StatusSeeOther, "/bind")
@@ -284,9 +274,6 @@ func (s *Server) bindAfterLogin(c echo.Context, ar store.AuthRequest, se store.S
 
 // bindSignedIn takes the hand-back of a finished sign-in into the bind session.
 func (s *Server) bindSignedIn(c echo.Context) error {
-	if ok, err := s.bindAvailable(c); !ok {
-		return err
-	}
 	bs, ok := s.bindSessionOf(c)
 	var t bindTicket
 	if !ok || bs.OpenID == "" || s.cfg.Bind.Tickets.Open(c.QueryParam("t"), &t) != nil || !s.now().Before(t.Expires) ||
@@ -309,9 +296,6 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 // bindForm checks a form of the page: posted from this browser's page of its bind session.
 // ok false: refused, the answer is written and the handler returns err at once.
 func (s *Server) bindForm(c echo.Context) (bs bindSession, ok bool, err error) {
-	if ok, err := s.bindAvailable(c); !ok {
-		return bs, false, err
-	}
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
 	bs, live := s.bindSessionOf(c)
 	if !live || bs.OpenID == "" {

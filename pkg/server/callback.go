@@ -69,11 +69,12 @@ func (s *Server) callbackVerify(c echo.Context) error {
 
 // callbackEvent takes the platform's event pushes: the final status of a sent template
 // message, and follows and unfollows. An authenticated event of these kinds is stored in the
-// stream of platform events (notification.Service.KeepEvent) and answered "success" (in plaintext, which the platform
-// accepts in safe mode too) once the stream has it, whatever the store is doing; the front end
-// that applies events (notification.Service.ApplyEvents) applies it from there. Events of other kinds are answered
-// "success" and not kept. When the stream cannot take the event, the answer is 503 and the
-// platform, which repeats an event it got no success for, pushes it again.
+// stream of platform events (notification.Service.KeepEvent) and answered "success" (in
+// plaintext, which the platform accepts in safe mode too) once the stream has it, whatever the
+// store is doing; the front end that applies events (notification.Service.ApplyEvents) applies
+// it from there. Events of other kinds are answered "success" and not kept. When the stream
+// cannot take the event, the answer is 503 and the platform, which repeats an event it got no
+// success for, pushes it again.
 func (s *Server) callbackEvent(c echo.Context) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCallbackBytes+1))
 	if err != nil || len(body) > maxCallbackBytes {

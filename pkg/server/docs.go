@@ -71,9 +71,9 @@ func (s *Server) openAPI(c echo.Context) error {
 // apiDocsPage serves the documentation page, with the pages' security headers: it runs no
 // script and loads nothing from elsewhere.
 func (s *Server) apiDocsPage(c echo.Context) error {
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d := s.docs.page
 		d.Nonce = nonce
-		return func(b *bytes.Buffer) error { return pages.APIDocs(b, d) }
+		return pages.APIDocs(b, d)
 	})
 }

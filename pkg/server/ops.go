@@ -38,9 +38,8 @@ import (
 type Ops struct {
 	// Users are the user numbers let in; anyone else signed in gets 403. Empty: the page is off.
 	Users []string
-	// Activity is what this front end has seen; the server counts its accepts into it, and
-	// whoever follows the announcements counts sends and final results (RememberSent,
-	// Remember).
+	// Activity is what this front end has seen: the notification service counts accepts,
+	// sends and final results into it (notification.Config).
 	Activity *activity.Recorder
 	// Backlog reads the messages the consumer has not finished; nil shows none.
 	Backlog func() (float64, error)
@@ -148,9 +147,9 @@ func (s *Server) ops(c echo.Context) error {
 	for _, f := range snap.Recent {
 		d.Failures = append(d.Failures, pages.OpsFailure{UcsID: f.UcsID, UserID: f.UserID, Type: f.Type, Reason: f.Reason, At: f.At})
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
-		return func(b *bytes.Buffer) error { return pages.Ops(b, d) }
+		return pages.Ops(b, d)
 	})
 }
 
@@ -229,8 +228,8 @@ func (s *Server) opsHistory(c echo.Context) error {
 		}
 		d.Records = append(d.Records, hr)
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
-		return func(b *bytes.Buffer) error { return pages.History(b, d) }
+		return pages.History(b, d)
 	})
 }

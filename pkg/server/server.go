@@ -22,9 +22,8 @@ import (
 	"github.com/campus-it/ucs/pkg/sending"
 )
 
-// Store is what the front end reads; *store.Store implements it.
+// Store is the store as /readyz checks it; *store.Store implements it.
 type Store interface {
-	Current(ctx context.Context, ucsID string) (push.Result, error)
 	Ping(ctx context.Context) error
 }
 
@@ -64,8 +63,6 @@ type Config struct {
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
 	QueueReady func() error
-	// StoreWait bounds how long the sandbox phones wait for the store. Default 300ms.
-	StoreWait time.Duration
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For gives the
 	// client's address; without them the connection's source address is the client's.
 	TrustedProxies []*net.IPNet
@@ -130,9 +127,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		cfg.Location = loc
-	}
-	if cfg.StoreWait <= 0 {
-		cfg.StoreWait = 300 * time.Millisecond
 	}
 	s := &Server{
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger, notify: cfg.Notify, cb: cb,

@@ -77,10 +77,10 @@ func (s *Server) signInRoutes() {
 
 // page renders an HTML page with the security headers; formActions are origins its form may
 // post to besides this service.
-func (s *Server) page(c echo.Context, status int, render func(nonce string) func(*bytes.Buffer) error, formActions ...string) error {
+func (s *Server) page(c echo.Context, status int, render func(b *bytes.Buffer, nonce string) error, formActions ...string) error {
 	nonce := pages.NewNonce()
 	var buf bytes.Buffer
-	if err := render(nonce)(&buf); err != nil {
+	if err := render(&buf, nonce); err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
 	pages.Headers(c.Response().Header(), nonce, formActions...)
@@ -90,10 +90,8 @@ func (s *Server) page(c echo.Context, status int, render func(nonce string) func
 // errorPage is the answer when the client's redirect address cannot be trusted: never a
 // redirect.
 func (s *Server) errorPage(c echo.Context, status int, title, msg, code string) error {
-	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
-		return func(b *bytes.Buffer) error {
-			return pages.Error(b, pages.ErrorData{Title: title, Message: msg, Code: code, Nonce: nonce})
-		}
+	return s.page(c, status, func(b *bytes.Buffer, nonce string) error {
+		return pages.Error(b, pages.ErrorData{Title: title, Message: msg, Code: code, Nonce: nonce})
 	})
 }
 
@@ -277,13 +275,11 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 	if ar.RedirectURI != "" {
 		formActions = append(formActions, ar.RedirectURI) // the form's answer redirects to the client, which form-action must allow
 	}
-	return s.page(c, status, func(nonce string) func(*bytes.Buffer) error {
-		return func(b *bytes.Buffer) error {
-			return pages.Login(b, pages.LoginData{
-				Action: action,
-				CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
-			})
-		}
+	return s.page(c, status, func(b *bytes.Buffer, nonce string) error {
+		return pages.Login(b, pages.LoginData{
+			Action: action,
+			CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
+		})
 	}, formActions...)
 }
 
@@ -453,13 +449,11 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	for _, sc := range want {
 		texts = append(texts, pages.DescribeScope(sc))
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
-		return func(b *bytes.Buffer) error {
-			return pages.Consent(b, pages.ConsentData{
-				Action: action,
-				CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
-			})
-		}
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+		return pages.Consent(b, pages.ConsentData{
+			Action: action,
+			CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
+		})
 	}, ar.RedirectURI)
 }
 
@@ -563,19 +557,21 @@ func (s *Server) respond(c echo.Context, ar store.AuthRequest, fields []pages.Fi
 	}
 	switch ar.ResponseMode {
 	case "form_post":
-		return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
-			return func(b *bytes.Buffer) error {
-				return pages.FormPost(b, pages.FormPostData{Action: ar.RedirectURI, Fields: kept, Nonce: nonce})
-			}
+		return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+			return pages.FormPost(b, pages.FormPostData{Action: ar.RedirectURI, Fields: kept, Nonce: nonce})
 		}, ar.RedirectURI)
 	case "fragment":
 		return c.Redirect(http.StatusFound, ar.RedirectURI+"#"+v.Encode())
 	}
-	sep := "?"
-	if strings.Contains(ar.RedirectURI, "?") {
-		sep = "&"
+	return c.Redirect(http.StatusFound, withQuery(ar.RedirectURI, v))
+}
+
+// withQuery is the address target with the parameters v added to its query.
+func withQuery(target string, v url.Values) string {
+	if strings.Contains(target, "?") {
+		return target + "&" + v.Encode()
 	}
-	return c.Redirect(http.StatusFound, ar.RedirectURI+sep+v.Encode())
+	return target + "?" + v.Encode()
 }
 
 // formBearer takes the access token from a form body (RFC 6750 §2.2) into the Authorization
@@ -624,54 +620,29 @@ type logoutConfirmation struct {
 	Expires time.Time `json:"expires"`
 }
 
-// logout ends the sign-in session (and with it its tokens). The interface's form, redirect_uri
-// alone, ends it and returns at once to that address when it is registered (as Keycloak's
-// legacy logout). Otherwise as Keycloak 18 and later: post_logout_redirect_uri needs
-// id_token_hint or client_id and a registered address; without id_token_hint the user confirms
-// with a form, so that a link or an image on another site signs no one out; an id_token_hint
-// this service did not sign (or a token of another kind) is an error page. A hint of another
-// session than the browser's asks for the confirmation too; a hint without a session cookie
-// ends the session it names. A POST with a client's credentials and refresh_token is the
-// client's own logout (clientLogout). No refused request ends anything, and no address that is
-// not registered is ever redirected to.
+// logout ends the sign-in session (and with it its tokens); oauth.Service.ParseLogout checks
+// the request. Without id_token_hint the user confirms with a form, so that a link or an image
+// on another site signs no one out; so does a hint of another session than the browser's. A
+// hint without a session cookie ends the session it names. A POST with a client's credentials
+// and refresh_token is the client's own logout (clientLogout). No refused request ends
+// anything, and no address that is not registered is ever redirected to.
 func (s *Server) logout(c echo.Context) error {
 	q := requestParams(c)
-	bad := func(msg string) error {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request", msg, "invalid_request")
-	}
-	if oauth.Repeated(q) {
-		return bad("A parameter is given more than once.")
-	}
-	if c.Request().Method == http.MethodPost && q.Has("confirm") {
+	if c.Request().Method == http.MethodPost && q.Has("confirm") && !oauth.Repeated(q) {
 		return s.logoutConfirmed(c, q.Get("confirm"))
 	}
-	if c.Request().Method == http.MethodPost && q.Has("refresh_token") {
+	if c.Request().Method == http.MethodPost && q.Has("refresh_token") && !oauth.Repeated(q) {
 		return s.clientLogout(c)
 	}
-	postLogout, legacy, hint, clientID := q.Get("post_logout_redirect_uri"), q.Get("redirect_uri"), q.Get("id_token_hint"), q.Get("client_id")
-	var idc *oauth.IDClaims
-	if hint != "" {
-		var err error
-		idc, err = s.cfg.OAuth.ParseIDToken(hint)
-		if err != nil {
-			return bad("id_token_hint is not an ID token of this server.")
+	lr, e := s.cfg.OAuth.ParseLogout(q)
+	if e != nil {
+		title := "无效的请求 Invalid request"
+		if e.Code == oauth.ErrInvalidRedirectURI {
+			title = "无效的回调地址 Invalid redirect address"
 		}
-		if clientID != "" && clientID != idc.Azp {
-			return bad("client_id differs from the ID token's client.")
-		}
-		clientID = idc.Azp
+		return s.errorPage(c, http.StatusBadRequest, title, e.Description, e.Code)
 	}
-	target := postLogout
-	switch {
-	case postLogout != "" && clientID == "":
-		return bad("post_logout_redirect_uri needs id_token_hint or client_id.")
-	case postLogout == "" && legacy != "":
-		target = legacy // the interface's form: no confirmation, as the interface describes
-	}
-	if target != "" && !s.logoutTargetAllowed(clientID, target) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的回调地址 Invalid redirect address",
-			"The address to return to after signing out is not registered for this application.", "invalid_redirect_uri")
-	}
+	idc, target := lr.Hint, lr.Target
 	key := cookieValue(c, cookieSession)
 	if key == "" || s.cfg.SignIn == nil {
 		if idc != nil && s.cfg.SignIn != nil {
@@ -681,9 +652,9 @@ func (s *Server) logout(c echo.Context) error {
 				return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
 			}
 		}
-		return s.endSession(c, target, q.Get("state"))
+		return s.endSession(c, target, lr.State)
 	}
-	confirm := hint == "" && (postLogout != "" || target == "")
+	confirm := lr.Confirm
 	if idc != nil {
 		se, err := s.cfg.SignIn.Store.Session(c.Request().Context(), oauth.Hash(key))
 		switch {
@@ -701,9 +672,9 @@ func (s *Server) logout(c echo.Context) error {
 		}
 	}
 	if confirm {
-		return s.confirmLogout(c, logoutConfirmation{Session: oauth.Hash(key), Target: target, State: q.Get("state")})
+		return s.confirmLogout(c, logoutConfirmation{Session: oauth.Hash(key), Target: target, State: lr.State})
 	}
-	return s.endSession(c, target, q.Get("state"))
+	return s.endSession(c, target, lr.State)
 }
 
 // clientLogout is Keycloak's logout by a client's back end (what python-keycloak's logout()
@@ -716,9 +687,7 @@ func (s *Server) clientLogout(c echo.Context) error {
 		return err
 	}
 	if e := s.cfg.OAuth.LogoutClient(c.Request().Context(), req); e != nil {
-		if e.Code == oauth.ErrInvalidClient && req.Basic {
-			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
-		}
+		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -731,11 +700,9 @@ func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
-	return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
-		return func(b *bytes.Buffer) error {
-			return pages.LogoutConfirm(b, pages.LogoutConfirmData{
-				Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
-		}
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+		return pages.LogoutConfirm(b, pages.LogoutConfirmData{
+			Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
 	})
 }
 
@@ -761,27 +728,14 @@ func (s *Server) endSession(c echo.Context, target, state string) error {
 	}
 	s.clearCookie(c, cookieSession)
 	if target == "" {
-		return s.page(c, http.StatusOK, func(nonce string) func(*bytes.Buffer) error {
-			return func(b *bytes.Buffer) error { return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce}) }
+		return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+			return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
 		})
 	}
 	if state != "" {
-		sep := "?"
-		if strings.Contains(target, "?") {
-			sep = "&"
-		}
-		target += sep + url.Values{"state": {state}}.Encode()
+		target = withQuery(target, url.Values{"state": {state}})
 	}
 	return c.Redirect(http.StatusFound, target)
-}
-
-func (s *Server) logoutTargetAllowed(clientID, target string) bool {
-	if clientID != "" {
-		cl, ok := s.cfg.OAuth.Clients.Lookup(clientID)
-		return ok && slices.Contains(cl.PostLogoutRedirectURIs, target)
-	}
-	// Without a client, the address must be registered for some client (exact match).
-	return s.cfg.OAuth.Clients.AnyPostLogoutRedirect(target)
 }
 
 // clientRequest reads a token, revocation or introspection request: its form, the client's
