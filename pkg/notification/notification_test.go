@@ -22,6 +22,8 @@ type rig struct {
 	replayed int
 	rejected int
 	kinds    []string
+	finals   []push.Result
+	sent     []push.Result
 }
 
 // newRig builds the service on a real NATS server (stream, waiting reader, key records) and
@@ -40,6 +42,7 @@ func newRig(t *testing.T, withRecords bool) *rig {
 		Publisher: queue.NewPublisher(js), Waiting: queue.NewWaiting(js, st, qc.Consumer),
 		Store:    embeddedtest.Store(t, nil),
 		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(kind string) { r.rejected++; r.kinds = append(r.kinds, kind) },
+		Final: func(f push.Result) { r.finals = append(r.finals, f) }, Sent: func(f push.Result) { r.sent = append(r.sent, f) },
 	}
 	if withRecords {
 		if cfg.Records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
@@ -150,5 +153,44 @@ func TestBatchCountsRejectedOnce(t *testing.T) {
 	}
 	if want := string(push.RuleKindRequired); len(r.kinds) != 1 || r.kinds[0] != want {
 		t.Errorf("rejected told kinds %q, want [%q]", r.kinds, want)
+	}
+}
+
+// The memory keeps the first final result of a push: a later, different one (a receipt the
+// platform pushed twice with other statuses, an announcement that comes late) changes nothing,
+// and the operations page hears of each push and each sent message once. Lookups answer from it,
+// for the push's own client only.
+func TestMemoryKeepsTheFirstFinal(t *testing.T) {
+	r := newRig(t, false)
+	ctx := context.Background()
+	id := push.NewID(time.Now())
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	base := push.Result{UcsID: id, ClientID: "pusher", UserID: "2020000001", Type: "JML", Accepted: at, Updated: at}
+	sent := base
+	sent.State, sent.MsgID, sent.Attempts, sent.Sent = push.StateSent, 42, 1, at
+	r.svc.Remember(sent) // not final: ignored
+	if _, ok := r.svc.Remembered(id); ok {
+		t.Fatal("a sent result was kept as final")
+	}
+	r.svc.RememberSent(sent, "oFollower")
+	r.svc.RememberSent(sent, "oFollower")
+	delivered := sent
+	delivered.State, delivered.Finished = push.StateDelivered, at.Add(time.Second)
+	failed := sent
+	failed.State, failed.Reason, failed.Finished = push.StateFailed, "failed:user block", at.Add(2*time.Second)
+	r.svc.Remember(delivered)
+	r.svc.Remember(failed)
+	r.svc.Remember(delivered)
+	if got, ok := r.svc.Remembered(id); !ok || got.State != push.StateDelivered {
+		t.Fatalf("kept %+v (%v), want the first final, delivered", got, ok)
+	}
+	if len(r.finals) != 1 || r.finals[0].State != push.StateDelivered || len(r.sent) != 1 {
+		t.Fatalf("told of %d finals %v and %d sends, want 1 delivered and 1", len(r.finals), r.finals, len(r.sent))
+	}
+	if got, err := r.svc.Result(ctx, "pusher", id); err != nil || got.State != push.StateDelivered {
+		t.Fatalf("lookup: %+v, %v", got, err)
+	}
+	if _, err := r.svc.Result(ctx, "other", id); !errors.Is(err, notification.ErrNotFound) {
+		t.Fatalf("another client's lookup: %v, want ErrNotFound", err)
 	}
 }
