@@ -42,6 +42,7 @@
 // The same key with another body is ErrKeyReused; a key whose first request is still under way
 // is ErrKeyInUse, until KeyStale has passed, after which a retry takes it over and publishes
 // every item again, which the stream's dedupe makes harmless.
+//
 // # Memory and the platform's events
 //
 // Every front end keeps the last final results (Remember: its own lookups, and what workers and
