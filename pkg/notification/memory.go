@@ -88,11 +88,14 @@ func (rc *resultCache) Get(ucsID string) (push.Result, bool) {
 // Seen reports whether ucsID is kept, without marking it used.
 func (rc *resultCache) Seen(ucsID string) bool { return rc.c.Contains(ucsID) }
 
-// Add keeps r under ucsID, unless a result of ucsID is kept already: every result kept is
-// final, and the first final result of a push wins (as in the store), so that a later,
-// different one (a receipt the platform pushed twice with different statuses, an announcement
-// that comes late) never replaces it.
-func (rc *resultCache) Add(ucsID string, r push.Result) { rc.c.ContainsOrAdd(ucsID, compact(r)) }
+// Add keeps r under ucsID, unless a result of ucsID is kept already, and reports whether it
+// did: every result kept is final, and the first final result of a push wins (as in the
+// store), so that a later, different one (a receipt the platform pushed twice with different
+// statuses, an announcement that comes late) never replaces it.
+func (rc *resultCache) Add(ucsID string, r push.Result) bool {
+	kept, _ := rc.c.ContainsOrAdd(ucsID, compact(r))
+	return !kept
+}
 
 // sentMessage is a message the platform accepted, and the follower it went to.
 type sentMessage struct {

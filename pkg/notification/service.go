@@ -98,9 +98,9 @@ type Config struct {
 	// ReceiptUnknown, when set, is told of each receipt dropped for a msgid no message has.
 	ReceiptUnknown func()
 	// Rejected, when set, is told of each item of a new batch refused for its content, by the
-	// kind of the first rule it broke (push.ValidationError.Kind),
-	// for the metrics; not again when a retry is answered from the batch's key record. A single
-	// push refused for its content never reaches the service.
+	// kind of the first rule it broke (push.ValidationError.Kind), for the metrics; not again
+	// when a retry is answered from the batch's key record. A single push refused for its
+	// content never reaches the service.
 	Rejected func(kind string)
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
@@ -178,13 +178,10 @@ func New(cfg Config) (*Service, error) {
 // front end or a worker recorded and announced it. Anything but a final result is ignored, and
 // so is a later result of a push whose final result is kept: the first one wins.
 func (s *Service) Remember(r push.Result) {
-	if r.State.Final() {
-		// The memory tells a repeated announcement (a receipt the platform pushed again) from
-		// a new result, so that Final hears of each push once.
-		if !s.results.Seen(r.UcsID) {
-			s.cfg.Final(r)
-		}
-		s.results.Add(r.UcsID, r)
+	// The memory tells a repeated announcement (a receipt the platform pushed again) from a
+	// new result in the same step that keeps it, so that Final hears of each push once.
+	if r.State.Final() && s.results.Add(r.UcsID, r) {
+		s.cfg.Final(r)
 	}
 }
 

@@ -201,12 +201,13 @@ func (c *Client) post(ctx context.Context, target, shownURL string, body []byte)
 // answer's body, naming shownURL in errors.
 func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte) ([]byte, error) {
 	var rd io.Reader
-	op := method
 	if method == http.MethodPost {
-		rd, op = bytes.NewReader(body), "Post"
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
+		// Named as net/http names its operations ("Post", "Get").
+		op := method[:1] + strings.ToLower(method[1:])
 		return nil, &url.Error{Op: op, URL: shownURL, Err: errors.New("cannot build the request")}
 	}
 	if method == http.MethodPost {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/clocktest"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 )
@@ -31,29 +32,11 @@ const (
 // newClock is a fake clock at the fixed start of these tests.
 func newClock() *clocktest.Clock { return clocktest.New(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)) }
 
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	sim    *simulator.Simulator
 	srv    *httptest.Server
 	client *platform.Client
-	logs   *syncBuffer
+	logs   *embeddedtest.SyncBuffer
 	// tokens holds every access token a send carried, to check that none
 	// reaches a log or an error.
 	tokensMu sync.Mutex
@@ -72,7 +55,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	sim := simulator.New(simulator.Config{AppID: appID, Secret: secret, Now: o.simNow, Seed: 1})
 	sim.AddTemplate(tplExam, []string{"thing1", "time2", "character_string3"})
 	sim.AddFollower(follower)
-	e := &env{sim: sim, logs: &syncBuffer{}, tokens: map[string]bool{}}
+	e := &env{sim: sim, logs: &embeddedtest.SyncBuffer{}, tokens: map[string]bool{}}
 	h := sim.Handler()
 	if o.wrap != nil {
 		h = o.wrap(h)

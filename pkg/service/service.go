@@ -361,19 +361,18 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	metrics.PendingFunc(d.Registry, a.conn.pending(cfg.NATS.Consumer))
+	// act counts what the operations page shows; nil (counting nothing) when the page is off.
 	var ops *server.Ops
+	var act *activity.Recorder
 	if len(cfg.Ops.Users) > 0 {
-		ops = &server.Ops{Users: cfg.Ops.Users, Activity: activity.New(d.Now),
+		act = activity.New(d.Now)
+		ops = &server.Ops{Users: cfg.Ops.Users, Activity: act,
 			Backlog: a.conn.pending(cfg.NATS.Consumer), History: a.Store.History}
 	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	parser, err := push.NewParser(cfg.Platform.TemplateFields())
 	if err != nil {
 		return err
-	}
-	var act *activity.Recorder
-	if ops != nil {
-		act = ops.Activity
 	}
 	waiting := queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer)
 	a.Notify, err = notification.New(notification.Config{
