@@ -48,8 +48,10 @@ func connectJS(url string) (jetstream.JetStream, error) {
 // batches of 1,000 from conc publishers at once, to a stream of its own on the stack's NATS
 // server, and returns messages/s. With like, the stream has the limits of the stack's push
 // stream (its byte bound, age and dedupe window); without, only what atomic batches and one
-// message a subject need.
-func bareBatches(natsURL string, n, conc int, like bool) (float64, error) {
+// message a subject need. With fast, the batches are published by fast ingest (the stream's
+// allow_batched) rather than atomically: the design the front end does not use, measured so
+// that the note can give both designs' figures.
+func bareBatches(natsURL string, n, conc int, like, fast bool) (float64, error) {
 	js, err := connectJS(natsURL)
 	if err != nil {
 		return 0, err
@@ -57,8 +59,12 @@ func bareBatches(natsURL string, n, conc int, like bool) (float64, error) {
 	defer js.Conn().Close()
 	ctx := context.Background()
 	cfg := jetstream.StreamConfig{
-		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, AllowAtomicPublish: true, AllowDirect: true,
-		MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew,
+		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, AllowAtomicPublish: true, AllowBatchPublish: fast,
+		AllowDirect: true, MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew,
+	}
+	publish := publishAtomic
+	if fast {
+		publish = publishFast
 	}
 	if like {
 		name, err := js.StreamNameBySubject(ctx, "ucs.push.mp.x.y")
@@ -93,7 +99,7 @@ func bareBatches(natsURL string, n, conc int, like bool) (float64, error) {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(batches); i = int(next.Add(1)) - 1 {
-				if err := publishAtomic(js, batches[i]); err != nil {
+				if err := publish(js, batches[i]); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -115,6 +121,24 @@ func publishAtomic(js jetstream.JetStream, msgs []*nats.Msg) error {
 	}
 	for _, m := range msgs[:len(msgs)-1] {
 		if err := b.AddMsg(m); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = b.CommitMsg(ctx, msgs[len(msgs)-1])
+	return err
+}
+
+// publishFast publishes msgs as one fast-ingest batch: each message is stored as it arrives,
+// and the server acknowledges them in steps; a failure leaves the messages before it stored.
+func publishFast(js jetstream.JetStream, msgs []*nats.Msg) error {
+	b, err := jetstreamext.NewFastPublisher(js)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if _, err := b.AddMsg(m); err != nil {
 			return err
 		}
 	}
