@@ -121,7 +121,10 @@ shutdown_grace: 10s
 	if _, err := queue.EnsureStream(ctx, js, service.QueueConfig(cfg)); err != nil {
 		t.Fatal(err)
 	}
-	pub := queue.NewPublisher(js)
+	pub, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const total = 40
 	ids := make([]string, total)
 	for i := range ids {

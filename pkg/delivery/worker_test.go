@@ -70,7 +70,11 @@ func newRig(t testing.TB) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, st: st, sim: sim, pub: queue.NewPublisher(js), js: js, qcfg: qc, pc: pc}
+	pub, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, st: st, sim: sim, pub: pub, js: js, qcfg: qc, pc: pc}
 }
 
 // startWorker runs a worker until the test ends.

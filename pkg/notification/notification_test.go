@@ -38,8 +38,12 @@ func newRig(t *testing.T, withRecords bool) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{stream: st}
+	pub, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := notification.Config{
-		Publisher: queue.NewPublisher(js), Waiting: queue.NewWaiting(js, st, qc.Consumer),
+		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer),
 		Store:    embeddedtest.Store(t, nil),
 		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(kind string) { r.rejected++; r.kinds = append(r.kinds, kind) },
 		Final: func(f push.Result) { r.finals = append(r.finals, f) }, Sent: func(f push.Result) { r.sent = append(r.sent, f) },

@@ -160,7 +160,8 @@ var ErrFull = errors.New("the push queue is full")
 
 // Publisher publishes accepted pushes.
 type Publisher struct {
-	js jetstream.JetStream
+	js      jetstream.JetStream
+	ackWait time.Duration // bounds the wait for a PubAck
 	// batches bounds the atomic batches this publisher has open at once: the server allows
 	// a stream 50, across every front end.
 	batches chan struct{}
@@ -169,9 +170,19 @@ type Publisher struct {
 // maxOpenBatches is how many atomic batches one publisher has open at once; more wait.
 const maxOpenBatches = 16
 
-// NewPublisher returns a publisher on js.
-func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, batches: make(chan struct{}, maxOpenBatches)}
+// NewPublisher returns a publisher on the connection of js, with JetStream's default API
+// prefix. A publish whose PubAck does not come within ackWait is given up, and frees its
+// place among the connection's publishes waiting for a PubAck (at most 4,000): a PubAck lost
+// on the way (in a leader change, say) would otherwise hold its place until the connection
+// dropped, and once 4,000 were lost, every push would be refused.
+func NewPublisher(js jetstream.JetStream) (*Publisher, error) { return newPublisher(js, ackWait) }
+
+func newPublisher(js jetstream.JetStream, wait time.Duration) (*Publisher, error) {
+	pjs, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncTimeout(wait))
+	if err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	return &Publisher{js: pjs, ackWait: wait, batches: make(chan struct{}, maxOpenBatches)}, nil
 }
 
 // PublishOptions say how a push is published.
@@ -201,13 +212,11 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 		opts = append(opts, jetstream.WithMsgID(o.MsgID))
 	}
 	// Published asynchronously, and answered after its own PubAck: the connection's shared
-	// reply subscription and no timer of our own (ackWait bounds the wait).
+	// reply subscription, and the publisher's ack wait as the bound.
 	f, err := p.js.PublishMsgAsync(msg, opts...)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
 	}
-	t := time.NewTimer(ackWait)
-	defer t.Stop()
 	select {
 	case <-f.Ok():
 		return nil
@@ -215,8 +224,6 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
 	case <-ctx.Done():
 		return fmt.Errorf("publish %s: %w", m.UcsID, ctx.Err())
-	case <-t.C:
-		return fmt.Errorf("publish %s: no PubAck within %s", m.UcsID, ackWait)
 	}
 }
 
@@ -231,7 +238,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 	case 1:
 		return p.Publish(ctx, ms[0], o)
 	}
-	ctx, cancel := context.WithTimeout(ctx, ackWait)
+	ctx, cancel := context.WithTimeout(ctx, p.ackWait)
 	defer cancel()
 	select {
 	case p.batches <- struct{}{}:

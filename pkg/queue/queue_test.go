@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,15 @@ func newStream(t *testing.T) (jetstream.JetStream, queue.Config, jetstream.Strea
 		t.Fatal(err)
 	}
 	return js, c, st
+}
+
+func publisher(t *testing.T, js jetstream.JetStream) *queue.Publisher {
+	t.Helper()
+	p, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func msgs(t *testing.T, st jetstream.Stream) uint64 {
@@ -70,7 +80,7 @@ func TestSubjects(t *testing.T) {
 func TestFullStreamRefusesNew(t *testing.T) {
 	js, _, st := newStream(t)
 	ctx := context.Background()
-	p := queue.NewPublisher(js)
+	p := publisher(t, js)
 	first := push.NewID(time.Now())
 	if err := p.Publish(ctx, msg(first), queue.PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -116,7 +126,7 @@ func TestFullStreamRefusesNew(t *testing.T) {
 func TestRepublishIsStoredOnce(t *testing.T) {
 	js, _, st := newStream(t)
 	ctx := context.Background()
-	p := queue.NewPublisher(js)
+	p := publisher(t, js)
 	id := push.NewID(time.Now())
 	for range 2 {
 		if err := p.Publish(ctx, msg(id), queue.PublishOptions{MsgID: "key-1"}); err != nil {
@@ -146,7 +156,7 @@ func TestRepublishIsStoredOnce(t *testing.T) {
 func TestBatchIsAtomic(t *testing.T) {
 	js, _, st := newStream(t)
 	ctx := context.Background()
-	p := queue.NewPublisher(js)
+	p := publisher(t, js)
 	taken := push.NewID(time.Now())
 	if err := p.Publish(ctx, msg(taken), queue.PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -176,7 +186,7 @@ func TestBatchIsAtomic(t *testing.T) {
 func TestWaiting(t *testing.T) {
 	js, cfg, st := newStream(t)
 	ctx := context.Background()
-	p := queue.NewPublisher(js)
+	p := publisher(t, js)
 	w := queue.NewWaiting(js, st, "d")
 	first, second, other := push.NewID(time.Now()), push.NewID(time.Now()), push.NewID(time.Now())
 	for _, m := range []push.Message{msgOf("a.b", first), msgOf("a.b", second), msgOf("z", other)} {
@@ -333,5 +343,51 @@ func TestMigrate(t *testing.T) {
 	}
 	if got != len(want)+1 {
 		t.Fatalf("workers got %d messages, want %d", got, len(want)+1)
+	}
+}
+
+// TestLostPubAcksFreeTheirPlace: a push whose PubAck never comes is refused after the ack
+// wait, and costs nothing more. A connection holds at most 4,000 publishes waiting for their
+// PubAck; once more pushes than that lost theirs, a push to a stream that answers is still
+// stored.
+func TestLostPubAcksFreeTheirPlace(t *testing.T) {
+	nc, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	// No stream yet: a subscriber takes the pushes and answers none of them.
+	sub, err := nc.SubscribeSync(queue.SubjectPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = 200 * time.Millisecond
+	p, err := queue.NewPublisherWaiting(js, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lost = 4100
+	errs := make(chan error, lost)
+	var wg sync.WaitGroup
+	for range lost {
+		wg.Go(func() { errs <- p.Publish(ctx, msg(push.NewID(time.Now())), queue.PublishOptions{}) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Fatal("a push without a PubAck was taken as stored")
+		}
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, msg(push.NewID(time.Now())), queue.PublishOptions{}); err != nil {
+		t.Fatalf("a push after %d lost PubAcks: %v", lost, err)
+	}
+	if n := msgs(t, st); n != 1 {
+		t.Errorf("the stream holds %d messages, want 1", n)
 	}
 }

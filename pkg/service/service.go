@@ -369,6 +369,10 @@ func (a *API) build(ctx context.Context) error {
 		ops = &server.Ops{Users: cfg.Ops.Users, Activity: act,
 			Backlog: a.conn.pending(cfg.NATS.Consumer), History: a.Store.History}
 	}
+	publisher, err := queue.NewPublisher(a.conn.js)
+	if err != nil {
+		return err
+	}
 	a.writer = a.Store.NewWriter(store.WriterOptions{})
 	parser, err := push.NewParser(cfg.Platform.TemplateFields())
 	if err != nil {
@@ -376,7 +380,7 @@ func (a *API) build(ctx context.Context) error {
 	}
 	waiting := queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer)
 	a.Notify, err = notification.New(notification.Config{
-		Publisher: queue.NewPublisher(a.conn.js), Waiting: waiting, Store: a.Store, Events: a.writer,
+		Publisher: publisher, Waiting: waiting, Store: a.Store, Events: a.writer,
 		KeepEvent: events.Keep, Records: records, Paused: pause.Paused,
 		Announce: announce.NewFinals(a.conn.nc).Announce,
 		Accepted: func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
