@@ -380,8 +380,11 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		return
 	}
 	if out.exhausted && w.cfg.DeadLetter != nil {
-		if err := w.cfg.DeadLetter(ctx, msg, out.reason, r.Attempts); err != nil {
-			w.answer(ctx, msg, r, Snooze("dead-lettering: "+err.Error(), w.cfg.StoreRetry), res)
+		// The copy is tried again in place while it fails, as the outcome's record is: the
+		// message handed back would call the platform once more on its next delivery.
+		err := w.keepTrying("dead-lettering", msg, func() error { return w.cfg.DeadLetter(ctx, msg, out.reason, r.Attempts) })
+		if err != nil {
+			w.answer(ctx, msg, r, Snooze("dead-lettering: "+err.Error(), 0), res)
 			return
 		}
 	}
@@ -475,17 +478,34 @@ func keepAlive(msg jetstream.Msg) (stop func()) {
 }
 
 // record writes the outcome of an attempt, and keeps trying while the store refuses it: the
-// platform has answered, and asking it again would only repeat the call. The message is kept
-// from redelivery meanwhile. It gives up only when the worker stops.
+// platform has answered, and asking it again would only repeat the call. A push that had a
+// final result already answers store.ErrFinalExists.
 func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Write) error {
-	err := w.cfg.Events.Write(ctx, recs...)
-	if err == nil || errors.Is(err, store.ErrFinalExists) {
+	var exists error
+	err := w.keepTrying("recording an outcome", msg, func() error {
+		err := w.cfg.Events.Write(ctx, recs...)
+		if errors.Is(err, store.ErrFinalExists) {
+			exists, err = err, nil
+		}
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	w.cfg.Logger.Warn("recording an outcome failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
+	return exists
+}
+
+// keepTrying calls f until it succeeds, every StoreRetry: the message is kept from redelivery
+// meanwhile. It gives up, with f's last error, only when the worker stops.
+func (w *Worker) keepTrying(what string, msg jetstream.Msg, f func() error) error {
+	err := f()
+	if err == nil {
+		return nil
+	}
+	w.cfg.Logger.Warn(what+" failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
 	for w.sleep(w.cfg.StoreRetry) {
-		if err = w.cfg.Events.Write(ctx, recs...); err == nil || errors.Is(err, store.ErrFinalExists) {
-			return err
+		if err = f(); err == nil {
+			return nil
 		}
 	}
 	return err

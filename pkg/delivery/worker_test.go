@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +187,39 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	res := r.waitState(id, push.StateFailed)
 	if res.Attempts != 3 || len(res.Reason) < 25 || res.Reason[:25] != "gave up after 3 attempts:" {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// A dead-letter copy that fails is tried again in place: the message that exhausted its
+// attempts is not handed back, so the platform is never called again for it, and it ends
+// failed once the copy is kept.
+func TestDeadLetterFailureCallsNoMore(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
+	var mu sync.Mutex
+	var copies []int // the attempts each try of the copy reported
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 2},
+		func(c *delivery.Config) {
+			c.StoreRetry = 20 * time.Millisecond
+			c.DeadLetter = func(ctx context.Context, msg jetstream.Msg, reason string, attempts int) error {
+				mu.Lock()
+				defer mu.Unlock()
+				copies = append(copies, attempts)
+				if len(copies) <= 3 {
+					return errors.New("the dead letters are unavailable")
+				}
+				return nil
+			}
+		})
+	id := r.publish("u-follows", "JML", jml)
+	res := r.waitState(id, push.StateFailed)
+	if calls := r.sim.Stats().Sends; res.Attempts != 2 || calls != 2 {
+		t.Fatalf("max_attempts 2: attempts %d, platform calls %d: %+v", res.Attempts, calls, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(copies, []int{2, 2, 2, 2}) {
+		t.Fatalf("tries of the dead-letter copy reported attempts %v, want 2 four times", copies)
 	}
 }
 
