@@ -103,6 +103,10 @@ type Worker struct {
 	// binding once, not once per message, and an unsubscribe takes effect within BindingTTL
 	// (sooner still, as the platform itself refuses a non-follower).
 	bindings *lru.Cache[string, cachedBinding]
+	// forgets counts the bindings dropped by Forget, so that a read of the store begun
+	// before one is not cached after it.
+	forgetMu sync.Mutex
+	forgets  uint64
 }
 
 // maxCachedBindings bounds the binding cache (about 100 bytes an entry).
@@ -749,8 +753,14 @@ func errCode(err error) string {
 }
 
 // Forget drops what the worker cached of userID's binding, which a student just changed: the
-// next message to them reads the store.
-func (w *Worker) Forget(userID string) { w.bindings.Remove(userID) }
+// next message to them reads the store. A read of the store under way meanwhile may have seen
+// the binding before the change: it is not cached.
+func (w *Worker) Forget(userID string) {
+	w.forgetMu.Lock()
+	defer w.forgetMu.Unlock()
+	w.forgets++
+	w.bindings.Remove(userID)
+}
 
 type cachedBinding struct {
 	b       store.Binding
@@ -763,10 +773,17 @@ func (w *Worker) binding(ctx context.Context, userID string) (store.Binding, err
 	if e, ok := w.bindings.Get(userID); ok && now.Before(e.expires) {
 		return e.b, e.err
 	}
+	w.forgetMu.Lock()
+	forgets := w.forgets
+	w.forgetMu.Unlock()
 	b, err := w.cfg.Store.Binding(ctx, userID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return b, err // not cached: an outage is not an answer
 	}
-	w.bindings.Add(userID, cachedBinding{b: b, err: err, expires: now.Add(w.cfg.BindingTTL)})
+	w.forgetMu.Lock()
+	defer w.forgetMu.Unlock()
+	if w.forgets == forgets {
+		w.bindings.Add(userID, cachedBinding{b: b, err: err, expires: now.Add(w.cfg.BindingTTL)})
+	}
 	return b, err
 }

@@ -412,3 +412,56 @@ func TestKilledAttemptCountsOnce(t *testing.T) {
 		t.Fatalf("attempts %d, platform calls %d: %+v", res.Attempts, calls, res)
 	}
 }
+
+// slowBindingStore holds its first binding read, after the store answered, until released.
+type slowBindingStore struct {
+	delivery.Store
+	once    sync.Once
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (s *slowBindingStore) Binding(ctx context.Context, userID string) (store.Binding, error) {
+	b, err := s.Store.Binding(ctx, userID)
+	s.once.Do(func() { close(s.read); <-s.release })
+	return b, err
+}
+
+// A binding changed while a read of the old one is under way: Forget wins, the old binding is
+// not cached, and a push accepted after the change goes to the new follower.
+func TestForgetWinsOverAReadUnderWay(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.sim.AddFollower("oNew")
+	ss := &slowBindingStore{Store: r.st, read: make(chan struct{}), release: make(chan struct{})}
+	cctx, cancel := context.WithCancel(ctx)
+	cons, err := queue.EnsureConsumer(cctx, r.js, r.qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := r.st.NewWriter(store.WriterOptions{})
+	w, err := delivery.New(delivery.Config{Consumer: cons, Store: ss, Events: wr, Platform: r.pc, Templates: templates, Policy: quick, Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = w.Run(cctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; wr.Close() })
+
+	before := r.publish("u-follows", "JML", jml)
+	<-ss.read
+	// The student binds another follower; the front end announces it.
+	if err := r.st.PutBinding(ctx, store.Binding{UserID: "u-follows", OpenID: "oNew", Following: true}); err != nil {
+		t.Fatal(err)
+	}
+	w.Forget("u-follows")
+	close(ss.release)
+	r.waitState(before, push.StateSent)
+	after := r.publish("u-follows", "JML", jml)
+	r.waitState(after, push.StateSent)
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == after && s.ToUser != "oNew" {
+			t.Errorf("the push accepted after the change went to %s, want oNew", s.ToUser)
+		}
+	}
+}
