@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -211,8 +213,10 @@ func Receipt(sent push.Result, status string, at time.Time) push.Result {
 }
 
 // write stores a batch of records: inserts in one unordered InsertMany per collection,
-// replacements in one ordered BulkWrite. A record inserted again (the same push's record written
-// after a redelivery) is kept as first written; existed[i] reports that of ws[i].
+// push_msgids first, then replacements in one ordered BulkWrite. A record inserted again (the
+// same push's record written after a redelivery) is kept as first written; existed[i] reports
+// that of ws[i]. A push's sent record is written only once its msgid's is: a worker that finds
+// the sent record (a redelivered copy) leaves nothing of the push unwritten behind it.
 func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err error) {
 	inserts := map[string][]any{}
 	// at maps each collection's inserts back to their place in ws.
@@ -228,7 +232,12 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		}
 	}
 	existed = make([]bool, len(ws))
-	for col, docs := range inserts {
+	cols := slices.Sorted(maps.Keys(inserts))
+	if i := slices.Index(cols, colMsgIDs); i > 0 {
+		cols = slices.Insert(slices.Delete(cols, i, i+1), 0, colMsgIDs)
+	}
+	for _, col := range cols {
+		docs := inserts[col]
 		_, err := s.col(col).InsertMany(ctx, docs, unordered)
 		if err != nil && !onlyDuplicates(err) {
 			return nil, fmt.Errorf("insert into %s: %w", col, err)

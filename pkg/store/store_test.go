@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/event"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
@@ -632,5 +634,105 @@ func TestAccountRecords(t *testing.T) {
 	}
 	if sc, err := st.Consent(ctx, "u1", "portal"); err != nil || len(sc) != 0 {
 		t.Fatalf("consent after revocation: %v %v", sc, err)
+	}
+}
+
+// insertLog records, in order, each insert the driver starts and each that succeeds, with the
+// _ids it carries.
+type insertLog struct {
+	mu      sync.Mutex
+	seq     int
+	started map[int64]insertEvent // by request id
+	done    []insertEvent
+}
+
+type insertEvent struct {
+	col        string
+	ids        []string
+	start, end int
+}
+
+func (l *insertLog) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{
+		Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+			if ev.CommandName != "insert" {
+				return
+			}
+			e := insertEvent{col: ev.Command.Lookup("insert").StringValue()}
+			docs, _ := ev.Command.Lookup("documents").Array().Values()
+			for _, d := range docs {
+				e.ids = append(e.ids, d.Document().Lookup("_id").StringValue())
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.seq++
+			e.start = l.seq
+			l.started[ev.RequestID] = e
+		},
+		Succeeded: func(_ context.Context, ev *event.CommandSucceededEvent) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			e, ok := l.started[ev.RequestID]
+			if !ok {
+				return
+			}
+			l.seq++
+			e.end = l.seq
+			l.done = append(l.done, e)
+		},
+	}
+}
+
+// TestSentRecordAfterItsMsgID: a push's sent record is inserted only once its msgid's record
+// is in, however many workers write at once, so that a worker that finds the sent record
+// (a redelivered copy, which then acknowledges the message) leaves no msgid record unwritten.
+func TestSentRecordAfterItsMsgID(t *testing.T) {
+	log := &insertLog{started: map[int64]insertEvent{}}
+	f := embeddedtest.FerretDB(t)
+	st, err := store.Open(context.Background(), store.Options{URI: f.URI(), Database: embeddedtest.DBName(t), Monitor: log.monitor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	ctx := context.Background()
+	const writers, each = 32, 10
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				n := int64(g*each + i + 1)
+				r := push.Result{UcsID: fmt.Sprintf("u%03d", n), ClientID: "c", State: push.StateSent, Attempts: 1, MsgID: n, Sent: t0}
+				if err := w.Write(ctx, store.SentRecords(r, "o", t0)...); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	msgIDIn := map[string]int{}  // msgid → when its insert succeeded
+	sentFrom := map[string]int{} // ucsId → when its insert started
+	for _, e := range log.done {
+		for _, id := range e.ids {
+			switch e.col {
+			case "push_msgids":
+				msgIDIn[id] = e.end
+			case "push_results":
+				sentFrom[id] = e.start
+			}
+		}
+	}
+	if len(sentFrom) != writers*each || len(msgIDIn) != writers*each {
+		t.Fatalf("saw %d sent records and %d msgid records inserted, want %d of each", len(sentFrom), len(msgIDIn), writers*each)
+	}
+	for n := 1; n <= writers*each; n++ {
+		id, msg := fmt.Sprintf("u%03d", n), strconv.Itoa(n)
+		if sentFrom[id] < msgIDIn[msg] {
+			t.Fatalf("the sent record of %s was inserted (step %d) before its msgid's record was in (step %d)", id, sentFrom[id], msgIDIn[msg])
+		}
 	}
 }

@@ -12,7 +12,8 @@ var ErrClosed = errors.New("record writer closed")
 
 // Writer batches records from many goroutines into few writes (group commit): while one batch
 // is being written, the next collects. Under light load a batch is one record and waits for
-// nothing; under heavy load batches grow to MaxBatch.
+// nothing; under heavy load batches grow to MaxBatch writes. The records of one Write go in
+// one batch, which writes push_msgids before push_results (Store.write).
 type Writer struct {
 	s        *Store
 	ch       chan pendingWrite
@@ -25,13 +26,13 @@ type Writer struct {
 }
 
 type pendingWrite struct {
-	w    Write
+	ws   []Write
 	done chan error // nil: nobody waits
 }
 
 // WriterOptions tunes a Writer.
 type WriterOptions struct {
-	// MaxBatch is the largest batch. Default 500.
+	// MaxBatch is the most writes (Write or Post calls) a batch takes. Default 500.
 	MaxBatch int
 	// Flushers is how many batches may be written at once. Default 2.
 	Flushers int
@@ -61,45 +62,38 @@ func (s *Store) NewWriter(o WriterOptions) *Writer {
 	return w
 }
 
-// Write stores the records and returns once they are written (or failed).
+// Write stores the records, in one batch, and returns once they are written (or failed). A
+// record that was there before answers its exists error, if it has one (the first such, in
+// the order given).
 func (w *Writer) Write(ctx context.Context, ws ...Write) error {
-	dones := make([]chan error, len(ws))
-	for i, rec := range ws {
-		dones[i] = make(chan error, 1)
+	done := make(chan error, 1)
+	select {
+	case w.ch <- pendingWrite{ws: ws, done: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.stop:
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.closed:
 		select {
-		case w.ch <- pendingWrite{w: rec, done: dones[i]}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-w.stop:
+		case err := <-done:
+			return err
+		default:
 			return ErrClosed
 		}
 	}
-	var first error
-	for _, d := range dones {
-		var err error
-		select {
-		case err = <-d:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-w.closed:
-			select {
-			case err = <-d:
-			default:
-				err = ErrClosed
-			}
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 // Post stores a record without waiting; a failure is logged. It is for records whose loss a
 // later record makes good (an attempt's start, say).
 func (w *Writer) Post(rec Write) {
 	select {
-	case w.ch <- pendingWrite{w: rec}:
+	case w.ch <- pendingWrite{ws: []Write{rec}}:
 	case <-w.stop:
 	}
 }
@@ -168,7 +162,7 @@ func (w *Writer) flusher() {
 func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 	recs = recs[:0]
 	for _, p := range batch {
-		recs = append(recs, p.w)
+		recs = append(recs, p.ws...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	existed, err := w.s.write(ctx, recs)
@@ -176,14 +170,24 @@ func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 	if err != nil {
 		w.s.log.Error("writing delivery records failed", "records", len(recs), "err", err)
 	}
-	for i, p := range batch {
+	i := 0 // recs[i] is the first record of p
+	for _, p := range batch {
+		first := i
+		i += len(p.ws)
 		if p.done == nil {
 			continue
 		}
-		if err == nil && existed[i] && p.w.exists != nil {
-			p.done <- p.w.exists
+		if err != nil {
+			p.done <- err
 			continue
 		}
-		p.done <- err
+		var exists error
+		for j, rec := range p.ws {
+			if existed[first+j] && rec.exists != nil {
+				exists = rec.exists
+				break
+			}
+		}
+		p.done <- exists
 	}
 }
