@@ -238,14 +238,19 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 	case 1:
 		return p.Publish(ctx, ms[0], o)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.ackWait)
+	wait, cancel := context.WithTimeout(ctx, p.ackWait)
 	defer cancel()
 	select {
 	case p.batches <- struct{}{}:
 		defer func() { <-p.batches }()
-	case <-ctx.Done():
-		return fmt.Errorf("publish a batch: %w", ctx.Err())
+	case <-wait.Done():
+		return fmt.Errorf("publish a batch: %w", wait.Err())
 	}
+	// The commit's wait starts once the batch has its place: time spent waiting for one
+	// must not cut short the wait for a commit's answer, or a batch stored would be
+	// answered as refused.
+	ctx, cancel = context.WithTimeout(ctx, p.ackWait)
+	defer cancel()
 	b, err := jetstreamext.NewBatchPublisher(p.js)
 	if err != nil {
 		return fmt.Errorf("publish a batch: %w", err)
