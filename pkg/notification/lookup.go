@@ -19,10 +19,10 @@ const LookupTimeout = 5 * time.Second
 // Result finds the current result of client's push id in at most three steps, each a read by
 // key: the final results in memory; the queue, which holds a push until a worker has recorded
 // its outcome (one direct get of the push's own subject, which holds only the client's own
-// pushes), with the store's progress record of its attempts once a worker has received it;
-// for a push no longer in the queue, the store's outcome record (one read for a ucsId the
-// store has no record of, two for a sent or delivered push). A push of another
-// client is ErrNotFound, as an unknown one.
+// pushes), with the store's most advanced record of it once a worker has received it; for a
+// push no longer in the queue, the store's outcome record (one read for a ucsId the store has
+// no record of, two for a sent or delivered push). A push of another client is ErrNotFound,
+// as an unknown one.
 func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
 	if !push.ValidID(id) {
 		return push.Result{}, ErrNotFound
@@ -130,8 +130,11 @@ func (s *Service) Results(ctx context.Context, client string, ids []string) ([]L
 }
 
 // waitingResult is the result of the push m, waiting in the queue: queued if no worker has
-// received it yet (no store read), else the progress of its attempts if the store has any.
-// When the store is slow or down, the queue answers alone.
+// received it yet (no store read), else the store's most advanced record of it, if it has
+// any: the progress of its attempts, or, for a push whose acknowledgement to the queue is
+// still to come (or was lost, and the queue gives the push out again), its sent or final
+// result, so that a lookup never goes back from delivered to sending. When the store is slow
+// or down, the queue answers alone.
 func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result {
 	m := w.Message
 	if !w.Reached {
@@ -139,9 +142,12 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreWait)
 	defer cancel()
-	p, err := s.cfg.Store.InProgress(ctx, m.UcsID)
+	p, err := s.cfg.Store.Current(ctx, m.UcsID)
 	if err == nil && p.ClientID == m.ClientID {
-		if p.State == push.StateQueued {
+		switch {
+		case p.State.Final():
+			s.Remember(p)
+		case p.State == push.StateQueued:
 			s.explainPause(&p)
 		}
 		return p

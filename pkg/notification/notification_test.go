@@ -13,11 +13,15 @@ import (
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 type rig struct {
 	svc      *notification.Service
 	stream   jetstream.Stream
+	js       jetstream.JetStream
+	qc       queue.Config
+	store    *store.Store
 	accepted int
 	replayed int
 	rejected int
@@ -37,14 +41,15 @@ func newRig(t *testing.T, withRecords bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{stream: st}
+	r := &rig{stream: st, js: js, qc: qc}
 	pub, err := queue.NewPublisher(js)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.store = embeddedtest.Store(t, nil)
 	cfg := notification.Config{
 		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer),
-		Store:    embeddedtest.Store(t, nil),
+		Store:    r.store,
 		Accepted: func(n int) { r.accepted += n }, Replayed: func() { r.replayed++ }, Rejected: func(kind string) { r.rejected++; r.kinds = append(r.kinds, kind) },
 		Final: func(f push.Result) { r.finals = append(r.finals, f) }, Sent: func(f push.Result) { r.sent = append(r.sent, f) },
 	}
@@ -196,5 +201,48 @@ func TestMemoryKeepsTheFirstFinal(t *testing.T) {
 	}
 	if _, err := r.svc.Result(ctx, "other", id); !errors.Is(err, notification.ErrNotFound) {
 		t.Fatalf("another client's lookup: %v, want ErrNotFound", err)
+	}
+}
+
+// A push a worker sent and whose receipt came, but which is still in the queue (the worker's
+// acknowledgement is still to come, or was lost), is looked up as the store has it, delivered:
+// never as the attempt under way that the progress record last said.
+func TestReachedPushAnswersItsMostAdvancedRecord(t *testing.T) {
+	r := newRig(t, false)
+	ctx := context.Background()
+	id, err := r.svc.Push(ctx, "pusher", request(t, body), notification.Key{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, r.js, r.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() { // received, never acknowledged
+	}
+	now := time.Now()
+	res := push.Result{UcsID: id, ClientID: "pusher", UserID: "2020000001", Type: "JML", Attempts: 1, Accepted: now, Updated: now}
+	sending, sent, delivered := res, res, res
+	sending.State = push.StateSending
+	sent.State, sent.MsgID, sent.Sent = push.StateSent, 42, now
+	delivered.State, delivered.MsgID, delivered.Sent, delivered.Finished = push.StateDelivered, 42, now, now
+	w := r.store.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	recs := append([]store.Write{store.ProgressRecord(sending, now)}, store.SentRecords(sent, "o", now)...)
+	if err := w.Write(ctx, append(recs, store.FirstFinalRecord(delivered, now))...); err != nil {
+		t.Fatal(err)
+	}
+	many, err := r.svc.Results(ctx, "pusher", []string{id})
+	if err != nil || len(many) != 1 || many[0].Result.State != push.StateDelivered {
+		t.Fatalf("batch lookup of a delivered push still in the queue: %+v, %v; want delivered", many, err)
+	}
+	// The final result is kept in memory from then on.
+	got, err := r.svc.Result(ctx, "pusher", id)
+	if err != nil || got.State != push.StateDelivered || len(r.finals) != 1 {
+		t.Fatalf("lookup of it: %+v, %v, the operations page told %d times; want delivered, once", got, err, len(r.finals))
 	}
 }

@@ -34,7 +34,6 @@ type Waiting interface {
 // return store.ErrNotFound for a push (or msgid) without such a record.
 type Store interface {
 	Outcome(ctx context.Context, ucsID string) (push.Result, error)
-	InProgress(ctx context.Context, ucsID string) (push.Result, error)
 	Current(ctx context.Context, ucsID string) (push.Result, error)
 	SentByMsgID(ctx context.Context, msgID int64) (push.Result, string, error)
 	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error
