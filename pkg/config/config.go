@@ -626,8 +626,11 @@ func (c *Config) Validate(role Role) error {
 	if c.NATS.MaxBytes < 1<<20 {
 		p.add("nats.max_bytes: %d, at least 1 MiB", c.NATS.MaxBytes)
 	}
-	if c.NATS.MaxAge.D() < time.Hour {
-		p.add("nats.max_age: %s, at least 1h", c.NATS.MaxAge.D())
+	// The stream remembers a push's Idempotency-Key for as long as the key is kept (24h), and
+	// no longer than a message may wait: a shorter max_age would let a retry store a push
+	// twice.
+	if c.NATS.MaxAge.D() < 24*time.Hour {
+		p.add("nats.max_age: %s, at least 24h (an Idempotency-Key is kept 24h, and the stream must remember it as long)", c.NATS.MaxAge.D())
 	}
 	if role != RoleStandalone && c.MongoDB.URI == "" {
 		p.add("mongodb.uri: required (or set MONGODB_URI)")

@@ -55,7 +55,7 @@ func TestValidateReportsEverything(t *testing.T) {
 listen: nowhere
 public_url: ftp://x
 time_zone: Mars/Olympus
-nats: {replicas: 7}
+nats: {replicas: 7, max_age: 12h}
 mongodb: {database: "bad name"}
 oauth:
   access_token_ttl: 5s
@@ -84,6 +84,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   time_zone: "Mars/Olympus" is not a known time zone
   nats.url: required (or set NATS_URL)
   nats.replicas: 7, must be 1 to 5
+  nats.max_age: 12h0m0s, at least 24h (an Idempotency-Key is kept 24h, and the stream must remember it as long)
   mongodb.uri: required (or set MONGODB_URI)
   mongodb.database: "bad name" must be letters, digits, - or _
   oauth.access_token_ttl: 5s, must be 60s to 24h
