@@ -350,3 +350,67 @@ func TestAccountRefusalPauses(t *testing.T) {
 		}
 	}
 }
+
+// A 45009 read just after the daily quota renewed, by the worker's clock (a send made before
+// the renewal, or a platform whose clock runs behind), pauses sending for a minute, not for
+// the day until the next renewal.
+func TestQuotaAnswerJustAfterRenewal(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	ctx := context.Background()
+	p, err := sending.OpenPause(ctx, r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause = p
+		// The quota renewed a second ago: the next renewal is a day less a second away.
+		c.QuotaReset = func(n time.Time) time.Time { return n.Add(24*time.Hour - time.Second) }
+	})
+	r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "paused", func() bool { _, ok := p.Paused(); return ok })
+	st, _ := p.Paused()
+	if left := time.Until(st.Until); left > 2*time.Minute {
+		t.Fatalf("a 45009 a second after the renewal paused sending for %s", left.Round(time.Second))
+	}
+}
+
+// Messages waiting for the send budget when a pause begins are held by it too: none calls the
+// platform during the pause.
+func TestBudgetWaitersHeldByAPause(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	ctx := context.Background()
+	p, err := sending.OpenPause(ctx, r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	b, err := sending.OpenBudget(ctx, r.js, 2, 1, nil) // two sends a second
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause, c.Budget = p, b
+		c.QuotaReset = func(n time.Time) time.Time { return n.Add(time.Hour) }
+	})
+	var ids []string
+	for range 8 {
+		ids = append(ids, r.publish("u-follows", "JML", jml))
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "every message held at the gate", func() bool {
+		for _, id := range ids {
+			res, err := r.st.Current(ctx, id)
+			if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, "45009") {
+				return false
+			}
+		}
+		return true
+	})
+	// The first send met the 45009 and paused sending; the budget let the next one through
+	// half a second later, by which time the pause held it.
+	if sends := r.sim.Stats().Sends; sends > 2 {
+		t.Fatalf("the platform got %d sends, %d of them while sending was paused", sends, sends-1)
+	}
+}

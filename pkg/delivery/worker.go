@@ -289,28 +289,35 @@ var errStopping = errors.New("the worker is stopping")
 // gate returns once a message may be sent: sending is not paused and the shared budget allows
 // one more. (While it waits, handle's keepAlive tells the queue the message is being worked on.)
 func (w *Worker) gate(ctx context.Context, r push.Result) error {
-	if st, paused := w.paused(); paused {
-		w.showHeld(ctx, r, st)
-		poll := time.NewTicker(pausePoll)
-		defer poll.Stop()
-		for paused {
-			select {
-			case <-w.stopping.Done():
-				return errStopping
-			case <-poll.C:
-				_, paused = w.paused()
+	for {
+		if st, paused := w.paused(); paused {
+			w.showHeld(ctx, r, st)
+			poll := time.NewTicker(pausePoll)
+			for paused {
+				select {
+				case <-w.stopping.Done():
+					poll.Stop()
+					return errStopping
+				case <-poll.C:
+					_, paused = w.paused()
+				}
 			}
+			poll.Stop()
 		}
-	}
-	if w.cfg.Budget != nil {
+		if w.cfg.Budget == nil {
+			return nil
+		}
 		if err := w.cfg.Budget.Wait(w.stopping); err != nil {
 			if w.stopping.Err() != nil {
 				return errStopping
 			}
 			return err
 		}
+		// A pause that began while the message waited for the budget holds it too.
+		if _, paused := w.paused(); !paused {
+			return nil
+		}
 	}
-	return nil
 }
 
 // heartbeat is how often a message a worker is still handling is reported in progress: well
@@ -688,6 +695,13 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 // it even if no operator resumed it.
 const accountPauseFor = 24 * time.Hour
 
+// quotaRenewalGrace is how long after the daily quota's renewal a 45009 is taken for the
+// platform not having renewed it yet, and pauses sending for quotaRenewalRetry only.
+const (
+	quotaRenewalGrace = 10 * time.Minute
+	quotaRenewalRetry = time.Minute
+)
+
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), or an account
 // problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
@@ -704,6 +718,12 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
 	} else if errors.As(err, &pe) && pe.Code == platform.CodeDailyQuota {
 		st = sending.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
+		if renewed := st.Until.AddDate(0, 0, -1); now.Sub(renewed) < quotaRenewalGrace {
+			// The quota renewed a moment ago by this worker's clock: the platform's clock
+			// may be behind it, or the call left before the renewal. A day's pause would
+			// be wrong; a short one lets a send after the renewal tell.
+			st.Until = now.Add(quotaRenewalRetry)
+		}
 	} else {
 		return sending.PauseState{}, false
 	}
