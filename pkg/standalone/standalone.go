@@ -121,16 +121,18 @@ var DemoUsers = []string{"2020000001", "2020000002", "2020000003"}
 
 // Stack is a running standalone service.
 type Stack struct {
-	Info     Info
-	Config   *config.Config
-	Sim      *simulator.Simulator
-	DataDir  string
-	API      *service.API
-	log      *slog.Logger
-	closers  []func()
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	serveErr chan error
+	Info    Info
+	Config  *config.Config
+	Sim     *simulator.Simulator
+	DataDir string
+	API     *service.API
+	log     *slog.Logger
+	closers []func()
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	// served is closed once the front end's Serve returned, with serveErr.
+	served   chan struct{}
+	serveErr error
 }
 
 // Start starts everything and returns once the front end accepts requests.
@@ -170,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{DataDir: dir, log: o.Logger, serveErr: make(chan error, 1)}
+	s := &Stack{DataDir: dir, log: o.Logger, served: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -273,7 +275,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			}
 		}()
 	}
-	go func() { s.serveErr <- api.Serve(runCtx, ln) }()
+	go func() {
+		defer close(s.served)
+		s.serveErr = api.Serve(runCtx, ln)
+	}()
 
 	s.Info = seed.info
 	s.Info.BaseURL = cfg.PublicURL
@@ -377,14 +382,18 @@ func DefaultTemplates() map[string]config.Template {
 }
 
 // Wait blocks until the front end stops, returning why.
-func (s *Stack) Wait() error { return <-s.serveErr }
+func (s *Stack) Wait() error {
+	<-s.served
+	return s.serveErr
+}
 
-// Close stops everything, in order: the front end and workers, then the simulator, the store
-// and the queue.
+// Close stops everything, in order: the front end (once the requests under way are answered)
+// and the workers, then the simulator, the store and the queue.
 func (s *Stack) Close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	_ = s.Wait()
 	s.wg.Wait()
 	s.shutdown()
 }

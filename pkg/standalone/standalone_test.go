@@ -1,10 +1,12 @@
 package standalone_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -272,5 +274,42 @@ platform:
 	tok2 := token(t, base, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
 	if st, _ := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok2, ""); st != 404 {
 		t.Fatalf("another client read the push: %d", st)
+	}
+}
+
+// Close lets a request under way finish before it stops the parts under the front end: a push
+// whose body is still arriving when Close is called gets its ucsId.
+func TestCloseAnswersRequestsUnderWay(t *testing.T) {
+	s := start(t, t.TempDir())
+	tok := token(t, s.Info.BaseURL, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
+	body, _ := bodyFor(push.Types()[0], standalone.DemoUsers[0])
+	c, err := net.Dial("tcp", s.Config.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/infra/notification/mp HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		tok, len(body), body[:10])
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a push was under way")
+	case <-time.After(500 * time.Millisecond): // a span in which Close must not return
+	}
+	fmt.Fprint(c, body[10:])
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"ucsId"`) {
+		t.Fatalf("the push under way: %d %s", resp.StatusCode, b)
+	}
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return once the push was answered")
 	}
 }
