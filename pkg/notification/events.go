@@ -46,8 +46,10 @@ const eventTick = 250 * time.Millisecond
 // receiptSkew is how much later than its receipt's arrival a message may be recorded as sent
 // on its first attempt (the worker's clock, the time it read the platform's answer) and still
 // be the receipt's message. A receipt that came earlier than that was made before the message
-// was sent, and is for another message.
-const receiptSkew = 5 * time.Second
+// was sent, and is for another message. It allows for a platform answer that reaches the
+// worker as late as a send may take (15 s) after the receipt reached the front end, and for
+// clocks of the two hosts that differ by as much again.
+const receiptSkew = 30 * time.Second
 
 // receiptReaders bounds the store reads of msgids one batch makes at once.
 const receiptReaders = 8

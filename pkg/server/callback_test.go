@@ -327,6 +327,25 @@ func TestReceiptBeforeRetriedSend(t *testing.T) {
 	e.applied(0)
 }
 
+// TestReceiptBeforeTheSendsAnswer: a receipt that comes before the worker read the platform's
+// answer to the message's only send (an answer late on the way, or a worker's clock ahead of
+// the front end's) is the message's receipt, and is applied.
+func TestReceiptBeforeTheSendsAnswer(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	const id = "01KEEEEEEEEEEEEEEEEEEEEEEF"
+	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 778, simulator.StatusSuccess)); a.status != 200 {
+		t.Fatalf("receipt ahead of its message's answer: %d %s", a.status, a.body)
+	}
+	e.applied(1)
+	e.clock.Advance(20 * time.Second) // the answer reaches the worker 20 s after the receipt came
+	e.announceSent(id, 778, "oA", 1)
+	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
+		return e.result(tok, id)["state"] == "delivered"
+	})
+	e.applied(0)
+}
+
 // announceSent announces ucsID as sent on the given attempt, as a worker does before it
 // writes the sent record.
 func (e *env) announceSent(ucsID string, msgID int64, openID string, attempt int) {
