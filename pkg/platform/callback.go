@@ -161,6 +161,19 @@ func NonceKey(ts, nonce string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
+// NonceMark is what the record of a (timestamp, nonce) pair holds for an event push with body:
+// a hash of the body. The platform repeats a push it got no timely "success" for as it was,
+// the same query and body: a pair already taken with the same mark is that repeat, and is
+// taken again (an event applied twice changes nothing); with another mark, it is a replay.
+func NonceMark(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return []byte("event " + base64.RawURLEncoding.EncodeToString(sum[:]))
+}
+
+// AddressCheckMark is what the record of a pair taken by an address check holds: no event
+// push's mark, so that the check's signed query cannot sign one.
+var AddressCheckMark = []byte("address check")
+
 // ParseEvent reads an authenticated event and checks what applying it needs: a receipt has a
 // msgid and a status, a follow its follower and a time no later than now and CallbackWindow
 // (follows apply in CreateTime order, and a later time would outrank every real event to

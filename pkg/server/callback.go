@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -19,37 +20,45 @@ import (
 const maxCallbackBytes = 64 << 10
 
 // Nonces remembers the (timestamp, nonce) pairs callbacks have taken, for every front end;
-// *natskv.Records (a NATS key-value bucket whose entries live platform.NoncesTTL) implements it. Create
-// is atomic across replicas and returns natskv.ErrRecordExists for a key taken before.
+// *natskv.Records (a NATS key-value bucket whose entries live platform.NoncesTTL) implements it.
+// Create is atomic across replicas and returns natskv.ErrRecordExists for a key taken before;
+// Get returns natskv.ErrNoRecord for a key no one took.
 type Nonces interface {
 	Create(ctx context.Context, key string, value []byte) error
-	Delete(ctx context.Context, key string) error
+	Get(ctx context.Context, key string) ([]byte, error)
 }
 
 func badSignature() *Error { return errf(CodeUnauthorized, "callback signature invalid") }
 
-// takeNonce records that the pair (ts, nonce) was used, once for every front end; a pair used
-// before is a replay, refused. release forgets the pair again, for a request that changed
-// nothing and asks the platform to push again (which may repeat the very query).
-func (s *Server) takeNonce(c echo.Context, ts, nonce string) (release func(), err error) {
+// takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
+// (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
+// check). A pair taken before by an event push with the same mark is the platform repeating
+// the same push (it got no timely answer, or a 503), and is taken again; any other pair taken
+// before is a replay, refused. A record whose write failed may have been written all the same: the
+// platform's repeat then finds its own mark.
+func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error {
 	key := platform.NonceKey(ts, nonce)
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
-	switch err := s.cfg.Nonces.Create(ctx, key, []byte(ts)); {
-	case errors.Is(err, natskv.ErrRecordExists):
-		s.securityEvent(c, metrics.EventCallbackReplayed, "callback refused: timestamp and nonce already used", "timestamp", ts)
-		return nil, errf(CodeConflict, "callback already received: timestamp and nonce are used")
-	case err != nil:
-		// Without the record a replay cannot be told apart: refuse, the platform pushes again.
-		return nil, &Error{Code: CodeUnavailable, Message: "could not record the callback", Internal: err}
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
-		defer cancel()
-		if err := s.cfg.Nonces.Delete(ctx, key); err != nil {
-			s.log.Warn("forgetting a refused callback's nonce failed; the platform's repeat of it will be refused", "err", err)
+	err := s.cfg.Nonces.Create(ctx, key, mark)
+	if errors.Is(err, natskv.ErrRecordExists) {
+		var held []byte
+		repeatable := !bytes.Equal(mark, platform.AddressCheckMark)
+		if held, err = s.cfg.Nonces.Get(ctx, key); err == nil && (!repeatable || !bytes.Equal(held, mark)) {
+			s.securityEvent(c, metrics.EventCallbackReplayed, "callback refused: timestamp and nonce already used", "timestamp", ts)
+			return errf(CodeConflict, "callback already received: timestamp and nonce are used")
 		}
-	}, nil
+		if errors.Is(err, natskv.ErrNoRecord) {
+			// Expired between the two reads: the pair is older than any timestamp the
+			// callback's window accepts.
+			return errf(CodeConflict, "callback already received: timestamp and nonce are used")
+		}
+	}
+	if err != nil {
+		// Without the record a replay cannot be told apart: refuse, the platform pushes again.
+		return &Error{Code: CodeUnavailable, Message: "could not record the callback", Internal: err}
+	}
+	return nil
 }
 
 // callbackVerify is the platform's check of the callback address: echo echostr when signed.
@@ -61,7 +70,7 @@ func (s *Server) callbackVerify(c echo.Context) error {
 		s.securityEvent(c, metrics.EventCallbackSignatureInvalid, "callback address check refused", "reason", reason(err))
 		return badSignature()
 	}
-	if _, err := s.takeNonce(c, ts, nonce); err != nil {
+	if err := s.takeNonce(c, ts, nonce, platform.AddressCheckMark); err != nil {
 		return err
 	}
 	return c.String(http.StatusOK, q.Get("echostr"))
@@ -89,13 +98,12 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	release, err := s.takeNonce(c, ts, nonce)
-	if err != nil {
+	if err := s.takeNonce(c, ts, nonce, platform.NonceMark(body)); err != nil {
 		return err
 	}
 	if err := s.notify.KeepEvent(c.Request().Context(), ev); err != nil {
-		// Not "success": the platform pushes the event again.
-		release()
+		// Not "success": the platform pushes the event again, and its repeat takes the
+		// pair again.
 		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
 	}
 	return c.String(http.StatusOK, "success")

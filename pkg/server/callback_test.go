@@ -18,6 +18,7 @@ import (
 	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -175,8 +176,9 @@ func (e *env) replica() string {
 	return ts.URL
 }
 
-// TestCallbackReplayRefused: a captured signed query is accepted once, whatever body comes
-// with it and whichever front end it reaches; the address check's query cannot sign an event.
+// TestCallbackReplayRefused: a captured signed query is accepted with its own body only (the
+// platform's repeat of the push), whichever front end it reaches; the address check's query
+// cannot sign an event.
 func TestCallbackReplayRefused(t *testing.T) {
 	var logs logLines
 	e := newEnvLogged(t, nil, logs.logger())
@@ -227,14 +229,20 @@ func TestCallbackReplayRefused(t *testing.T) {
 	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
 		t.Fatalf("after its wait: %v", d)
 	}
-	if a := e.callback(repeat, body); a.status != 409 {
-		t.Fatalf("a second use of a kept event's query: %d %s", a.status, a.body)
+	// The same query with the same body is the platform's repeat of the push: taken again,
+	// and applying it again changes nothing.
+	if a := e.callback(repeat, body); a.status != 200 || string(a.body) != "success" {
+		t.Fatalf("the platform's repeat of a kept event: %d %s", a.status, a.body)
 	}
-	if v := e.metricValue(`ucs_security_events_total{event="callback_replayed"}`); v != 3 {
-		t.Fatalf("callback_replayed counted %v, want 3", v)
+	e.applied(0)
+	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
+		t.Fatalf("after the repeat: %v", d)
+	}
+	if v := e.metricValue(`ucs_security_events_total{event="callback_replayed"}`); v != 2 {
+		t.Fatalf("callback_replayed counted %v, want 2", v)
 	}
 	recs := logs.events(t, "callback_replayed")
-	if len(recs) != 3 || recs[0]["level"] != "WARN" || recs[0]["addr"] != "127.0.0.1" {
+	if len(recs) != 2 || recs[0]["level"] != "WARN" || recs[0]["addr"] != "127.0.0.1" {
 		t.Fatalf("replays logged: %v", recs)
 	}
 }
@@ -495,8 +503,13 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	if e.following("2020000001") {
 		t.Fatal("the push itself not applied")
 	}
-	if a := e.callback(q1, body1); a.status != 409 {
+	// Replayed whole, it is taken for the platform's repeat of it, and changes nothing.
+	if a := e.callback(q1, body1); a.status != 200 {
 		t.Fatalf("the push replayed whole: %d %s", a.status, a.body)
+	}
+	e.applied(0)
+	if e.following("2020000001") {
+		t.Fatal("the push replayed whole changed the follower")
 	}
 	// Encrypted with our key and token, for another account: refused by its appid.
 	q3, body3 := e.safePost(t, "wx0ther00000000001", "s3", followEvent("oA", "subscribe", later+20))
@@ -529,5 +542,30 @@ func TestCallbackSafeModeWithSimulator(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), aesKey) {
 		t.Fatal("the EncodingAESKey is in the log")
+	}
+}
+
+// TestCallbackRepeatAfterALostRecord: the record of a push's (timestamp, nonce) pair was
+// written, but the front end never learnt it (its write timed out) and answered 503. The
+// platform's repeat of the push finds the pair taken with its own mark: it is taken again, and
+// the event is kept and applied.
+func TestCallbackRepeatAfterALostRecord(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	body := followEvent("oA", "unsubscribe", e.clock.Now().Unix())
+	ts := strconv.FormatInt(e.clock.Now().Unix(), 10)
+	nonces, err := natskv.OpenRecords(ctx, e.js, service.CallbackNoncesBucket, platform.NoncesTTL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nonces.Create(ctx, platform.NonceKey(ts, "lost"), platform.NonceMark([]byte(body))); err != nil {
+		t.Fatal(err)
+	}
+	if a := e.callback(e.plainQuery(cbToken, "lost"), body); a.status != 200 || string(a.body) != "success" {
+		t.Fatalf("the platform's repeat: %d %s", a.status, a.body)
+	}
+	e.applied(0)
+	if e.following("2020000001") {
+		t.Fatal("the repeated unsubscribe was not applied")
 	}
 }

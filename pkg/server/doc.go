@@ -16,7 +16,9 @@
 // # The platform's callback
 //
 // Each event is authenticated (package platform: signature, or msg_signature and decryption in
-// safe mode), its (timestamp, nonce) pair taken once for all front ends (Nonces), and it is
+// safe mode), its (timestamp, nonce) pair taken for all front ends by its body alone (Nonces:
+// the platform's repeat of the same push is taken again, a replay with another body is not),
+// and it is
 // kept in the platform events stream (notification.Service.KeepEvent) and answered success at
 // once, whatever the store is doing; 503 only if the stream cannot take it. One front end at a
 // time applies the events in order (notification.Service.ApplyEvents).
