@@ -34,6 +34,10 @@ type Updater interface {
 // until then. So a key costs a round trip to NATS a few times a second however busy it is, and
 // the limit holds across replicas, give or take one lease per replica.
 //
+// Replicas refill the shared bucket by their own clocks, which must agree (NTP): a bucket's
+// time is never moved back, so that no interval is refilled twice, and a replica whose clock
+// runs ahead by some seconds holds the others' refills back by as much.
+//
 // Memory: at most Keys leases are kept (least recently used first out); a lease is a key and
 // a few numbers, so with keys of at most 80 bytes (the keys callers build are) the leases take
 // at most Keys × 350 bytes (35 MB at the default 100,000; measured 269 bytes a lease),
