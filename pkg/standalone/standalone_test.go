@@ -304,7 +304,8 @@ func TestCloseAnswersRequestsUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(b), `"ucsId"`) {
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ucsId"`) {
 		t.Fatalf("the push under way: %d %s", resp.StatusCode, b)
 	}
 	select {
