@@ -169,8 +169,15 @@ func TestSignIn(t *testing.T) {
 	if got := e.cas.Logins(); got != 2 {
 		t.Fatalf("Logins() = %d after renew, want 2", got)
 	}
-	if p, err = e.client.Validate(ctx, third, service); err != nil || p.Attributes["isFromNewLogin"][0] != "true" {
-		t.Fatalf("Validate the renewed ticket: %+v, %v", p, err)
+	if p, err = e.client.ValidateRenewed(ctx, third, service); err != nil || p.Attributes["isFromNewLogin"][0] != "true" {
+		t.Fatalf("ValidateRenewed the renewed ticket: %+v, %v", p, err)
+	}
+	// A single sign-on ticket where a new sign-in was asked for (the browser dropped renew
+	// from the login address): refused.
+	sso := e.ssoTicket(t, service)
+	var ce *cas.Error
+	if _, err := e.client.ValidateRenewed(ctx, sso, service); !errors.As(err, &ce) {
+		t.Fatalf("ValidateRenewed a single sign-on ticket: %v, want the server's refusal", err)
 	}
 }
 

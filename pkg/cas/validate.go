@@ -49,6 +49,17 @@ type Principal struct {
 // context.Canceled and the like) when the server could not be reached.
 // None of them contains the ticket.
 func (c *Client) Validate(ctx context.Context, ticket, service string) (Principal, error) {
+	return c.validate(ctx, ticket, service, false)
+}
+
+// ValidateRenewed is Validate for a sign-in begun with LoginURL(service, true): it sends
+// renew=true, so that the CAS server refuses a ticket its single sign-on issued without the
+// user signing in again (the browser may have dropped renew from the login address).
+func (c *Client) ValidateRenewed(ctx context.Context, ticket, service string) (Principal, error) {
+	return c.validate(ctx, ticket, service, true)
+}
+
+func (c *Client) validate(ctx context.Context, ticket, service string, renew bool) (Principal, error) {
 	if err := checkTicket(ticket); err != nil {
 		return Principal{}, err
 	}
@@ -56,6 +67,9 @@ func (c *Client) Validate(ctx context.Context, ticket, service string) (Principa
 		return Principal{}, errors.New("cas: validate: empty service")
 	}
 	target := c.validateURL + "?service=" + url.QueryEscape(service) + "&ticket=" + url.QueryEscape(ticket)
+	if renew {
+		target += "&renew=true"
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return Principal{}, fmt.Errorf("cas: validate: %w", c.hideTicket(err))

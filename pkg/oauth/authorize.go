@@ -15,7 +15,8 @@ type AuthRequest struct {
 	CodeChallenge, CodeChallengeMethod string
 	// IDP is the identity provider the user signs in with: kc_idp_hint, or the default.
 	IDP string
-	// Prompt is none, login (select_account too), consent, or empty; MaxAge is -1 when absent.
+	// Prompt is none, login (select_account too), consent, "login consent", or empty
+	// (PromptHas reads it); MaxAge is -1 when absent.
 	Prompt string
 	MaxAge int64
 	// IDTokenHint is the ID token the client holds of the user it expects.

@@ -18,9 +18,9 @@ func Repeated(v url.Values) bool {
 	return false
 }
 
-// ParsePrompt reads prompt and max_age (OpenID Connect Core §3.1.2.1). prompt is "" or one of
-// none, login, consent (select_account is taken as login: there is one account per browser);
-// maxAge is -1 when absent.
+// ParsePrompt reads prompt and max_age (OpenID Connect Core §3.1.2.1). prompt is "", none,
+// login, consent, or "login consent" (select_account is taken as login: there is one account
+// per browser); PromptHas reads it. maxAge is -1 when absent.
 func ParsePrompt(q url.Values) (prompt string, maxAge int64, e *Error) {
 	maxAge = -1
 	if v := q.Get("max_age"); v != "" {
@@ -43,10 +43,16 @@ func ParsePrompt(q url.Values) (prompt string, maxAge int64, e *Error) {
 		return "", 0, errorf(ErrInvalidRequest, "prompt=none cannot be combined with other values")
 	case slices.Contains(values, "none"):
 		return "none", maxAge, nil
-	case slices.Contains(values, "login") || slices.Contains(values, "select_account"):
-		return "login", maxAge, nil
-	case slices.Contains(values, "consent"):
-		return "consent", maxAge, nil
 	}
-	return "", maxAge, nil
+	var out []string
+	if slices.Contains(values, "login") || slices.Contains(values, "select_account") {
+		out = append(out, "login")
+	}
+	if slices.Contains(values, "consent") {
+		out = append(out, "consent")
+	}
+	return strings.Join(out, " "), maxAge, nil
 }
+
+// PromptHas reports whether prompt, as ParsePrompt returns it, asks for v (login, consent).
+func PromptHas(prompt, v string) bool { return slices.Contains(strings.Fields(prompt), v) }

@@ -46,7 +46,7 @@ func ConsentNeeded(c *Client, scope, prompt string, granted []string) bool {
 	if len(want) == 0 || c.SkipConsent {
 		return false
 	}
-	return prompt == "consent" || slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) })
+	return PromptHas(prompt, "consent") || slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) })
 }
 
 // WithConsent returns granted with the consent scopes of scope added.

@@ -164,12 +164,16 @@ func (s *Server) authorize(c echo.Context) error {
 		signedIn = hint.Subject == se.UserID
 	}
 	switch {
-	case signedIn && ar.Prompt != "login":
+	case signedIn && !oauth.PromptHas(ar.Prompt, "login"):
 		// Signed in already: a second authorization in the same session skips the login.
 		return s.afterLogin(c, ar, se)
 	case ar.Prompt == "none":
 		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user is not signed in and prompt=none forbids asking")
 	}
+	// A request for a new sign-in (prompt=login), or for one no older than max_age, is not
+	// met by the campus sign-on's single sign-on, whose sign-in may be of any age: the user
+	// signs in there again.
+	ar.Renew = oauth.PromptHas(ar.Prompt, "login") || req.MaxAge >= 0
 	return s.startLogin(c, ar, "")
 }
 
@@ -261,7 +265,7 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 		if err != nil {
 			return s.redirectErrorInternal(c, ar, err)
 		}
-		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LoginURL(service, false))
+		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LoginURL(service, ar.Renew))
 	}
 	action, err := s.flowURL("authenticate", ar)
 	if err != nil {
@@ -376,7 +380,11 @@ func (s *Server) casCallback(c echo.Context) error {
 	defer cancel()
 	// The service address must be the one the ticket was issued for: the request as it came.
 	service := s.cfg.SignIn.PublicURL + s.realmPath() + "/broker/cas/endpoint?req=" + c.QueryParam("req")
-	p, err := s.cfg.SignIn.CAS.Validate(ctx, c.QueryParam("ticket"), service)
+	validate := s.cfg.SignIn.CAS.Validate
+	if ar.Renew {
+		validate = s.cfg.SignIn.CAS.ValidateRenewed
+	}
+	p, err := validate(ctx, c.QueryParam("ticket"), service)
 	if err != nil {
 		// The error names no ticket: package cas redacts it from whatever the server said.
 		s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: the campus sign-on did not confirm the ticket",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
 )
 
 // postToConsent posts the form of the sign-in page p (its hidden fields, CSRF included) to
@@ -204,5 +206,58 @@ func TestRefreshKeepsGrantScope(t *testing.T) {
 	again, errc := e.refresh(t, "portal", full["refresh_token"].(string), "scope", "openid notification.mp")
 	if errc != "" || len(strings.Fields(again["scope"].(string))) != 2 {
 		t.Fatalf("asking for the whole grant after a narrowed refresh: %v %s", again, errc)
+	}
+}
+
+// TestCampusSignOnRenewed: a request for a new sign-in (prompt=login) or for one no older than
+// max_age that goes to the campus sign-on asks it for a new sign-in (renew): its single
+// sign-on, whose sign-in may be of any age, does not answer it, the user types the password
+// again, and only then is a code issued, with the new sign-in's time.
+func TestCampusSignOnRenewed(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e)
+	b := browser(t)
+	casForm := get(t, b, e.authURL("trusted", "s1", "kc_idp_hint", "cas"))
+	if !strings.HasPrefix(casForm.url.String(), e.cas.URL()+"/login") {
+		t.Fatalf("not sent to the campus sign-on: %s", casForm.url)
+	}
+	q := callback(t, submit(t, b, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
+	if _, errc := e.exchange(t, "trusted", q.Get("code")); errc != "" {
+		t.Fatal(errc)
+	}
+	cfg := r.conf
+	cfg.ClientID = "trusted"
+	trusted := &rp{provider: r.provider, conf: cfg, verifier: r.provider.Verifier(&oidc.Config{ClientID: "trusted", Now: e.clock.Now})}
+	for _, ask := range [][]string{{"max_age", "60"}, {"prompt", "login"}} {
+		e.clock.Advance(10 * time.Minute)
+		logins := e.cas.Logins()
+		p := get(t, b, e.authURL("trusted", "s2", append([]string{"kc_idp_hint", "cas"}, ask...)...))
+		if !strings.HasPrefix(p.url.String(), e.cas.URL()+"/login") || !strings.Contains(p.body, `name="password"`) {
+			t.Fatalf("%v: the campus sign-on's single sign-on answered (%d, %s, %q)", ask, p.status, p.url, p.location)
+		}
+		q := callback(t, submit(t, b, p, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
+		tok, errc := e.exchange(t, "trusted", q.Get("code"))
+		if errc != "" {
+			t.Fatal(errc)
+		}
+		if e.cas.Logins() != logins+1 || authTime(t, trusted, tok) != e.clock.Now().Unix() {
+			t.Fatalf("%v: password sign-ins %d → %d, auth_time %d at %d", ask, logins, e.cas.Logins(), authTime(t, trusted, tok), e.clock.Now().Unix())
+		}
+	}
+}
+
+// TestPromptLoginAndConsent: prompt="login consent" asks for both, the password and then the
+// consent, however the user consented before.
+func TestPromptLoginAndConsent(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	_ = e.signInCode(t, b, "portal") // signed in, consent given
+	p := get(t, b, e.authURL("portal", "pc", "prompt", "login consent"))
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("no login form: %d %q", p.status, p.location)
+	}
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("no consent page after the login: %d %q", p.status, p.location)
 	}
 }

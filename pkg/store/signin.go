@@ -76,8 +76,11 @@ type AuthRequest struct {
 	CodeChallenge       string `json:"code_challenge,omitempty"`
 	CodeChallengeMethod string `json:"code_challenge_method,omitempty"`
 	IDP                 string `json:"idp,omitempty"`
-	// Prompt is the request's prompt: none, login, consent, or empty.
+	// Prompt is the request's prompt: none, login, consent, "login consent", or empty.
 	Prompt string `json:"prompt,omitempty"`
+	// Renew asks the campus sign-on for a new sign-in rather than its single sign-on: the
+	// request asked for one (prompt=login, or a max_age).
+	Renew bool `json:"renew,omitempty"`
 	// Account marks the sign-in to the account page: it ends there, with no client and no code.
 	Account bool `json:"account,omitempty"`
 	// Return, with Account, is the service's own page the sign-in ends at instead (the
