@@ -22,7 +22,9 @@ const LookupTimeout = 5 * time.Second
 // pushes), with the store's most advanced record of it once a worker has received it; for a
 // push no longer in the queue, the store's outcome record (one read for a ucsId the store has
 // no record of, two for a sent or delivered push). A push of another client is ErrNotFound,
-// as an unknown one.
+// as an unknown one. On a queue of several replicas, whose direct gets any replica answers, a
+// ucsId found nowhere is asked of the queue's leader before it is ErrNotFound: a replica may
+// lag behind a push acknowledged a moment ago.
 func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
 	if !push.ValidID(id) {
 		return push.Result{}, ErrNotFound
@@ -159,11 +161,19 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result
 }
 
 // outcome reads what became of client's push id once it left the queue, and keeps a final
-// result in memory.
+// result in memory. A push the store has no record of is looked for at the queue's leader
+// before it is ErrNotFound (Waiting.FromLeader).
 func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, error) {
 	r, err := s.cfg.Store.Outcome(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		w, lerr := s.cfg.Waiting.FromLeader(ctx, client, id)
+		switch {
+		case lerr == nil:
+			return s.queuedResult(w.Message), nil
+		case !errors.Is(lerr, queue.ErrNotWaiting):
+			return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, lerr)
+		}
 		return push.Result{}, ErrNotFound
 	case err != nil:
 		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)

@@ -28,6 +28,9 @@ type Waiting interface {
 	Get(ctx context.Context, client, ucsID string) (queue.Waited, error)
 	// GetMany returns those of ids that wait, by ucsId, in one read of the queue.
 	GetMany(ctx context.Context, client string, ids []string) (map[string]queue.Waited, error)
+	// FromLeader is Get as the queue's leader answers it, for a push found nowhere: a replica
+	// answering Get may lag behind a push acknowledged a moment ago.
+	FromLeader(ctx context.Context, client, ucsID string) (queue.Waited, error)
 }
 
 // Store reads what workers recorded and records follows; *store.Store implements it. The reads

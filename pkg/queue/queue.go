@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -354,6 +355,49 @@ func (w *Waiting) Get(ctx context.Context, client, ucsID string) (Waited, error)
 		return Waited{}, err
 	}
 	return Waited{Message: m, Reached: raw.Sequence <= w.handedOut(ctx)}, nil
+}
+
+// FromLeader is Get as the stream's leader answers it, for a push Get and the store found
+// nowhere. Any replica of a replicated stream answers a direct get, and one may not yet hold a
+// push the others acknowledged a moment ago: before a lookup says a push does not exist, the
+// leader is asked. A stream of one replica is its own leader: ErrNotWaiting at once.
+func (w *Waiting) FromLeader(ctx context.Context, client, ucsID string) (Waited, error) {
+	if w.st.CachedInfo().Config.Replicas <= 1 {
+		return Waited{}, ErrNotWaiting
+	}
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{Subject(client, ucsID)})
+	if err != nil {
+		return Waited{}, err
+	}
+	reply, err := w.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+w.stream, req)
+	if err != nil {
+		return Waited{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return Waited{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return Waited{}, ErrNotWaiting
+	case resp.Error != nil:
+		return Waited{}, fmt.Errorf("get %s from the queue's leader: %w", ucsID, resp.Error)
+	case resp.Message == nil:
+		return Waited{}, fmt.Errorf("get %s from the queue's leader: empty answer", ucsID)
+	}
+	m, err := push.DecodeMessage(resp.Message.Data)
+	if err != nil {
+		return Waited{}, err
+	}
+	// Just stored, behind what the workers were handed: no attempt to report yet.
+	return Waited{Message: m}, nil
 }
 
 // maxSubjectsPerGet bounds the subjects of one batch direct get, below the server's limit.

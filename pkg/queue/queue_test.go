@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -389,5 +390,49 @@ func TestLostPubAcksFreeTheirPlace(t *testing.T) {
 	}
 	if n := msgs(t, st); n != 1 {
 		t.Errorf("the stream holds %d messages, want 1", n)
+	}
+}
+
+// TestFromLeader: a push is read back from the leader of a stream of three replicas, and one
+// never published is not there; a stream of one replica is its own leader, and is not asked
+// again.
+func TestFromLeader(t *testing.T) {
+	ctx := context.Background()
+	c := embeddedtest.StartCluster(t, "leader")
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := queue.Config{Stream: "S", Consumer: "d", Replicas: 3, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := push.NewID(time.Now())
+	if err := publisher(t, js).Publish(ctx, msgOf("c", id), queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := queue.NewWaiting(js, st, cfg.Consumer)
+	if got, err := w.FromLeader(ctx, "c", id); err != nil || got.UcsID != id {
+		t.Fatalf("from the leader: %+v %v", got, err)
+	}
+	for _, c := range []struct{ client, id string }{{"c", push.NewID(time.Now())}, {"other", id}} {
+		if _, err := w.FromLeader(ctx, c.client, c.id); !errors.Is(err, queue.ErrNotWaiting) {
+			t.Fatalf("%s of %s from the leader: %v, want ErrNotWaiting", c.id, c.client, err)
+		}
+	}
+
+	js1, cfg1, st1 := newStream(t)
+	id1 := push.NewID(time.Now())
+	if err := publisher(t, js1).Publish(ctx, msgOf("c", id1), queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.NewWaiting(js1, st1, cfg1.Consumer).FromLeader(ctx, "c", id1); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("one replica: %v, want ErrNotWaiting without asking", err)
 	}
 }

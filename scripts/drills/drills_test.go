@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -284,70 +281,16 @@ func (r *rig) streamMsgs(t *testing.T) uint64 {
 
 // natsCluster is three embedded NATS servers routed into one JetStream cluster.
 type natsCluster struct {
-	t       *testing.T
-	opts    []embedded.NATSOptions
-	servers []*embedded.NATS
+	t *testing.T
+	*embeddedtest.Cluster
 }
 
 func startCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	c := &natsCluster{t: t}
-	var routes []string
-	ports := make([]string, 3)
-	for i := range 3 {
-		ports[i] = freePort(t)
-		routes = append(routes, "nats-route://"+freePort(t))
-	}
-	dir := t.TempDir()
-	for i := range 3 {
-		_, client, _ := strings.Cut(ports[i], ":")
-		_, route, _ := strings.Cut(strings.TrimPrefix(routes[i], "nats-route://"), ":")
-		cp, _ := strconv.Atoi(client)
-		rp, _ := strconv.Atoi(route)
-		c.opts = append(c.opts, embedded.NATSOptions{Dir: filepath.Join(dir, strconv.Itoa(i)), Port: cp, Name: "drill-" + strconv.Itoa(i),
-			Cluster: &embedded.ClusterOptions{Name: "drill", Port: rp, Routes: routes}})
-	}
-	c.servers = make([]*embedded.NATS, 3)
-	// The nodes wait for each other to elect a JetStream leader: start them together.
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.servers[i], errs[i] = embedded.StartNATS(c.opts[i]) }()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if c.servers[i] != nil {
-				c.servers[i].Shutdown()
-			}
-		})
-	}
-	// Ready once the cluster takes a replicated stream.
-	nc, err := nats.Connect(c.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := nc.JetStream()
-	embeddedtest.Eventually(t, time.Minute, "the cluster takes a stream of 3 replicas", func() bool {
-		_, err := js.AddStream(&nats.StreamConfig{Name: "READY", Subjects: []string{"ready"}, Replicas: 3})
-		return err == nil
-	})
-	_ = js.DeleteStream("READY")
-	return c
+	return &natsCluster{t: t, Cluster: embeddedtest.StartCluster(t, "drill")}
 }
 
-func (c *natsCluster) url() string {
-	var urls []string
-	for _, o := range c.opts {
-		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(o.Port))
-	}
-	return strings.Join(urls, ",")
-}
+func (c *natsCluster) url() string { return c.URL() }
 
 // A node of a 3-node NATS cluster (streams of 3 replicas) stops while pushes flow, then comes
 // back. Pushes keep being accepted or get a 503 the client retries; nothing acknowledged is
@@ -362,17 +305,17 @@ func TestDrillNATSNodeDown(t *testing.T) {
 	// Stop the node that leads the push stream: the hardest case, a new leader is elected.
 	victim := c.streamLeader(r.stack.Config.NATS.Stream)
 	before := len(p.all())
-	c.servers[victim].Shutdown()
-	c.servers[victim] = nil
+	c.Servers[victim].Shutdown()
+	c.Servers[victim] = nil
 	down := pick(5*time.Second, 30*time.Second)
 	t.Logf("stopped node %d (the stream's leader) after %d pushes, for %s", victim, before, down)
 	time.Sleep(down)
 	during := len(p.all()) - before
-	n, err := embedded.StartNATS(c.opts[victim])
+	n, err := embedded.StartNATS(c.Opts[victim])
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.servers[victim] = n
+	c.Servers[victim] = n
 	time.Sleep(2 * time.Second)
 	close(stop)
 	<-p.wait
@@ -399,7 +342,7 @@ func (c *natsCluster) streamLeader(stream string) int {
 	if err != nil || si.Cluster == nil {
 		c.t.Fatalf("stream info: %v", err)
 	}
-	for i, o := range c.opts {
+	for i, o := range c.Opts {
 		if o.Name == si.Cluster.Leader {
 			return i
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -437,16 +436,4 @@ func (r *rig) verify(ids []string, within time.Duration) time.Duration {
 		}
 	}
 	return took
-}
-
-// freePort is a loopback address nobody listens on, for a server that must come back on the
-// address it had.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
