@@ -138,6 +138,7 @@ func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
 	}
 	var (
 		list         []T
+		items        int
 		members      int
 		found, array bool
 		itemsErr     *Error
@@ -157,7 +158,7 @@ func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
 			continue
 		}
 		found, array = true, true
-		if list, itemsErr, err = readItems[T](dec, key); err != nil {
+		if list, items, itemsErr, err = readItems[T](dec, key); err != nil {
 			return nil, notJSON()
 		}
 	}
@@ -175,25 +176,26 @@ func decodeList[T listItem](body []byte, key string) ([]T, *Error) {
 		return nil, errf(CodeBadRequest, key+": must be an array")
 	case itemsErr != nil:
 		return nil, itemsErr
-	case len(list) == 0 || len(list) > MaxBatch:
-		return nil, errf(CodeBadRequest, fmt.Sprintf("%s: %d items, must be 1 to %d", key, len(list), MaxBatch))
+	case items == 0 || items > MaxBatch:
+		return nil, errf(CodeBadRequest, fmt.Sprintf("%s: %d items, must be 1 to %d", key, items, MaxBatch))
 	}
 	return list, nil
 }
 
-// readItems reads the array dec is at: its items, or what is wrong with them as items; err
+// readItems reads the array dec is at: its items (the first MaxBatch: past those the list is
+// refused, and only counted), how many there are, or what is wrong with them as items; err
 // when the text is not valid JSON.
-func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, bad *Error, err error) {
+func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, n int, bad *Error, err error) {
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	list = []T{}
 	for dec.PeekKind() != ']' {
 		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
-		if bad != nil {
+		if n++; bad != nil || n > MaxBatch {
 			continue // the rest is read only to check the text
 		}
 		var item any
@@ -207,7 +209,7 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, bad *Er
 			case '"':
 				s, err := jsontext.AppendUnquote(nil, v)
 				if err != nil {
-					return nil, nil, err
+					return nil, 0, nil, err
 				}
 				item = string(s)
 			default:
@@ -218,9 +220,9 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, bad *Er
 		list = append(list, item.(T))
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
-	return list, bad, nil
+	return list, n, bad, nil
 }
 
 // batch is POST /v1/infra/notification/mp/batch: every item is validated on its own, and the
