@@ -116,8 +116,14 @@ var classes = []Class{
 	{Name: "not_a_character", Treatment: Refuse, Noun: "code point that is not a character",
 		DescZH: "非字符（U+FFFE、U+FFFF、U+FDD0–U+FDEF 等）、未分配的码位和代理项：拒收",
 		DescEN: "noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF, …), unassigned code points and surrogates: refused",
-		Table:  rangetable.Merge(unicode.Cn, unicode.Cs)},
+		Table:  without(rangetable.Merge(unicode.Cn, unicode.Cs), newerHan)},
 }
+
+// newerHan are the CJK ideographs Unicode assigned after the version of Go's tables
+// (unicode.Version 15.0.0), which those tables take for unassigned code points: CJK Unified
+// Ideographs Extension I (Unicode 15.1, U+2EBF0–U+2EE5D), characters of the Table of General
+// Standard Chinese Characters (通用规范汉字表) that personal names use.
+var newerHan = &unicode.RangeTable{R32: []unicode.Range32{{Lo: 0x2EBF0, Hi: 0x2EE5D, Stride: 1}}}
 
 // Classes returns a copy of the table: every class of characters the platform
 // refuses, with the front end's treatment of each. The classes are disjoint,

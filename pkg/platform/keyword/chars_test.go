@@ -20,7 +20,7 @@ func TestClassesAreWhatThePlatformRefuses(t *testing.T) {
 				in = i
 			}
 		}
-		platform := r == ' ' || unicode.IsPrint(r)
+		platform := r == ' ' || unicode.IsPrint(r) || unicode.Is(newerHan, r)
 		if platform != (in < 0) {
 			t.Fatalf("%U: platform accepts %v, but its class is %d", r, platform, in)
 		}
@@ -56,6 +56,7 @@ func TestNamedCharacters(t *testing.T) {
 		{'\n', "line_break", Refuse}, {'\r', "line_break", Refuse}, {0x85, "line_break", Refuse}, {0x2028, "line_break", Refuse}, {0x2029, "line_break", Refuse},
 		{' ', "", 0}, {'a', "", 0}, {'中', "", 0}, {0xFFFD, "", 0}, {0x00A1, "", 0}, {0x00AC, "", 0}, {0x00AE, "", 0},
 		{0x2010, "", 0}, {0x3001, "", 0}, {0xF900, "", 0}, {0xFE0F, "", 0}, {0x20000, "", 0},
+		{0x2EBF0, "", 0}, {0x2EE5D, "", 0}, {0x2EE5E, "not_a_character", Refuse},
 	} {
 		got := ClassOf(c.r)
 		switch {
