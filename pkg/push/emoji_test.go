@@ -142,6 +142,10 @@ func TestInspect(t *testing.T) {
 		{"\u200B", textFacts{blank: true, refused: none, clean: true}},
 		{"\u00AD\uFEFF\u2060 ", textFacts{runes: 1, blank: true, refused: none, clean: true}},
 		{"零\u200B宽", textFacts{runes: 2, refused: none, clean: true}},
+		// Characters that show nothing by themselves count, but a value of
+		// them alone is blank.
+		{"\u3164\u2800\u115F\u1160\uFFA0\u034F\u17B4\uFE00\U000E0100", textFacts{runes: 9, blank: true, refused: none}},
+		{"\u3164甲", textFacts{runes: 2, refused: none}},
 		{"a\nb", textFacts{runes: 3, lineBreak: true, refused: none}},
 		{"\n", textFacts{runes: 1, blank: true, lineBreak: true, refused: none}},
 		{"\v\f\r", textFacts{runes: 3, blank: true, lineBreak: true, refused: none}},

@@ -875,7 +875,8 @@ type textFacts struct {
 	// runes counts the characters the platform receives: those removed
 	// before sending do not count.
 	runes int
-	// blank: only Unicode White_Space and removed characters, or empty.
+	// blank: only Unicode White_Space, removed characters and characters that
+	// show nothing by themselves (showsNothing), or empty.
 	blank                     bool
 	lineBreak, control, emoji bool
 	// refused holds, per class of refusedClasses, the first character of
@@ -883,6 +884,21 @@ type textFacts struct {
 	refused [3]rune
 	// clean: some character is replaced or removed before sending.
 	clean bool
+}
+
+// showsNothing are characters the platform takes that show nothing by themselves,
+// so that a required value of them alone (and white space) is blank: the Hangul
+// fillers (U+115F, U+1160, U+3164, U+FFA0), the blank Braille pattern U+2800,
+// the combining grapheme joiner U+034F, the Khmer inherent vowels U+17B4 and
+// U+17B5, and the variation selectors U+FE00–U+FE0E and U+E0100–U+E01EF
+// (U+FE0F is an emoji component).
+var showsNothing = &unicode.RangeTable{
+	R16: []unicode.Range16{
+		{Lo: 0x034F, Hi: 0x034F, Stride: 1}, {Lo: 0x115F, Hi: 0x1160, Stride: 1}, {Lo: 0x17B4, Hi: 0x17B5, Stride: 1},
+		{Lo: 0x2800, Hi: 0x2800, Stride: 1}, {Lo: 0x3164, Hi: 0x3164, Stride: 1}, {Lo: 0xFE00, Hi: 0xFE0E, Stride: 1},
+		{Lo: 0xFFA0, Hi: 0xFFA0, Stride: 1},
+	},
+	R32: []unicode.Range32{{Lo: 0xE0100, Hi: 0xE01EF, Stride: 1}},
 }
 
 // inspect walks s once and collects its textFacts. Each character is in at
@@ -921,7 +937,9 @@ func inspect(s string) textFacts {
 		if class == nil {
 			// Every White_Space character beyond ASCII is in a class.
 			t.runes++
-			t.blank = false
+			if !unicode.Is(showsNothing, r) {
+				t.blank = false
+			}
 			continue
 		}
 		switch class.Treatment {

@@ -170,7 +170,7 @@ var (
 // repetition, ^ and $ (TestSchemaPatternsPortable checks the first two).
 var (
 	textPattern    = `^[^` + classOf(mergeRanges(refusedChars, tableRanges(emojiTable))) + `]*$`
-	nonBlank       = `[^` + classOf(mergeRanges(whiteSpace, removedChars)) + `]`
+	nonBlank       = `[^` + classOf(mergeRanges(whiteSpace, removedChars, tableRanges(showsNothing))) + `]`
 	userIDPattern  = fmt.Sprintf(`^[A-Za-z0-9._-]{1,%d}$`, maxUserIDRunes)
 	timeDigits     = `^[1-9][0-9]{9}(?:[0-9]{3})?$`
 	urlPattern     = `^$|^[hH][tT][tT][pP][sS]?://` + urlHost + `(?::[0-9]{1,5})?` + urlRest + `$`
