@@ -288,8 +288,19 @@ func TestCloseAnswersRequestsUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/infra/notification/mp HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		tok, len(body), body[:10])
+	// Expect: 100-continue: the front end says "100 Continue" when the handler begins to read
+	// the body, and from then on the push is under way.
+	fmt.Fprintf(c, "POST /v1/infra/notification/mp HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		tok, len(body))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "\r\n" {
+		t.Fatalf("after 100 Continue: %q %v", line, err)
+	}
+	fmt.Fprint(c, body[:10])
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
 	select {
@@ -299,7 +310,7 @@ func TestCloseAnswersRequestsUnderWay(t *testing.T) {
 	}
 	fmt.Fprint(c, body[10:])
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
