@@ -116,7 +116,7 @@ var classes = []Class{
 	{Name: "not_a_character", Treatment: Refuse, Noun: "code point that is not a character",
 		DescZH: "非字符（U+FFFE、U+FFFF、U+FDD0–U+FDEF 等）、未分配的码位和代理项：拒收",
 		DescEN: "noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF, …), unassigned code points and surrogates: refused",
-		Table:  without(rangetable.Merge(unicode.Cn, unicode.Cs), newerHan)},
+		Table:  cut(rangetable.Merge(unicode.Cn, unicode.Cs), newerHan.R32[0])},
 }
 
 // newerHan are the CJK ideographs Unicode assigned after the version of Go's tables
@@ -124,6 +124,29 @@ var classes = []Class{
 // Ideographs Extension I (Unicode 15.1, U+2EBF0–U+2EE5D), characters of the Table of General
 // Standard Chinese Characters (通用规范汉字表) that personal names use.
 var newerHan = &unicode.RangeTable{R32: []unicode.Range32{{Lo: 0x2EBF0, Hi: 0x2EE5D, Stride: 1}}}
+
+// cut returns t without the code points of c, which lie in ranges of t of stride 1 (as the
+// unassigned code points around a block do): the ranges are split, not visited code point by
+// code point, which for the unassigned code points would mean some 800,000 of them at start.
+func cut(t *unicode.RangeTable, c unicode.Range32) *unicode.RangeTable {
+	out := &unicode.RangeTable{R16: t.R16, LatinOffset: t.LatinOffset}
+	for _, r := range t.R32 {
+		if r.Hi < c.Lo || r.Lo > c.Hi {
+			out.R32 = append(out.R32, r)
+			continue
+		}
+		if r.Stride != 1 {
+			panic("keyword: cut from a range of stride other than 1")
+		}
+		if r.Lo < c.Lo {
+			out.R32 = append(out.R32, unicode.Range32{Lo: r.Lo, Hi: c.Lo - 1, Stride: 1})
+		}
+		if r.Hi > c.Hi {
+			out.R32 = append(out.R32, unicode.Range32{Lo: c.Hi + 1, Hi: r.Hi, Stride: 1})
+		}
+	}
+	return out
+}
 
 // Classes returns a copy of the table: every class of characters the platform
 // refuses, with the front end's treatment of each. The classes are disjoint,
