@@ -12,7 +12,7 @@ var ErrClosed = errors.New("record writer closed")
 
 // Writer batches records from many goroutines into few writes (group commit): while one batch
 // is being written, the next collects. Under light load a batch is one record and waits for
-// nothing; under heavy load batches grow to MaxBatch writes. The records of one Write go in
+// nothing; under heavy load batches grow to MaxBatch records. The records of one Write go in
 // one batch, which writes push_msgids before push_results (Store.write).
 type Writer struct {
 	s        *Store
@@ -32,7 +32,8 @@ type pendingWrite struct {
 
 // WriterOptions tunes a Writer.
 type WriterOptions struct {
-	// MaxBatch is the most writes (Write or Post calls) a batch takes. Default 500.
+	// MaxBatch is the most records a batch takes (the records of one Write are never split).
+	// Default 500.
 	MaxBatch int
 	// Flushers is how many batches may be written at once. Default 2.
 	Flushers int
@@ -121,42 +122,40 @@ func (w *Writer) Close() {
 func (w *Writer) flusher() {
 	defer w.wg.Done()
 	batch := make([]pendingWrite, 0, w.maxBatch)
-	recs := make([]Write, 0, w.maxBatch)
+	recs := make([]Write, 0, 2*w.maxBatch)
 	for {
 		batch = batch[:0]
 		select {
 		case p := <-w.ch:
-			batch = append(batch, p)
+			w.flush(w.fill(append(batch, p)), recs)
 		case <-w.stop:
 			// Drain what is queued before stopping.
 			for {
-				batch = batch[:0]
-			drain:
-				for len(batch) < w.maxBatch {
-					select {
-					case p := <-w.ch:
-						batch = append(batch, p)
-					default:
-						break drain
-					}
-				}
-				if len(batch) == 0 {
+				if batch = w.fill(batch[:0]); len(batch) == 0 {
 					return
 				}
 				w.flush(batch, recs)
 			}
 		}
-	fill:
-		for len(batch) < w.maxBatch {
-			select {
-			case p := <-w.ch:
-				batch = append(batch, p)
-			default:
-				break fill
-			}
-		}
-		w.flush(batch, recs)
 	}
+}
+
+// fill adds to batch the writes queued, until it holds MaxBatch records or none is queued.
+func (w *Writer) fill(batch []pendingWrite) []pendingWrite {
+	n := 0
+	for _, p := range batch {
+		n += len(p.ws)
+	}
+	for n < w.maxBatch {
+		select {
+		case p := <-w.ch:
+			batch = append(batch, p)
+			n += len(p.ws)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (w *Writer) flush(batch []pendingWrite, recs []Write) {
