@@ -351,18 +351,25 @@ func TestAccountRefusalPauses(t *testing.T) {
 	}
 }
 
-// A 45009 read just after the daily quota renewed, by the worker's clock (a send made before
-// the renewal, or a platform whose clock runs behind), pauses sending for a minute, not for
-// the day until the next renewal.
-func TestQuotaAnswerJustAfterRenewal(t *testing.T) {
+// quotaUsedUp is a rig whose platform answers every send 45009, with the pause its workers
+// share.
+func quotaUsedUp(t *testing.T) (*rig, *sending.Pause) {
+	t.Helper()
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
-	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
+	p, err := sending.OpenPause(context.Background(), r.js, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	return r, p
+}
+
+// A 45009 read just after the daily quota renewed, by the worker's clock (a send made before
+// the renewal, or a platform whose clock runs behind), pauses sending for a minute, not for
+// the day until the next renewal.
+func TestQuotaAnswerJustAfterRenewal(t *testing.T) {
+	r, p := quotaUsedUp(t)
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Pause = p
 		// The quota renewed a second ago: the next renewal is a day less a second away.
@@ -379,14 +386,8 @@ func TestQuotaAnswerJustAfterRenewal(t *testing.T) {
 // Messages waiting for the send budget when a pause begins are held by it too: none calls the
 // platform during the pause.
 func TestBudgetWaitersHeldByAPause(t *testing.T) {
-	r := newRig(t)
-	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	r, p := quotaUsedUp(t)
 	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	b, err := sending.OpenBudget(ctx, r.js, 2, 1, nil) // two sends a second
 	if err != nil {
 		t.Fatal(err)

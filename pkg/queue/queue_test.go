@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -398,16 +397,7 @@ func TestLostPubAcksFreeTheirPlace(t *testing.T) {
 // again.
 func TestFromLeader(t *testing.T) {
 	ctx := context.Background()
-	c := embeddedtest.StartCluster(t, "leader")
-	nc, err := nats.Connect(c.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := embeddedtest.JetStreamAt(t, embeddedtest.StartCluster(t, "leader").URL())
 	cfg := queue.Config{Stream: "S", Consumer: "d", Replicas: 3, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
 	st, err := queue.EnsureStream(ctx, js, cfg)
 	if err != nil {

@@ -312,46 +312,42 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	}
 }
 
-// TestReceiptBeforeRetriedSend: the platform took an attempt whose answer the worker never got
-// (a time-out), and its receipt comes before the worker's next attempt learns the msgid (the
-// platform answers a repeated client_msg_id with the first msgid). The receipt is answered
-// success, held, and applied as soon as a worker announces the message sent on that later
-// attempt; one for a message sent on its first attempt after the receipt came is not
-// (TestForgedReceiptsIgnored).
-func TestReceiptBeforeRetriedSend(t *testing.T) {
-	e := newEnv(t)
-	tok := e.token("pusher", pushSecret)
-	const id = "01KEEEEEEEEEEEEEEEEEEEEEEE"
-	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 777, simulator.StatusUserBlock)); a.status != 200 {
-		t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
+// TestReceiptBeforeItsSentRecord: a receipt that comes before a worker announces its message
+// sent is answered success, held, and applied as soon as the worker does, 20 s later:
+//   - the platform took an attempt whose answer the worker never got (a time-out), and the
+//     worker's next attempt learns the msgid (the platform answers a repeated client_msg_id
+//     with the first msgid);
+//   - the platform's answer to the message's only send reached the worker late, or the
+//     worker's clock is ahead of the front end's.
+//
+// One for a message first sent long after the receipt came is not (TestForgedReceiptsIgnored).
+func TestReceiptBeforeItsSentRecord(t *testing.T) {
+	for _, c := range []struct {
+		name, id, status, state string
+		msgID                   int64
+		attempt                 int
+	}{
+		{"a retried send", "01KEEEEEEEEEEEEEEEEEEEEEEE", simulator.StatusUserBlock, "failed", 777, 2},
+		{"the only send's late answer", "01KEEEEEEEEEEEEEEEEEEEEEEF", simulator.StatusSuccess, "delivered", 778, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			tok := e.token("pusher", pushSecret)
+			if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", c.msgID, c.status)); a.status != 200 {
+				t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
+			}
+			e.applied(1)
+			e.clock.Advance(20 * time.Second) // well within the receipt's wait
+			e.announceSent(c.id, c.msgID, "oA", c.attempt)
+			embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
+				return e.result(tok, c.id)["state"] == c.state
+			})
+			if c.state == "failed" && e.result(tok, c.id)["reason"] != c.status {
+				t.Fatalf("reason %v, want %s", e.result(tok, c.id)["reason"], c.status)
+			}
+			e.applied(0)
+		})
 	}
-	e.applied(1)
-	e.clock.Advance(20 * time.Second) // the worker's next attempt, well within the wait
-	e.announceSent(id, 777, "oA", 2)
-	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
-		d := e.result(tok, id)
-		return d["state"] == "failed" && d["reason"] == simulator.StatusUserBlock
-	})
-	e.applied(0)
-}
-
-// TestReceiptBeforeTheSendsAnswer: a receipt that comes before the worker read the platform's
-// answer to the message's only send (an answer late on the way, or a worker's clock ahead of
-// the front end's) is the message's receipt, and is applied.
-func TestReceiptBeforeTheSendsAnswer(t *testing.T) {
-	e := newEnv(t)
-	tok := e.token("pusher", pushSecret)
-	const id = "01KEEEEEEEEEEEEEEEEEEEEEEF"
-	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", 778, simulator.StatusSuccess)); a.status != 200 {
-		t.Fatalf("receipt ahead of its message's answer: %d %s", a.status, a.body)
-	}
-	e.applied(1)
-	e.clock.Advance(20 * time.Second) // the answer reaches the worker 20 s after the receipt came
-	e.announceSent(id, 778, "oA", 1)
-	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
-		return e.result(tok, id)["state"] == "delivered"
-	})
-	e.applied(0)
 }
 
 // announceSent announces ucsID as sent on the given attempt, as a worker does before it

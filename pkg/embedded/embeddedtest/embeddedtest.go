@@ -36,7 +36,14 @@ func NATS(t testing.TB) string {
 // JetStream starts a NATS server and returns a JetStream context on a connection to it.
 func JetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(NATS(t))
+	return JetStreamAt(t, NATS(t))
+}
+
+// JetStreamAt returns a JetStream context on a connection to the NATS server (or cluster) at
+// url, closed when the test ends.
+func JetStreamAt(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
