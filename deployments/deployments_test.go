@@ -586,7 +586,13 @@ func validateBothRoles(t *testing.T, where string, cfg *config.Config) {
 func TestKubernetesConfigIsValid(t *testing.T) {
 	m := loadK8s(t)
 	cfg := k8sConfig(t, m)
-	validateBothRoles(t, "configuration mounted by "+apiDeployment, cfg)
+	// The placeholder callback token fails closed: no platform console takes it, and the
+	// front end does not start with it, where it would take callbacks anyone can sign.
+	if err := cfg.Validate(config.RoleAPI); err == nil || !strings.Contains(err.Error(), "platform.callback_token") {
+		t.Errorf("the front end starts with the placeholder callback token: %v", err)
+	}
+	cfg.Platform.CallbackToken = "TokenSetByTheOperator"
+	validateBothRoles(t, "configuration mounted by "+apiDeployment+", its callback token set", cfg)
 	if cfg.NATS.Replicas != 3 {
 		t.Errorf("nats.replicas is %d: production runs a 3-node JetStream cluster with stream replicas 3", cfg.NATS.Replicas)
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -849,9 +850,11 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		if pl.Secret == "" {
 			p.add("platform.secret: required with api_base")
 		}
-		if role != RoleWorker && len(pl.CallbackToken) < 3 {
+		if role != RoleWorker && !callbackToken.MatchString(pl.CallbackToken) {
 			// The front end checks the platform's signed event pushes; a worker takes none.
-			p.add("platform.callback_token: required with api_base, at least 3 characters")
+			// The platform's console takes no other token, and the placeholders shipped in
+			// deployments/ are none, so a front end left with one does not start.
+			p.add("platform.callback_token: required with api_base, 3 to 32 letters and digits (the Token set in the platform's console)")
 		}
 	}
 	if pl.OAuthBase != "" {
@@ -897,8 +900,14 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			fields = append(fields, f)
 		}
 		sort.Strings(fields)
+		mappedTo := make(map[string]string, len(fields))
 		for _, f := range fields {
 			kw := tpl.Fields[f]
+			// A keyword holds one value: of two fields mapped to it, one would be lost.
+			if other, ok := mappedTo[kw]; ok {
+				p.add("platform.templates.%s.fields: %s and %s both map to %s; a keyword takes one field", t, other, f, kw)
+			}
+			mappedTo[kw] = f
 			if known && !slices.ContainsFunc(spec.Fields, func(x push.Field) bool { return x.Name == f }) {
 				p.add("platform.templates.%s.fields.%s: not a field of type %s", t, f, t)
 			}
@@ -910,6 +919,9 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 	}
 }
+
+// callbackToken is the form of the Token the platform's console accepts.
+var callbackToken = regexp.MustCompile(`^[A-Za-z0-9]{3,32}$`)
 
 // PushTypes are the push type codes a template can be configured for.
 var PushTypes = []string{"TDL", "EN", "JML", "WR", "JDS", "FWR", "MDAN", "AR", "OPPAN"}

@@ -23,6 +23,12 @@ func TestExampleIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Defaults()
+	// The example's callback token is a placeholder no platform console takes: a front end
+	// started with it refuses to, until the account's Token is set.
+	if err := c.Validate(config.RoleAPI); err == nil || !strings.Contains(err.Error(), "platform.callback_token") {
+		t.Errorf("the front end starts with the example's placeholder callback token: %v", err)
+	}
+	c.Platform.CallbackToken = "Token2026"
 	for _, role := range []config.Role{config.RoleAPI, config.RoleWorker, config.RoleStandalone} {
 		if err := c.Validate(role); err != nil {
 			t.Errorf("role %d: %v", role, err)
@@ -70,6 +76,7 @@ bindings: [{userid: "1"}]
 platform:
   api_base: not a url
   templates:
+    TDL: {template_id: t, fields: {list: thing2, content: thing2}}
     XX: {template_id: "", fields: {}}
 worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max: 1ms, ack_wait: 1s}
 `))
@@ -106,6 +113,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   platform.api_base: "not a url" is not an absolute http(s) URL
   platform.appid: required with api_base
   platform.secret: required with api_base
+  platform.templates.TDL.fields: content and list both map to thing2; a keyword takes one field
   platform.templates.XX: unknown push type
   platform.templates.XX.template_id: required
   platform.templates.XX.fields: at least one field is required
@@ -120,7 +128,9 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
 }
 
 // TestCallbackTokenOnlyForTheFrontEnd: the front end checks the platform's signed event pushes
-// with the callback token; a worker takes no events and needs none.
+// with the callback token; a worker takes no events and needs none. The token is what the
+// platform's console accepts, 3 to 32 letters and digits: the shipped placeholders are not, so
+// a front end left with one refuses to start rather than take callbacks anyone can sign.
 func TestCallbackTokenOnlyForTheFrontEnd(t *testing.T) {
 	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"},
 		Platform: config.Platform{APIBase: "https://api.example.com", AppID: "wx1", Secret: "s"}}
@@ -128,9 +138,18 @@ func TestCallbackTokenOnlyForTheFrontEnd(t *testing.T) {
 	if err := c.Validate(config.RoleWorker); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
-	err := c.Validate(config.RoleAPI)
-	if err == nil || !strings.Contains(err.Error(), "platform.callback_token: required with api_base") {
-		t.Fatalf("api: %v", err)
+	for _, tok := range []string{"", "ab", "PLACEHOLDER-callback-token", "change-me-too", "a b c", strings.Repeat("a", 33), "令牌令牌"} {
+		c.Platform.CallbackToken = tok
+		err := c.Validate(config.RoleAPI)
+		if err == nil || !strings.Contains(err.Error(), "platform.callback_token: required with api_base, 3 to 32 letters and digits") {
+			t.Errorf("api with callback_token %q: %v", tok, err)
+		}
+	}
+	for _, tok := range []string{"abc", "Token2026", strings.Repeat("Z9", 16)} {
+		c.Platform.CallbackToken = tok
+		if err := c.Validate(config.RoleAPI); err != nil {
+			t.Errorf("api with callback_token %q: %v", tok, err)
+		}
 	}
 }
 

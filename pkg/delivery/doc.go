@@ -27,9 +27,10 @@
 //
 // A refusal of the account rather than the message pauses sending for every worker (the
 // shared pause of package queue) instead of retrying each message: 45009 (the daily quota)
-// until platform.quota_reset, and 40164 (the worker's address is not on the account's IP
-// whitelist), 48001 (no permission for the interface), 40125, 40013 and 41004 (wrong or
-// missing appid or secret) until an operator runs `worker -resume` (at most 24 h, then sending
+// until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 40164
+// (the worker's address is not on the account's IP whitelist), 48001 (no permission for the
+// interface), 48004 and 50002 (the interface banned, the account restricted), 40125, 40013 and
+// 41004 (wrong or missing appid or secret) until an operator runs `worker -resume` (at most 24 h, then sending
 // is tried again). The call that met the refusal does not count as an attempt; the messages
 // wait at the gate, shown queued with the cause and the operator's action.
 //

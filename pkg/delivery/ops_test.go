@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -268,10 +269,12 @@ func TestQuotaWithoutPause(t *testing.T) {
 	}
 }
 
-// refusingSender answers every call with the platform refusing the account (40164: the
+// refusingSender answers every call with the platform's error code (40164 when code is 0: the
 // worker's address is not on the IP whitelist) while refuse is set.
 type refusingSender struct {
 	delivery.Sender
+	code   int
+	msg    string
 	mu     sync.Mutex
 	refuse bool
 	calls  int
@@ -282,6 +285,9 @@ func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMe
 	s.calls++
 	refuse := s.refuse
 	s.mu.Unlock()
+	if refuse && s.code != 0 {
+		return 0, fmt.Errorf("send template: %w", &platform.Error{Code: s.code, Msg: s.msg + " rid: 6f0c"})
+	}
 	if refuse {
 		return 0, fmt.Errorf("send template: %w", &platform.Error{Code: platform.CodeIPNotWhitelisted,
 			Msg: "invalid ip 10.0.0.7 ipv6 ::ffff:10.0.0.7, not in whitelist rid: 6f0c"})
@@ -289,65 +295,83 @@ func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMe
 	return s.Sender.SendTemplate(ctx, m)
 }
 
-// TestAccountRefusalPauses: the platform refusing the account itself (here 40164) pauses
-// sending for every worker, with the cause and what the operator must do, instead of retrying
-// each message; the messages wait without spending attempts, and once an operator resumes,
-// each is sent with its first attempt.
+// TestAccountRefusalPauses: the platform refusing the account itself (the IP whitelist, the
+// interface banned, the account restricted, the per-minute limit) pauses sending for every
+// worker, with the cause and what the operator must do, instead of retrying each message; the
+// messages wait without spending attempts, and once an operator resumes, each is sent with its
+// first attempt.
 func TestAccountRefusalPauses(t *testing.T) {
-	r := newRig(t)
-	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	m := metrics.New(prometheus.NewRegistry())
-	sender := &refusingSender{Sender: r.pc, refuse: true}
-	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Pause, c.Metrics, c.Platform = p, m, sender
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
-	})
-	var ids []string
-	for i := range 4 {
-		ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
-	}
-	embeddedtest.Eventually(t, 10*time.Second, "sending paused, every message held at the gate", func() bool {
-		if _, paused := p.Paused(); !paused || testutil.ToFloat64(m.SendingPaused) != 1 {
-			return false
-		}
-		for _, id := range ids {
-			res, err := r.st.Current(ctx, id)
-			if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, "40164") {
-				return false
+	for _, c := range []struct {
+		code         int
+		msg, action  string
+		endsByItself bool
+	}{
+		{code: platform.CodeIPNotWhitelisted, action: "IP whitelist"},
+		{code: platform.CodeAPIForbidden, msg: "api forbidden for irregularities", action: "banned"},
+		{code: platform.CodeAccountLimited, msg: "user limited", action: "restricted"},
+		{code: platform.CodeMinuteQuota, msg: "api minute-quota reach limit  mush slower  retry next minute", endsByItself: true},
+	} {
+		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			p, err := sending.OpenPause(ctx, r.js, 1, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		return true
-	})
-	st, _ := p.Paused()
-	if !strings.HasPrefix(st.Reason, "40164") || !strings.Contains(st.Action, "IP whitelist") || !strings.Contains(st.Explain(), "worker -resume") {
-		t.Fatalf("pause %+v", st)
-	}
-	sender.mu.Lock()
-	calls := sender.calls
-	sender.mu.Unlock()
-	if calls > len(ids) {
-		t.Fatalf("%d calls for %d messages: the account's refusal was retried per message", calls, len(ids))
-	}
-	for _, id := range ids {
-		if res, _ := r.st.Current(ctx, id); res.Attempts != 0 {
-			t.Fatalf("%s spent %d attempts on the account's refusal", id, res.Attempts)
-		}
-	}
-	sender.mu.Lock()
-	sender.refuse = false
-	sender.mu.Unlock()
-	if err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
-			t.Errorf("%s sent after %d attempts, want 1", id, res.Attempts)
-		}
+			t.Cleanup(p.Close)
+			m := metrics.New(prometheus.NewRegistry())
+			sender := &refusingSender{Sender: r.pc, refuse: true, code: c.code, msg: c.msg}
+			r.startWorkerWith(quick, func(cfg *delivery.Config) {
+				cfg.Pause, cfg.Metrics, cfg.Platform = p, m, sender
+				cfg.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+			})
+			code := strconv.Itoa(c.code)
+			var ids []string
+			for i := range 4 {
+				ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
+			}
+			embeddedtest.Eventually(t, 10*time.Second, "sending paused, every message held at the gate", func() bool {
+				if _, paused := p.Paused(); !paused || testutil.ToFloat64(m.SendingPaused) != 1 {
+					return false
+				}
+				for _, id := range ids {
+					res, err := r.st.Current(ctx, id)
+					if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, code) {
+						return false
+					}
+				}
+				return true
+			})
+			st, _ := p.Paused()
+			switch {
+			case !strings.HasPrefix(st.Reason, code):
+				t.Fatalf("pause %+v", st)
+			case c.endsByItself && (st.Action != "" || time.Until(st.Until) > time.Minute):
+				t.Fatalf("pause %+v: the per-minute limit ends by the next minute", st)
+			case !c.endsByItself && (!strings.Contains(st.Action, c.action) || !strings.Contains(st.Explain(), "worker -resume")):
+				t.Fatalf("pause %+v", st)
+			}
+			sender.mu.Lock()
+			calls := sender.calls
+			sender.refuse = false
+			sender.mu.Unlock()
+			if calls > len(ids) {
+				t.Fatalf("%d calls for %d messages: the account's refusal was retried per message", calls, len(ids))
+			}
+			for _, id := range ids {
+				if res, _ := r.st.Current(ctx, id); res.Attempts != 0 {
+					t.Fatalf("%s spent %d attempts on the account's refusal", id, res.Attempts)
+				}
+			}
+			if err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
+					t.Errorf("%s sent after %d attempts, want 1", id, res.Attempts)
+				}
+			}
+		})
 	}
 }
 

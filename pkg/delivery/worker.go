@@ -703,8 +703,9 @@ const (
 )
 
 // accountPause pauses sending for every worker when err is the platform refusing the account
-// rather than the message: its daily quota used up (until the quota renews), or an account
-// problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
+// rather than the message: its daily quota used up (until the quota renews), its per-minute
+// limit hit (until the next minute), or an account problem an operator must fix
+// (platform.AccountProblem). It reports the pause in force; false
 // when err is no such refusal, or the pause could not be set (the message is then retried as
 // usual rather than calling the platform again at once).
 func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
@@ -714,9 +715,17 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	now := w.cfg.Now()
 	var st sending.PauseState
 	var pe *platform.Error
-	if reason, action, ok := platform.AccountProblem(err); ok {
+	reason, action, isAccount := platform.AccountProblem(err)
+	switch {
+	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
-	} else if errors.As(err, &pe) && pe.Code == platform.CodeDailyQuota {
+	case !errors.As(err, &pe):
+		return sending.PauseState{}, false
+	case pe.Code == platform.CodeMinuteQuota:
+		// "retry next minute": every message would meet it until then.
+		st = sending.PauseState{Until: now.Truncate(time.Minute).Add(time.Minute),
+			Reason: "45011: the platform's per-minute limit was hit"}
+	case pe.Code == platform.CodeDailyQuota:
 		st = sending.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
 		if renewed := st.Until.AddDate(0, 0, -1); now.Sub(renewed) < quotaRenewalGrace {
 			// The quota renewed a moment ago by this worker's clock: the platform's clock
@@ -724,7 +733,7 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 			// be wrong; a short one lets a send after the renewal tell.
 			st.Until = now.Add(quotaRenewalRetry)
 		}
-	} else {
+	default:
 		return sending.PauseState{}, false
 	}
 	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
@@ -739,7 +748,7 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 		w.cfg.Logger.Error("the platform refuses the official account; sending paused for every worker",
 			"reason", st.Reason, "action", st.Action)
 	} else {
-		w.cfg.Logger.Warn("the platform's daily quota is used up; sending paused", "until", st.Until)
+		w.cfg.Logger.Warn("the platform's quota is used up; sending paused", "reason", st.Reason, "until", st.Until)
 	}
 	return st, true
 }

@@ -44,6 +44,8 @@ const (
 	CodeUserRefused = 43101
 	// CodeDailyQuota is 45009: the account's daily call quota is used up.
 	CodeDailyQuota = 45009
+	// CodeMinuteQuota is 45011: the account called too often this minute.
+	CodeMinuteQuota = 45011
 	// CodeArgumentInvalid is 47003: a template keyword value (or another
 	// argument) breaks the template's rules.
 	CodeArgumentInvalid = 47003

@@ -24,6 +24,12 @@ const (
 	CodeIPNotWhitelisted = 40164
 	// CodeAPIUnauthorized is 48001: the account lacks the permission for the interface.
 	CodeAPIUnauthorized = 48001
+	// CodeAPIForbidden is 48004: the platform banned the interface for the account, for
+	// irregularities.
+	CodeAPIForbidden = 48004
+	// CodeAccountLimited is 50002: the account is restricted, its interfaces banned after a
+	// violation.
+	CodeAccountLimited = 50002
 )
 
 // accountActions says, for each account-level code, what an operator must do.
@@ -38,10 +44,14 @@ var accountActions = map[int]string{
 		"set the account's AppID in the configuration, restart the workers, then run `worker -resume`",
 	CodeAppSecretMissing: "platform.secret is empty: " +
 		"set the account's AppSecret in the configuration, restart the workers, then run `worker -resume`",
+	CodeAPIForbidden: "the platform banned template messages for the official account: " +
+		"read the reason in the platform's console, have the ban lifted, then run `worker -resume`",
+	CodeAccountLimited: "the platform restricted the official account after a violation: " +
+		"read the reason in the platform's console, have the restriction lifted, then run `worker -resume`",
 }
 
-// AccountProblem reports whether err is a refusal of the account itself (40164, 48001, 40125,
-// 40013, 41004), which no retry of a message can cure: every send fails alike until an
+// AccountProblem reports whether err is a refusal of the account itself (40164, 48001, 48004,
+// 50002, 40125, 40013, 41004), which no retry of a message can cure: every send fails alike until an
 // operator acts. reason starts with the code; action says what the operator must do.
 func AccountProblem(err error) (reason, action string, ok bool) {
 	var pe *Error

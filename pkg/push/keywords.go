@@ -22,8 +22,9 @@ type Parser struct {
 }
 
 // NewParser returns a Parser for the given mapping: push type → data field →
-// template keyword. It refuses an unknown type or field and a keyword of no
-// kind the platform documents, listing every problem.
+// template keyword. It refuses an unknown type or field, a keyword of no kind
+// the platform documents and a keyword two fields map to, listing every
+// problem.
 func NewParser(templates map[string]map[string]string) (*Parser, error) {
 	p := &Parser{kinds: make([][maxFields]*keyword.Kind, len(typeTable)), names: make([][maxFields]string, len(typeTable))}
 	var problems []string
@@ -43,11 +44,16 @@ func NewParser(templates map[string]map[string]string) (*Parser, error) {
 			fields = append(fields, f)
 		}
 		slices.Sort(fields)
+		mappedTo := make(map[string]string, len(fields))
 		for _, f := range fields {
 			kw := templates[t][f]
 			fi := typeTable[ti].field(f)
 			k := keyword.Of(kw)
+			other, shared := mappedTo[kw]
+			mappedTo[kw] = f
 			switch {
+			case shared:
+				problems = append(problems, fmt.Sprintf("%s.fields: %s and %s both map to %s", t, other, f, kw))
 			case fi < 0:
 				problems = append(problems, fmt.Sprintf("%s.fields.%s: not a field of type %s", t, f, t))
 			case k == nil:
@@ -111,12 +117,14 @@ func (p *Parser) kindsOf(sp *TypeSpec) *[maxFields]*keyword.Kind {
 func keywordRule(k *keyword.Kind) string { return k.String() }
 
 // checkKeyword holds a value that passed the interface's rules to the rule of
-// its keyword's kind, as the platform will get it (cleaned).
+// its keyword's kind, as the platform will get it (cleaned). An old industry
+// template's keyword is refused where the platform would cut it: a user
+// must never read a value cut short unseen.
 func (b *bodyReader) checkKeyword(key, v string, clean bool, k *keyword.Kind) {
 	if clean {
 		v = keyword.Clean(v)
 	}
-	if !keyword.Valid(k.Name, v) {
+	if !keyword.Valid(k.Name, v) || k.Name == "keyword" && keyword.Strip(v) != v {
 		b.add("data."+key, RuleKindKeyword, keywordRule(k))
 	}
 }

@@ -55,8 +55,9 @@ func TestParserKeywordKinds(t *testing.T) {
 
 func TestNewParserRefuses(t *testing.T) {
 	_, err := NewParser(map[string]map[string]string{
-		"EN": {"name": "thing1", "class": "things2", "time": "memo", "room": "thing4"},
-		"XX": {"a": "thing1"},
+		"EN":  {"name": "thing1", "class": "things2", "time": "memo", "room": "thing4"},
+		"XX":  {"a": "thing1"},
+		"TDL": {"list": "thing2", "content": "thing2"},
 	})
 	if err == nil {
 		t.Fatal("NewParser accepted unknown kinds")
@@ -65,6 +66,7 @@ func TestNewParserRefuses(t *testing.T) {
 		`EN.fields.class: keyword "things2" is of no known kind`,
 		`EN.fields.time: keyword "memo" is of no known kind`,
 		"EN.fields.room: not a field of type EN",
+		"TDL.fields: content and list both map to thing2",
 		"XX: unknown push type",
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -74,5 +76,27 @@ func TestNewParserRefuses(t *testing.T) {
 	var p *Parser
 	if name, k := p.Keyword(TypeEN, "class"); name != "" || k != nil {
 		t.Fatal("a nil Parser maps a keyword")
+	}
+}
+
+// TestIndustryKeywordNotCut: an old industry template's keyword shows 20
+// characters, and the platform cuts the rest; a field mapped to one (here the
+// header, 200 characters by the interface's rules) is refused beyond them,
+// never accepted to reach the user cut short.
+func TestIndustryKeywordNotCut(t *testing.T) {
+	p, err := NewParser(map[string]map[string]string{"TDL": {"header": "keyword1", "type": "keyword2", "list": "keyword3", "step": "keyword4", "content": "keyword5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(header string) []byte {
+		return []byte(`{"userId":"2020000001","type":"TDL","data":{"header":"` + header + `","type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请待您审批"}}`)
+	}
+	_, err = p.Parse(body(strings.Repeat("期末考试安排调整通知", 2) + "请"))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Field != "data.header" || ve.Problems[0].Kind() != "keyword" {
+		t.Fatalf("a 21-character header on keyword1: %v, want one keyword problem of data.header", err)
+	}
+	if _, err := p.Parse(body(strings.Repeat("期末考试安排调整通知", 2))); err != nil {
+		t.Fatalf("a 20-character header on keyword1: %v", err)
 	}
 }

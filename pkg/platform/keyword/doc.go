@@ -19,6 +19,6 @@
 // must be among those approved for the template, which only the platform
 // knows. The old industry templates' keywords (keyword1, …) are not refused
 // by the platform at all since 2023-05-04: it cuts them to 20 characters and
-// removes line breaks (Strip); the front end holds them to the main-item
-// rules, so nothing is cut unseen.
+// removes line breaks (Strip); the front end (package push) refuses a value
+// the platform would cut, so nothing is cut unseen.
 package keyword
