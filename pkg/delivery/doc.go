@@ -19,8 +19,9 @@
 // store surely has it (a write in doubt is written again), so an attempt counts even when the
 // worker dies before the platform answers, and is counted once. A redelivered message reads its
 // history there and goes on from it; a copy whose push was sent or finished already sends
-// nothing. A store outage, a pause, a wait for the send budget, a worker stopping or a failed
-// record write snoozes the message: no call, no attempt. Backoff (RetryPolicy, exponential
+// nothing. A store outage, a pause, a wait for the send budget, a worker stopping, a failed
+// record write or an access token that could not be had snoozes the message: no call, no
+// attempt. Backoff (RetryPolicy, exponential
 // with jitter) is computed from these attempts.
 //
 // # Pauses

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,5 +440,43 @@ func TestBudgetWaitersHeldByAPause(t *testing.T) {
 	// half a second later, by which time the pause held it.
 	if sends := r.sim.Stats().Sends; sends > 2 {
 		t.Fatalf("the platform got %d sends, %d of them while sending was paused", sends, sends-1)
+	}
+}
+
+// TestTokenOutageCountsNoAttempt: while the platform's token endpoint fails, no message
+// reaches the send endpoint, so none may spend an attempt: each is handed back, shown queued
+// with the cause and its attempts unchanged, and sent with its first attempt once a token can
+// be had.
+func TestTokenOutageCountsNoAttempt(t *testing.T) {
+	r := newRig(t)
+	var tokenDown atomic.Bool
+	tokenDown.Store(true)
+	var refused atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "token") && tokenDown.Load() {
+			refused.Add(1)
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		r.sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3},
+		func(c *delivery.Config) { c.Platform = pc; c.StoreRetry = 20 * time.Millisecond })
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "more token refusals than the message has attempts", func() bool {
+		res, err := r.st.Current(t.Context(), id)
+		return refused.Load() > 10 && err == nil && strings.Contains(res.LastError, "502")
+	})
+	if res, _ := r.st.Current(t.Context(), id); res.State != push.StateQueued || res.Attempts != 0 {
+		t.Fatalf("after %d token refusals and no send: %s with %d attempts (%q)", refused.Load(), res.State, res.Attempts, res.Reason)
+	}
+	tokenDown.Store(false)
+	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != 1 {
+		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends)
 	}
 }

@@ -613,6 +613,13 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			w.showHeld(ctx, *r, st)
 			continue
 		}
+		if ns := (*platform.NotSentError)(nil); errors.As(err, &ns) {
+			// No access token, so no send: the message was not offered to the platform,
+			// and the attempt recorded before the call is taken back.
+			r.Attempts--
+			w.showHeld(ctx, *r, sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()})
+			return attemptResult{out: Snooze(ns.Error(), w.cfg.StoreRetry)}
+		}
 		code := errCode(err)
 		res := attemptResult{openID: b.OpenID, platformCode: code}
 		switch reason, permanent := platform.Permanent(err); {
@@ -753,7 +760,8 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	return st, true
 }
 
-// showHeld records a message held back by a pause as queued, with the pause's reason.
+// showHeld records a message held back by a pause (or handed back before its call) as queued,
+// with the reason, and the attempts made.
 func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState) {
 	now := w.cfg.Now()
 	r.State, r.Updated, r.RetryAt = push.StateQueued, now, st.Until

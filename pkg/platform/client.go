@@ -152,14 +152,15 @@ type sendAnswer struct {
 // platform's TEMPLATESENDJOBFINISH event later names with the final status.
 //
 // An errcode answer is returned as a wrapped *Error; use Permanent to decide
-// whether to retry. When the platform rejects the access token (40001, 42001,
+// whether to retry. When no access token could be had, nothing was sent: the
+// error wraps a *NotSentError. When the platform rejects the access token (40001, 42001,
 // 40014), SendTemplate fetches a token again and retries the send exactly
 // once; a persistent rejection is returned as a retryable *Error.
 func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
 	body := appendSendBody(make([]byte, 0, 512), &m)
 	tok, err := c.tokens.get(ctx, "")
 	if err != nil {
-		return 0, fmt.Errorf("send template: %w", err)
+		return 0, fmt.Errorf("send template: %w", &NotSentError{Err: err})
 	}
 	msgID, err = c.send(ctx, tok, body)
 	var pe *Error

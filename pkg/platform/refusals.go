@@ -15,6 +15,18 @@ type HTTPError struct {
 // Error formats the answer as "HTTP status 502 Bad Gateway".
 func (e *HTTPError) Error() string { return "HTTP status " + e.Status }
 
+// NotSentError is a send that never reached the template send endpoint: no access token
+// could be had (the token endpoint failed, or the wait for it ended). The platform was asked
+// nothing for the message.
+type NotSentError struct {
+	Err error
+}
+
+func (e *NotSentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *NotSentError) Unwrap() error { return e.Err }
+
 // Account-level error codes: the platform refuses the account itself, whatever the message.
 const (
 	// CodeAppSecretMissing is 41004: no appsecret was sent.
