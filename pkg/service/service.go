@@ -105,6 +105,9 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	}
 	opts := []nats.Option{nats.Name(name),
 		nats.MaxReconnects(-1),
+		// No publish is kept for later while the connection is down: a push answered 503
+		// then must not be stored once it comes back, or the caller's retry makes two.
+		nats.ReconnectBufSize(-1),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
