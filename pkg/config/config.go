@@ -362,7 +362,9 @@ type Worker struct {
 	MaxAttempts int `yaml:"max_attempts"`
 	// BackoffInitial is the delay before the first retry. Default 2s.
 	BackoffInitial Duration `yaml:"backoff_initial"`
-	// BackoffMax caps the delay between retries. Default 10m.
+	// BackoffMax caps the delay between retries. Default 5m; at most 9m, so that a retry after
+	// an answer lost on the way reaches the platform within its 10-minute duplicate check of
+	// the message's client_msg_id, and the user does not get it twice.
 	BackoffMax Duration `yaml:"backoff_max"`
 	// AckWait is how long the queue waits for a worker's answer before redelivering. Default 60s.
 	AckWait Duration `yaml:"ack_wait"`
@@ -540,7 +542,7 @@ func (c *Config) Defaults() {
 		c.Worker.BackoffInitial = Duration(2 * time.Second)
 	}
 	if c.Worker.BackoffMax == 0 {
-		c.Worker.BackoffMax = Duration(10 * time.Minute)
+		c.Worker.BackoffMax = Duration(5 * time.Minute)
 	}
 	if c.Worker.AckWait == 0 {
 		c.Worker.AckWait = Duration(60 * time.Second)
@@ -639,8 +641,9 @@ func (c *Config) Validate(role Role) error {
 	if !validName(c.MongoDB.Database) {
 		p.add("mongodb.database: %q must be letters, digits, - or _", c.MongoDB.Database)
 	}
-	if c.MongoDB.Retention.D() < time.Hour {
-		p.add("mongodb.retention: %s, at least 1h", c.MongoDB.Retention.D())
+	if c.MongoDB.Retention.D() < max(time.Hour, c.NATS.MaxAge.D()) {
+		// A waiting message's record holds its attempts: it must outlive the message.
+		p.add("mongodb.retention: %s, at least 1h and at least nats.max_age (%s)", c.MongoDB.Retention.D(), c.NATS.MaxAge.D())
 	}
 	c.validateOAuth(&p)
 	seenUser := map[string]bool{}
@@ -675,6 +678,10 @@ func (c *Config) Validate(role Role) error {
 	}
 	if w.BackoffMax.D() < w.BackoffInitial.D() {
 		p.add("worker.backoff_max: %s, less than backoff_initial", w.BackoffMax.D())
+	}
+	if w.BackoffMax.D() > MaxBackoff {
+		p.add("worker.backoff_max: %s, at most %s (a retry must reach the platform within its 10-minute duplicate check)",
+			w.BackoffMax.D(), MaxBackoff)
 	}
 	if w.AckWait.D() < 5*time.Second {
 		p.add("worker.ack_wait: %s, at least 5s", w.AckWait.D())
@@ -919,6 +926,11 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 	}
 }
+
+// MaxBackoff is the largest worker.backoff_max: the platform sends one message per openid and
+// client_msg_id within ten minutes, and a retry after a lost answer (its send timeout and
+// clock differences added) must come within them.
+const MaxBackoff = 9 * time.Minute
 
 // callbackToken is the form of the Token the platform's console accepts.
 var callbackToken = regexp.MustCompile(`^[A-Za-z0-9]{3,32}$`)

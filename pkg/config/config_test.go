@@ -392,3 +392,25 @@ func TestTemplateKeywordKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriesWithinThePlatformsDuplicateCheck: a retry after an answer lost on the way must reach
+// the platform within its 10-minute duplicate check, so backoff_max is at most 9m; and a waiting
+// message's record, which holds its attempts, must outlive the message in the stream.
+func TestRetriesWithinThePlatformsDuplicateCheck(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
+	c.Defaults()
+	if c.Worker.BackoffMax.D() > config.MaxBackoff {
+		t.Fatalf("default backoff_max %s", c.Worker.BackoffMax.D())
+	}
+	c.Worker.BackoffMax = config.Duration(10 * time.Minute)
+	c.MongoDB.Retention = config.Duration(24 * time.Hour)
+	err := c.Validate(config.RoleWorker)
+	for _, want := range []string{
+		"worker.backoff_max: 10m0s, at most 9m0s",
+		"mongodb.retention: 24h0m0s, at least 1h and at least nats.max_age (168h0m0s)",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (o Outcome) String() string {
 type RetryPolicy struct {
 	// Initial is the delay after the first failed attempt.
 	Initial time.Duration
-	// Max caps the delay.
+	// Max caps the delay, jitter included.
 	Max time.Duration
 	// Multiplier grows the delay from one attempt to the next. Default 2.
 	Multiplier float64
@@ -111,6 +111,11 @@ func (p RetryPolicy) Next(attempt int) (time.Duration, bool) {
 	var d time.Duration
 	for range attempt {
 		d = b.NextBackOff()
+	}
+	if p.Max > 0 {
+		// The jitter spreads delays below the cap, never past it: the cap is what keeps a
+		// retry within the platform's duplicate check.
+		d = min(d, p.Max)
 	}
 	return d, false
 }

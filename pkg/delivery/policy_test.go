@@ -43,6 +43,19 @@ func TestRetryPolicyJitterStaysInBounds(t *testing.T) {
 	if len(seen) < 10 {
 		t.Fatalf("jitter spread only %d distinct delays", len(seen))
 	}
+	// At the cap, the jitter spreads delays below it, never past: the cap keeps a retry after
+	// a lost answer within the platform's 10-minute duplicate check.
+	atCap := map[bool]int{}
+	for range 200 {
+		d, _ := p.Next(9) // 256s, capped at 60s
+		if d > time.Minute || d < 48*time.Second {
+			t.Fatalf("delay %s at the cap of 1m, want 48s to 1m", d)
+		}
+		atCap[d == time.Minute]++
+	}
+	if atCap[false] == 0 {
+		t.Fatal("no jitter below the cap")
+	}
 }
 
 func TestApply(t *testing.T) {
