@@ -857,7 +857,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		if pl.Secret == "" {
 			p.add("platform.secret: required with api_base")
 		}
-		if role != RoleWorker && !callbackToken.MatchString(pl.CallbackToken) {
+		if role != RoleWorker && !ValidCallbackToken(pl.CallbackToken) {
 			// The front end checks the platform's signed event pushes; a worker takes none.
 			// The platform's console takes no other token, and the placeholders shipped in
 			// deployments/ are none, so a front end left with one does not start.
@@ -934,6 +934,10 @@ const MaxBackoff = 9 * time.Minute
 
 // callbackToken is the form of the Token the platform's console accepts.
 var callbackToken = regexp.MustCompile(`^[A-Za-z0-9]{3,32}$`)
+
+// ValidCallbackToken reports whether token is one the platform's console takes: 3 to 32
+// letters and digits.
+func ValidCallbackToken(token string) bool { return callbackToken.MatchString(token) }
 
 // PushTypes are the push type codes a template can be configured for.
 var PushTypes = []string{"TDL", "EN", "JML", "WR", "JDS", "FWR", "MDAN", "AR", "OPPAN"}

@@ -23,6 +23,36 @@ func revokedGrantKey(userID, clientID string) string {
 	return "grant." + keyPart(userID) + "." + keyPart(clientID)
 }
 
+// SignIn records the sign-in se in a browser whose current session's key is current ("" for
+// none). A browser keeps one session, as Keycloak's do: a live session of the same user is
+// renewed (its auth_time, provider and expiry become se's) and keeps its key and sid, so that
+// the tokens issued in it end with the browser's sign-out; another user's session ends first,
+// with its tokens. It returns the session in force, and whether it is se (a new session, whose
+// cookie the browser must get).
+func (s *Service) SignIn(ctx context.Context, current string, se store.Session) (store.Session, bool, error) {
+	if current != "" {
+		cur, err := s.Store.Session(ctx, current)
+		switch {
+		case err == nil && cur.UserID == se.UserID:
+			cur.AuthTime, cur.IDP, cur.Address, cur.Agent, cur.Expires = se.AuthTime, se.IDP, se.Address, se.Agent, se.Expires
+			err = s.Store.RenewSession(ctx, cur)
+			if err == nil {
+				return cur, false, nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return store.Session{}, false, err
+			}
+		case err == nil:
+			if err := s.endSession(ctx, cur); err != nil {
+				return store.Session{}, false, err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Session{}, false, err
+		}
+	}
+	return se, true, s.StartSession(ctx, se)
+}
+
 // StartSession stores a new sign-in session. When the user then has more than
 // MaxSessionsPerUser live sessions, the oldest are ended.
 func (s *Service) StartSession(ctx context.Context, se store.Session) error {

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -145,5 +146,7 @@ func validChallenge(s string) bool {
 // SignInFresh reports whether a sign-in made at authTime may answer ar at now: always,
 // unless ar's max_age has passed since (auth_time changes only on a real sign-in).
 func (ar *AuthRequest) SignInFresh(authTime, now time.Time) bool {
-	return ar.MaxAge < 0 || !now.After(authTime.Add(time.Duration(ar.MaxAge)*time.Second))
+	// A max_age past what a Duration holds (some 292 years) is met by any sign-in.
+	return ar.MaxAge < 0 || ar.MaxAge > int64(math.MaxInt64/time.Second) ||
+		!now.After(authTime.Add(time.Duration(ar.MaxAge)*time.Second))
 }

@@ -32,6 +32,7 @@ type SignInStore interface {
 	Session(ctx context.Context, key string) (store.Session, error)
 	SessionBySID(ctx context.Context, sid string) (store.Session, error)
 	PutSession(ctx context.Context, se store.Session) ([]store.SessionRef, error)
+	RenewSession(ctx context.Context, se store.Session) error
 	EndSession(ctx context.Context, se store.Session) error
 	AddSessionClient(ctx context.Context, key, clientID string) error
 	UserSessions(ctx context.Context, userID string) ([]store.Session, error)

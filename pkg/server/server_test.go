@@ -41,7 +41,7 @@ const (
 	pushSecret = "push-client-secret-0001"
 	fakeSecret = "fake-client-secret-0001"
 	userSecret = "user-client-secret-0001"
-	cbToken    = "callback-token"
+	cbToken    = "callbacktoken"
 )
 
 type env struct {

@@ -399,6 +399,8 @@ func (s *Server) casCallback(c echo.Context) error {
 	return s.afterLogin(c, ar, se)
 }
 
+// newSession records a sign-in of userID through idp in this browser: its session, renewed if
+// the browser has one of the same user (oauth.Service.SignIn), and the cookie that names it.
 func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, error) {
 	secret := oauth.NewSecret()
 	now := s.now()
@@ -407,10 +409,19 @@ func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, 
 		AuthTime: now, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
 		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
-	if err := s.cfg.OAuth.StartSession(c.Request().Context(), se); err != nil {
+	var current string
+	cookie := cookieValue(c, cookieSession)
+	if cookie != "" {
+		current = oauth.Hash(cookie)
+	}
+	se, isNew, err := s.cfg.OAuth.SignIn(c.Request().Context(), current, se)
+	if err != nil {
 		return se, err
 	}
-	s.setCookie(c, cookieSession, secret, s.cfg.SignIn.SessionTTL)
+	if isNew {
+		cookie = secret
+	}
+	s.setCookie(c, cookieSession, cookie, s.cfg.SignIn.SessionTTL)
 	return se, nil
 }
 

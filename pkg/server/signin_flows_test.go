@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"html"
 	"net/http"
 	"net/url"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/campus-it/ucs/pkg/config"
 )
 
 // postToConsent posts the form of the sign-in page p (its hidden fields, CSRF included) to
@@ -259,5 +263,116 @@ func TestPromptLoginAndConsent(t *testing.T) {
 	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
 	if !strings.Contains(p.body, `name="accept"`) {
 		t.Fatalf("no consent page after the login: %d %q", p.status, p.location)
+	}
+}
+
+// signInAgain answers the authorization request of client with prompt=login in b, signing in
+// as user with password (and consenting when asked), and returns the tokens.
+func (e *signInEnv) signInAgain(t *testing.T, b *http.Client, client, user, password string) map[string]any {
+	t.Helper()
+	p := get(t, b, e.authURL(client, "again", "prompt", "login"))
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("no login form for prompt=login: %d %q", p.status, p.location)
+	}
+	p = submit(t, b, p, url.Values{"username": {user}, "password": {password}})
+	if strings.Contains(p.body, `name="accept"`) {
+		p = submit(t, b, p, url.Values{"accept": {"yes"}})
+	}
+	tok, errc := e.exchange(t, client, callback(t, p).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	return tok
+}
+
+// sidOf returns the sid claim of an ID token (its signature is checked elsewhere).
+func sidOf(t *testing.T, idToken string) string {
+	t.Helper()
+	parts := strings.Split(idToken, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", idToken)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		SID string `json:"sid"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.SID
+}
+
+// TestSecondSignInRenewsTheBrowsersSession: a browser keeps one session, as Keycloak's do. When
+// another application asks the same user to sign in again (prompt=login), the session is
+// renewed, not doubled: both applications' tokens carry its sid, and when the first one signs
+// the user out with its own ID token, the browser's sign-out ends its tokens too.
+func TestSecondSignInRenewsTheBrowsersSession(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tokP, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	tokL := e.signInAgain(t, b, "library", userID, userPass)
+	if p, l := sidOf(t, tokP["id_token"].(string)), sidOf(t, tokL["id_token"].(string)); p != l {
+		t.Fatalf("the second sign-in made a second session: sid %s, then %s", p, l)
+	}
+	logout := e.issuer + "/protocol/openid-connect/logout?" + url.Values{
+		"id_token_hint": {tokP["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode()
+	p := get(t, b, logout)
+	if strings.Contains(p.body, `name="confirm"`) {
+		p = submit(t, b, p, url.Values{})
+	}
+	if p.status != http.StatusFound || p.location != rpRedirect {
+		t.Fatalf("logout: %d %q", p.status, p.location)
+	}
+	for client, tok := range map[string]map[string]any{"portal": tokP, "library": tokL} {
+		if st, m := e.postForm(t, "/token/introspect", client, url.Values{"token": {tok["access_token"].(string)}}); m["active"] != false {
+			t.Errorf("%s's access token is active after the browser's sign-out: %d %v", client, st, m)
+		}
+		if _, errc := e.refresh(t, client, tok["refresh_token"].(string)); errc != "invalid_grant" {
+			t.Errorf("%s's refresh token works after the browser's sign-out (error %q)", client, errc)
+		}
+	}
+}
+
+// TestAnotherUserEndsTheBrowsersSession: another user signing in on a browser (a shared campus
+// computer) ends the session of the user before, with the tokens issued in it.
+func TestAnotherUserEndsTheBrowsersSession(t *testing.T) {
+	const other, otherPass = "2020000002", "another correct horse"
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.Directory.Users = append(c.Directory.Users, config.User{UserID: other, Password: otherPass})
+	})
+	b := browser(t)
+	tokP, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	tokL := e.signInAgain(t, b, "library", other, otherPass)
+	if st, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {tokP["access_token"].(string)}}); m["active"] != false {
+		t.Errorf("the first user's access token is active after another user signed in on the browser: %d %v", st, m)
+	}
+	if _, errc := e.refresh(t, "portal", tokP["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the first user's refresh token works after another user signed in (error %q)", errc)
+	}
+	if st, m := e.postForm(t, "/token/introspect", "library", url.Values{"token": {tokL["access_token"].(string)}}); m["active"] != true {
+		t.Errorf("the second user's access token is not active: %d %v", st, m)
+	}
+}
+
+// TestHugeMaxAge: a max_age of centuries is met by any sign-in: prompt=none right after
+// signing in answers a code, whatever the size of the number.
+func TestHugeMaxAge(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	e.signInCode(t, b, "trusted")
+	for _, ma := range []string{"3600", "10000000000", "9223372036854775807"} {
+		q := callback(t, get(t, b, e.authURL("trusted", "s", "prompt", "none", "max_age", ma)))
+		if q.Get("code") == "" {
+			t.Errorf("prompt=none max_age=%s right after signing in: %v", ma, q)
+		}
 	}
 }

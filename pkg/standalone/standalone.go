@@ -298,7 +298,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (string, error) {
 	p := seed.info.Platform
 	if p.EncodingAESKey == "" {
-		p.EncodingAESKey = encodingAESKey()
+		p.EncodingAESKey = letters(safemode.KeyLen)
+	}
+	if !config.ValidCallbackToken(p.CallbackToken) {
+		// A token of an earlier version's data folder, which the platform's console would
+		// not take: the simulator and the front end get a new one together.
+		p.CallbackToken = letters(32)
 	}
 	cfg.Platform.AppID, cfg.Platform.Secret, cfg.Platform.CallbackToken = p.AppID, p.Secret, p.CallbackToken
 	if cfg.Platform.EncodingAESKey == "" { // a key the file gives is kept: the simulator speaks it
@@ -427,7 +432,7 @@ func loadOrSeed(path string) (*seedState, error) {
 				{ClientID: DemoClient, ClientSecret: secret(), Scope: "openid notification.mp"},
 				{ClientID: TestClient, ClientSecret: secret(), Scope: "fake_api"},
 			},
-			Platform: &InfoPlatform{AppID: "wx" + hexish(16), Secret: hexish(32), CallbackToken: secret()},
+			Platform: &InfoPlatform{AppID: "wx" + hexish(16), Secret: hexish(32), CallbackToken: letters(32)},
 		}
 		for _, u := range append(slices.Clone(DemoUsers), UnboundUser) {
 			info.Users = append(info.Users, InfoUser{UserID: u, Password: secret()[:12]})
@@ -539,16 +544,17 @@ func secret() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// encodingAESKey makes an EncodingAESKey as the platform does: 43 letters and digits.
-func encodingAESKey() string {
+// letters makes a random secret of n letters and digits, as the platform's EncodingAESKey (43)
+// and callback Token (3 to 32) are.
+func letters(n int) string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	out := make([]byte, 0, safemode.KeyLen)
+	out := make([]byte, 0, n)
 	var b [64]byte
-	for len(out) < safemode.KeyLen {
+	for len(out) < n {
 		_, _ = rand.Read(b[:])
 		for _, c := range b {
 			// 248 is the largest multiple of 62 a byte holds: below it every letter is as likely.
-			if c < 248 && len(out) < safemode.KeyLen {
+			if c < 248 && len(out) < n {
 				out = append(out, alphabet[c%62])
 			}
 		}

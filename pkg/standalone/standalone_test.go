@@ -2,6 +2,7 @@ package standalone_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -198,13 +199,29 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Restart on the same folder: same identities, results kept.
+	// Restart on the same folder: same identities, results kept. A callback token of an
+	// earlier version, which the platform's console would not take, is replaced.
+	if !config.ValidCallbackToken(info.Platform.CallbackToken) {
+		t.Fatalf("callback token %q is no platform Token", info.Platform.CallbackToken)
+	}
 	s.Close()
 	stopped = true
+	raw, err := os.ReadFile(filepath.Join(dir, "standalone.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const oldToken = "aT_0-earlier-version-token_x"
+	raw = bytes.Replace(raw, []byte(`"callback_token": "`+info.Platform.CallbackToken+`"`), []byte(`"callback_token": "`+oldToken+`"`), 1)
+	if err := os.WriteFile(filepath.Join(dir, "standalone.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s2 := start(t, dir)
 	defer s2.Close()
 	if s2.Info.Clients[0].ClientSecret != info.Clients[0].ClientSecret {
 		t.Fatal("restart made new client secrets")
+	}
+	if tok := readInfo(t, dir).Platform.CallbackToken; !config.ValidCallbackToken(tok) || tok == info.Platform.CallbackToken {
+		t.Fatalf("after a restart with the earlier token %q: %q", oldToken, tok)
 	}
 	base = s2.Info.BaseURL
 	tok = token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
@@ -242,7 +259,7 @@ platform:
   api_base: %s
   appid: wxreal
   secret: wxrealsecret
-  callback_token: real-callback-token
+  callback_token: realCallbackToken
   templates:
     JML: {template_id: REAL-JML, fields: {class: thing7, info: thing8}}
 `, srv.URL)))

@@ -114,6 +114,35 @@ func (s *Store) PutSession(ctx context.Context, se Session) ([]SessionRef, error
 	return live, nil
 }
 
+// RenewSession records a new sign-in in the live session se.Key: its auth_time, provider,
+// address, agent and expiry are se's, its key and sid stay. ErrNotFound when it is not live.
+func (s *Store) RenewSession(ctx context.Context, se Session) error {
+	old, err := s.Session(ctx, se.Key)
+	if err != nil {
+		return err
+	}
+	_, err = s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key}, bson.M{"$set": bson.M{
+		"auth_time": se.AuthTime, "idp": se.IDP, "addr": se.Address, "agent": se.Agent, "expires": se.Expires}})
+	if err != nil {
+		return fmt.Errorf("renew session: %w", err)
+	}
+	if _, err := s.col(colSessionIDs).UpdateOne(ctx, bson.M{"_id": old.SID}, bson.M{"$set": bson.M{"expires": se.Expires}}); err != nil {
+		return fmt.Errorf("renew session id: %w", err)
+	}
+	// The user's list holds the session last now, with its new expiry.
+	defer s.users.lock(old.UserID)()
+	if err := s.unlist(ctx, old.UserID, []SessionRef{{Key: old.Key, SID: old.SID, Expires: old.Expires}}); err != nil {
+		return err
+	}
+	_, err = s.col(colUserSessions).UpdateOne(ctx, bson.M{"_id": old.UserID},
+		bson.M{"$push": bson.M{"sessions": SessionRef{Key: old.Key, SID: old.SID, Expires: se.Expires}}, "$max": bson.M{"expires": se.Expires}},
+		options.Update().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("list session: %w", err)
+	}
+	return nil
+}
+
 // unlist removes entries, exactly as read, from a user's list (under the user's lock).
 func (s *Store) unlist(ctx context.Context, userID string, refs []SessionRef) error {
 	if len(refs) == 0 {
