@@ -158,9 +158,10 @@ func (r *keyed) publishOptions() queue.PublishOptions {
 
 // republish publishes again, under their recorded ucsIds, the messages of the items the record
 // says the queue did not take, and returns the indexes still not taken. msgs holds the message
-// of every item the body's rules accept, by index. The items go as one atomic batch, as the
-// first time, under the same message id: if the first request's batch was stored after all
-// (its answer lost), the queue says so and stores nothing again.
+// of every item the body's rules accept, by index. Items the service knows (Result finds the
+// first) were taken after all, their answer lost; the others go as one atomic batch, as the
+// first time, under the same message id: if the first request's batch was stored meanwhile,
+// the queue says so and stores nothing again.
 func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int {
 	rec := r.replay
 	if len(rec.Failed) == 0 {
@@ -174,6 +175,21 @@ func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int 
 			again = append(again, m)
 			at = append(at, i)
 		}
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	// The stream's dedupe forgets a message id whose message is gone once its server restarts
+	// (it rebuilds its memory from the messages it holds): a push stored and delivered since
+	// would be stored again. The queue took the items together or not at all, so if the first
+	// one is known, waiting or recorded, all were taken.
+	switch _, err := r.s.Result(ctx, again[0].ClientID, again[0].UcsID); {
+	case err == nil:
+		r.finish(ctx, nil)
+		return nil
+	case !errors.Is(err, ErrNotFound):
+		r.s.cfg.Logger.Warn("looking up a retried request's pushes failed", "err", err)
+		return at
 	}
 	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
 		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
