@@ -208,8 +208,10 @@ const (
 // Delivery records are swept oldest first in steps of SweepBatch: a step reads the first
 // SweepBatch records of the table in its natural order, which is the order they were written (a
 // query without a filter is the one the embedded server limits in SQL, so a step reads no more
-// than that, however large the table), and deletes each expired one by _id. The first record not
-// yet expired ends the sweep: the rest are newer.
+// than that, however large the table), and deletes each expired one by _id. A step that finds no
+// expired record ends the sweep: the rest are newer. (A record replaced in place, a push's
+// progress, keeps its early row with a later time: the steps go on past it while they find
+// expired records behind it.)
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	if !s.ttl {
@@ -265,7 +267,10 @@ func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.
 			models = append(models, mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}}))
 		}
 	}
-	more := len(docs) == SweepBatch && len(models) == len(docs)
+	// A live record among expired ones is one replaced in place (a push's progress, its row
+	// kept, its "at" moved on): the records after it may be expired still. A step that finds
+	// none expired ends the sweep.
+	more := len(docs) == SweepBatch && len(models) > 0
 	if len(models) == 0 {
 		return 0, more, nil
 	}

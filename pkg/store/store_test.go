@@ -736,3 +736,55 @@ func TestSentRecordAfterItsMsgID(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepPastAReplacedProgressRecord: a push's progress record (<ucsId>/p) is replaced in
+// place as its attempts go (a retry waiting, a message held by a pause): its row stays near the
+// head of the table while its "at" moves forward. The sweep goes past such a live record and
+// removes the expired records written after it.
+func TestSweepPastAReplacedProgressRecord(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
+	w := st.NewWriter(store.WriterOptions{})
+	defer w.Close()
+	ctx := context.Background()
+	if st.ExpiresItself() {
+		t.Fatal("FerretDB reported TTL index support; the test assumes it has none")
+	}
+	day0 := clk.Now().Add(-31 * 24 * time.Hour) // past the retention period of 30 days
+	// A push whose first attempt starts, and is retried.
+	slow := push.Result{UcsID: "slow", ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: day0, Updated: day0}
+	if err := w.Write(ctx, store.FirstAttemptRecord(slow, day0)); err != nil {
+		t.Fatal(err)
+	}
+	// Other pushes finish meanwhile: three steps' worth of records.
+	const nOld = 3 * store.SweepBatch
+	for start := 0; start < nOld; start += 250 {
+		var recs []store.Write
+		for i := start; i < start+250; i++ {
+			recs = append(recs, final(fmt.Sprintf("old%04d", i), day0))
+		}
+		if err := w.Write(ctx, recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The slow push's progress is recorded again within the retention period (a message held
+	// by a pause or waiting out its retries; the queue keeps it up to nats.max_age, 168h).
+	later := day0.Add(6 * 24 * time.Hour)
+	slow.State, slow.Attempts, slow.Updated = push.StateQueued, 1, later
+	if err := w.Write(ctx, store.ProgressRecord(slow, later)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, id := range []string{"old0000", "old0499", "old0500", "old1000", "old1499"} {
+		if _, err := st.Final(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			kept = append(kept, id)
+		}
+	}
+	if n != nOld || len(kept) > 0 {
+		t.Fatalf("a sweep removed %d of %d records written 31 days ago (retention 30 days); still there: %v", n, nOld, kept)
+	}
+}
