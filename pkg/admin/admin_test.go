@@ -629,3 +629,52 @@ not json
 	}
 	wantExit(t, admin.ExitFailure, "-config", cfgPath, "bindings", "import", dir+"/missing.csv")
 }
+
+// nextSecond waits until the clock is past the second of t: a token's iat counts whole
+// seconds, and tokens issued in the second a client was disabled or registered again pass.
+func nextSecond(t *testing.T, at time.Time) {
+	t.Helper()
+	embeddedtest.Eventually(t, 3*time.Second, "the next second", func() bool { return time.Now().Unix() > at.Unix() })
+}
+
+// TestOldTokensStayRefused: a client's tokens refused when an operator disables it stay
+// refused once it is enabled again (with a new secret, after a leak), and the tokens of a
+// deleted client are refused for a new client registered under the same id.
+func TestOldTokensStayRefused(t *testing.T) {
+	st := runningStack(t)
+	data, a := st.DataDir, st.Info.BaseURL
+	const within = 10 * time.Second
+	type created struct {
+		Secret string `json:"client_secret"`
+	}
+	rep := decode[created](t, mustRun(t, "-data", data, "clients", "create", "leaky", "-scopes", "notification.mp", "--json"))
+	stolen := tokenWithin(t, within, a, "leaky", rep.Secret)["access_token"].(string)
+	if s := bearerStatus(t, a, stolen); s != http.StatusNotFound {
+		t.Fatalf("the token is not accepted to begin with: %d", s)
+	}
+	nextSecond(t, time.Now())
+	rot := decode[created](t, mustRun(t, "-data", data, "clients", "rotate-secret", "leaky", "--json"))
+	mustRun(t, "-data", data, "clients", "disable", "leaky")
+	embeddedtest.Eventually(t, within, "the disabled client's token refused", func() bool {
+		return bearerStatus(t, a, stolen) == http.StatusUnauthorized
+	})
+	mustRun(t, "-data", data, "clients", "enable", "leaky")
+	fresh := tokenWithin(t, within, a, "leaky", rot.Secret)["access_token"].(string)
+	issued := time.Now()
+	if s := bearerStatus(t, a, stolen); s != http.StatusUnauthorized {
+		t.Fatalf("a token issued before the client was disabled is accepted after enable: %d, want 401", s)
+	}
+	if s := bearerStatus(t, a, fresh); s != http.StatusNotFound {
+		t.Fatalf("a token issued after enable: %d, want it accepted", s)
+	}
+	nextSecond(t, issued)
+	mustRun(t, "-data", data, "clients", "delete", "leaky")
+	embeddedtest.Eventually(t, within, "the deleted client's token refused", func() bool {
+		return bearerStatus(t, a, fresh) == http.StatusUnauthorized
+	})
+	again := decode[created](t, mustRun(t, "-data", data, "clients", "create", "leaky", "-scopes", "notification.mp", "--json"))
+	tokenWithin(t, within, a, "leaky", again.Secret)
+	if s := bearerStatus(t, a, fresh); s != http.StatusUnauthorized {
+		t.Fatalf("a token of the deleted client is accepted for the new client of its id: %d, want 401", s)
+	}
+}

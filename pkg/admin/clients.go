@@ -289,7 +289,7 @@ func clientsDisable() *command {
 }
 
 func clientsEnable() *command {
-	return setDisabled("enable", false, "Enable a disabled client again.")
+	return setDisabled("enable", false, "Enable a disabled client again; the tokens it had before it was disabled stay refused.")
 }
 
 func setDisabled(name string, disabled bool, summary string) *command {
@@ -323,7 +323,8 @@ func clientsRotate() *command {
 		summary: "Give a client a new secret, shown once; the old one stops working.",
 		help: fmt.Sprintf(`
 Every front end refuses the old secret and accepts the new one within %s. Tokens issued with the
-old secret stay valid until they expire; disable the client to end them at once.`, oauth.ClientsReload),
+old secret stay valid until they expire; disable the client to end them at once (they stay refused
+when it is enabled again).`, oauth.ClientsReload),
 		run: func(ctx context.Context, a *app, args []string) error {
 			st, err := a.open(ctx)
 			if err != nil {

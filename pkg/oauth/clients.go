@@ -30,6 +30,9 @@ type Client struct {
 	BackchannelLogoutURI string
 	// BackchannelLogoutSessionRequired: the client needs sid in its logout tokens (always sent).
 	BackchannelLogoutSessionRequired bool
+	// TokensNotBefore refuses the client's tokens issued before it (by the second); zero:
+	// none.
+	TokensNotBefore time.Time
 }
 
 // Allows reports whether the client may use grant.
@@ -75,6 +78,9 @@ type Registration struct {
 	// logout registration (OpenID Connect Back-Channel Logout 1.0).
 	BackchannelLogoutURI             string
 	BackchannelLogoutSessionRequired bool
+	// TokensNotBefore refuses the tokens issued before it: those of a client of the same id
+	// deleted before this one was created, and those from before the client was last disabled.
+	TokensNotBefore time.Time
 }
 
 // NewClients builds the registry (registrations already validated).
@@ -112,7 +118,7 @@ func (r *Clients) Replace(regs []Registration) {
 			RedirectURIs: slices.Clone(c.RedirectURIs), SkipConsent: c.SkipConsent, AccessTokenTTL: ttl,
 			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
 			RateLimit: c.RateLimit, IDTokenAlg: alg, BackchannelLogoutURI: c.BackchannelLogoutURI,
-			BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
+			BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired, TokensNotBefore: c.TokensNotBefore,
 		}
 	}
 	r.set.Store(set)

@@ -78,18 +78,23 @@ func (s *Service) endSession(ctx context.Context, se store.Session) error {
 }
 
 // live checks what can end an access token before it expires: its client disabled or
-// removed, and, for a user's token, its sign-in session ended or its family revoked.
+// removed (or disabled since the token was issued, or registered anew), and, for a user's token, its sign-in session ended or its family revoked.
 // The shared revocations are read from memory on every call; the store is asked only when
 // inStore is set (a first verification, a periodic recheck, introspection), and a store that
 // cannot answer does not refuse the token: an outage must not sign every user out.
 func (s *Service) live(c *Claims, inStore bool) *Error {
 	// The registry is reloaded every ClientsReload: a client an operator disabled or removed
 	// loses its tokens within that, on every replica.
-	if _, ok := s.Clients.Lookup(c.Azp); !ok {
+	cl, ok := s.Clients.Lookup(c.Azp)
+	if !ok {
 		if s.Clients.Disabled(c.Azp) {
 			return errorf(ErrInvalidToken, "the client of the token is disabled")
 		}
 		return errorf(ErrInvalidToken, "the client of the token is no longer registered")
+	}
+	if !cl.TokensNotBefore.IsZero() && (c.IssuedAt == nil || c.IssuedAt.Unix() < cl.TokensNotBefore.Unix()) {
+		// Issued before the client was last disabled, or to a deleted client of the same id.
+		return errorf(ErrInvalidToken, "the token was issued before its client was disabled or registered again")
 	}
 	if c.SID == "" {
 		return nil

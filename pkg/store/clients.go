@@ -52,10 +52,14 @@ type Client struct {
 	// ConfigDigest identifies the configuration entry a SourceConfig record was last loaded
 	// from (a SHA-256 over its fields, the secret only as its hash): a start whose file says
 	// the same leaves the record, and what the admin commands changed in it, alone.
-	ConfigDigest  string    `bson:"config_digest,omitempty" json:"-"`
-	Created       time.Time `bson:"created" json:"created"`
-	Updated       time.Time `bson:"updated" json:"updated"`
-	SecretRotated time.Time `bson:"secret_rotated,omitempty" json:"secret_rotated,omitzero"`
+	ConfigDigest string `bson:"config_digest,omitempty" json:"-"`
+	// TokensNotBefore refuses the tokens issued before it (by the second): set when the
+	// client is created (a deleted client's tokens do not pass for a new one of the same id)
+	// and each time it is disabled (enabling it again does not bring its old tokens back).
+	TokensNotBefore time.Time `bson:"tokens_not_before,omitempty" json:"tokens_not_before,omitzero"`
+	Created         time.Time `bson:"created" json:"created"`
+	Updated         time.Time `bson:"updated" json:"updated"`
+	SecretRotated   time.Time `bson:"secret_rotated,omitempty" json:"secret_rotated,omitzero"`
 }
 
 // Clients returns every client, in the order they were first stored. It reads the whole
@@ -83,7 +87,7 @@ func (s *Store) Client(ctx context.Context, id string) (Client, error) {
 // CreateClient stores a new client, or returns ErrExists.
 func (s *Store) CreateClient(ctx context.Context, c Client) error {
 	now := s.now()
-	c.Created, c.Updated = now, now
+	c.Created, c.Updated, c.TokensNotBefore = now, now, now
 	if _, err := s.col(colClients).InsertOne(ctx, c); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
 			return ErrExists
@@ -107,6 +111,9 @@ func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange
 	set := bson.M{"updated": now}
 	if change.Disabled != nil {
 		set["disabled"] = *change.Disabled
+		if *change.Disabled {
+			set["tokens_not_before"] = now
+		}
 	}
 	if change.SecretSHA256 != nil {
 		set["secret_sha256"] = *change.SecretSHA256
@@ -166,13 +173,13 @@ func (s *Store) SyncConfigClients(ctx context.Context, cs []Client) error {
 		old, ok := byID[c.ID]
 		switch {
 		case !ok:
-			c.Created, c.Updated = now, now
+			c.Created, c.Updated, c.TokensNotBefore = now, now, now
 			_, err = s.col(colClients).InsertOne(ctx, c)
 			if mongo.IsDuplicateKeyError(err) {
 				err = nil // another replica stored the same entry at the same moment
 			}
 		case old.ConfigDigest != c.ConfigDigest || old.Source != SourceConfig:
-			c.Disabled, c.Created, c.Updated = old.Disabled, old.Created, now
+			c.Disabled, c.Created, c.Updated, c.TokensNotBefore = old.Disabled, old.Created, now, old.TokensNotBefore
 			_, err = s.col(colClients).ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, c)
 		}
 		if err != nil {
