@@ -540,28 +540,30 @@ func TestBindings(t *testing.T) {
 		"2021000004,oDelta,extra\n"+
 		"\"2021000005\",\"oEcho\"\n"+
 		"\"2021000006,oFoxtrot\n"+
-		"2021000007,oGolf\n")
+		"2021000007,oGolf\n"+
+		"2021000011,oGolf\n")
 	wantRejected := []rejection{
 		{5, "openid: empty"},
 		{6, `userid "bad user": only letters, digits, '.', '_' and '-'`},
 		{7, "userid 2021000001: given before, on line 2"},
 		{8, "3 fields, want 2: userid,openid"},
 		{10, `userid "\"2021000006": only letters, digits, '.', '_' and '-'`},
+		{12, "openid oGolf: given before, on line 11 (a follower is bound to one user number)"},
 	}
 	// Rows are imported even when others are rejected; the exit code says some were.
 	o := wantExit(t, admin.ExitFailure, "-config", cfgPath, "bindings", "import", csvFile, "--json")
 	s := decode[summary](t, o)
-	if s.Rows != 9 || s.Inserted != 4 || s.Updated != 0 || s.Unchanged != 0 || fmt.Sprint(s.Rejected) != fmt.Sprint(wantRejected) {
+	if s.Rows != 10 || s.Inserted != 4 || s.Updated != 0 || s.Unchanged != 0 || fmt.Sprint(s.Rejected) != fmt.Sprint(wantRejected) {
 		t.Fatalf("first import: %+v\nwant rejections %v", s, wantRejected)
 	}
 	// Again: nothing changes.
 	o = wantExit(t, admin.ExitFailure, "-config", cfgPath, "bindings", "import", csvFile, "--json")
-	if s := decode[summary](t, o); s.Inserted != 0 || s.Updated != 0 || s.Unchanged != 4 || len(s.Rejected) != 5 {
+	if s := decode[summary](t, o); s.Inserted != 0 || s.Updated != 0 || s.Unchanged != 4 || len(s.Rejected) != 6 {
 		t.Fatalf("second import: %+v", s)
 	}
 	// For a person: counts, then each rejected line.
 	o = wantExit(t, admin.ExitFailure, "-config", cfgPath, "bindings", "import", csvFile)
-	for _, want := range []string{"9 rows", "unchanged         4", "rejected          5", "Rejected rows:", "line 8: 3 fields, want 2: userid,openid"} {
+	for _, want := range []string{"10 rows", "unchanged         4", "rejected          6", "Rejected rows:", "line 8: 3 fields, want 2: userid,openid"} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("import summary lacks %q:\n%s", want, o.stdout)
 		}
@@ -582,6 +584,13 @@ not json
 	clean := write("clean.csv", "2021000010,oIndia\n")
 	if o := mustRun(t, "-config", cfgPath, "bindings", "import", clean); !strings.Contains(o.stdout, "inserted          1") {
 		t.Fatalf("clean import: %s", o.stdout)
+	}
+	// A follower another user number keeps is not bound to a second one.
+	taken := write("taken.csv", "2021000013,oIndia\n")
+	o = wantExit(t, admin.ExitFailure, "-config", cfgPath, "bindings", "import", taken, "--json")
+	if s := decode[summary](t, o); s.Rows != 1 || s.Inserted != 0 || len(s.Rejected) != 1 || s.Rejected[0] !=
+		(rejection{1, "openid oIndia: bound to user number 2021000010; unbind it first (bindings delete 2021000010)"}) {
+		t.Fatalf("import of a taken follower: %+v", s)
 	}
 
 	type binding struct {

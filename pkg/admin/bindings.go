@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,8 +45,8 @@ type ImportFile struct {
 // ParseImport reads bindings from r, as CSV (userid,openid; a first line "userid,openid" is a
 // header) or JSON lines ({"userid":…,"openid":…}); format is "csv", "jsonl", or "" to tell by
 // the first character. Blank lines are skipped; every other row is either a binding or a
-// rejection with its line number. A user number given twice is taken the first time and
-// rejected after that: which openid was meant is not for the import to guess.
+// rejection with its line number. A user number or an openid given twice is taken the first
+// time and rejected after that: which binding was meant is not for the import to guess.
 func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	// Spreadsheet programs begin their CSV with a byte order mark.
@@ -61,7 +62,7 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 		}
 	}
 	f := &ImportFile{}
-	first := map[string]int{}
+	first, firstOpenID := map[string]int{}, map[string]int{}
 	add := func(line int, userID, openID string) {
 		if reason := checkBinding(userID, openID); reason != "" {
 			f.Rejected = append(f.Rejected, Rejection{line, reason})
@@ -71,7 +72,11 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 			f.Rejected = append(f.Rejected, Rejection{line, fmt.Sprintf("userid %s: given before, on line %d", userID, l)})
 			return
 		}
-		first[userID] = line
+		if l, dup := firstOpenID[openID]; dup {
+			f.Rejected = append(f.Rejected, Rejection{line, fmt.Sprintf("openid %s: given before, on line %d (a follower is bound to one user number)", openID, l)})
+			return
+		}
+		first[userID], firstOpenID[openID] = line, line
 		f.Rows = append(f.Rows, store.Binding{UserID: userID, OpenID: openID})
 		f.Lines = append(f.Lines, line)
 	}
@@ -197,8 +202,10 @@ func bindingsImport() *command {
 FILE is CSV with the columns userid,openid (a first line "userid,openid" is a header) or JSON lines
 {"userid":"…","openid":"…"}; - reads standard input. Valid rows are written in bulk: a user number
 not bound yet is inserted, one bound to another openid updated, one bound as given left unchanged.
-Importing the same file again changes nothing. Each rejected row is listed with its line and why;
-the other rows are imported all the same, and the exit code is then 1.`,
+Importing the same file again changes nothing. A follower is bound to one user number: a row
+whose openid another user number keeps (bound on the binding page, or before) is rejected. Each
+rejected row is listed with its line and why; the other rows are imported all the same, and the
+exit code is then 1.`,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&format, "format", "", "csv or jsonl (default: by the file's extension, else its first character)")
 		},
@@ -239,7 +246,12 @@ the other rows are imported all the same, and the exit code is then 1.`,
 			if err != nil {
 				return err
 			}
-			sum := importSummary{File: name, Rows: len(f.Rows) + len(f.Rejected), ImportResult: res,
+			for _, c := range res.Conflicts {
+				f.Rejected = append(f.Rejected, Rejection{f.Lines[c.Row], fmt.Sprintf(
+					"openid %s: bound to user number %s; unbind it first (bindings delete %s)", f.Rows[c.Row].OpenID, c.UserID, c.UserID)})
+			}
+			slices.SortStableFunc(f.Rejected, func(a, b Rejection) int { return a.Line - b.Line })
+			sum := importSummary{File: name, Rows: len(f.Rows) + len(f.Rejected) - len(res.Conflicts), ImportResult: res,
 				Rejected: f.Rejected, Seconds: time.Since(t0).Seconds()}
 			if sum.Rejected == nil {
 				sum.Rejected = []Rejection{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
@@ -27,6 +28,15 @@ type ImportResult struct {
 	Updated int `json:"updated"`
 	// Unchanged: bindings already as given; nothing was written for them.
 	Unchanged int `json:"unchanged"`
+	// Conflicts are the rows left out because their openid is bound to another user number,
+	// which the import leaves bound to it: a follower is bound to one user number.
+	Conflicts []ImportConflict `json:"-"`
+}
+
+// ImportConflict is a row ImportBindings left out: rows[Row]'s openid is bound to UserID.
+type ImportConflict struct {
+	Row    int
+	UserID string
 }
 
 // ImportProgress is how far ImportBindings is.
@@ -42,7 +52,8 @@ type ImportProgress struct {
 const importProgressEvery = 10_000
 
 // ImportBindings stores many bindings at once: each user number in rows is bound to its openid.
-// The user numbers must be distinct. progress, when set, is told how far the import is after
+// The user numbers must be distinct, and so must the openids. A row whose openid another user
+// number keeps is left out and named in the result's Conflicts. progress, when set, is told how far the import is after
 // every step.
 //
 // Which rows change is decided by reading every stored binding once, in one pass: the only
@@ -59,17 +70,26 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		}
 	}
 	want := make(map[string]string, len(rows))
+	wantOpenIDs := make(map[string]bool, len(rows))
 	for _, b := range rows {
 		if _, dup := want[b.UserID]; dup {
 			return res, fmt.Errorf("import bindings: user number %q given twice", b.UserID)
 		}
-		want[b.UserID] = b.OpenID
+		if wantOpenIDs[b.OpenID] {
+			return res, fmt.Errorf("import bindings: openid %q given twice", b.OpenID)
+		}
+		want[b.UserID], wantOpenIDs[b.OpenID] = b.OpenID, true
 	}
-	// stored holds the current openid of the rows' user numbers that have a binding.
+	// stored holds the current openid of the rows' user numbers that have a binding; owners,
+	// the user numbers bound to the rows' openids now.
 	stored := make(map[string]string)
+	owners := make(map[string][]string)
 	err := s.EachBinding(ctx, func(b Binding) error {
 		if p.Compared++; p.Compared%importProgressEvery == 0 {
 			report()
+		}
+		if wantOpenIDs[b.OpenID] {
+			owners[b.OpenID] = append(owners[b.OpenID], b.UserID)
 		}
 		openID, ok := want[b.UserID]
 		if !ok {
@@ -122,9 +142,19 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		}
 		return nil
 	}
-	for _, b := range rows {
+	for i, b := range rows {
 		old, ok := stored[b.UserID]
 		if ok && old == b.OpenID {
+			continue
+		}
+		// Another user number keeps this openid (the import does not move it elsewhere):
+		// binding a second one would send both users' messages to one follower.
+		if other := slices.IndexFunc(owners[b.OpenID], func(u string) bool {
+			moved, inFile := want[u]
+			return u != b.UserID && (!inFile || moved == b.OpenID)
+		}); other >= 0 {
+			res.Conflicts = append(res.Conflicts, ImportConflict{Row: i, UserID: owners[b.OpenID][other]})
+			p.Done++
 			continue
 		}
 		b.Updated, b.Following = now, false

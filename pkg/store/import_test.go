@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ func TestImportBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.ImportResult{Inserted: 4900, Updated: 50, Unchanged: 50}); res != want {
+	if want := (store.ImportResult{Inserted: 4900, Updated: 50, Unchanged: 50}); !reflect.DeepEqual(res, want) {
 		t.Fatalf("first import: %+v, want %+v", res, want)
 	}
 	if last.Done != len(file) || last.Compared != 100 {
@@ -74,7 +76,7 @@ func TestImportBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.ImportResult{Unchanged: 5000}); res != want {
+	if want := (store.ImportResult{Unchanged: 5000}); !reflect.DeepEqual(res, want) {
 		t.Fatalf("second import: %+v, want %+v", res, want)
 	}
 	if b, _ := st.Binding(ctx, "3000004999"); !b.Updated.Equal(t0.Add(time.Hour)) {
@@ -114,5 +116,47 @@ func BenchmarkImportBindings500k(b *testing.B) {
 		}
 		b.Logf("first import %v (%+v), %.0f rows/s; again %v (%+v)", first.Round(time.Millisecond), res,
 			float64(len(file))/first.Seconds(), time.Since(t).Round(time.Millisecond), again)
+	}
+}
+
+// TestImportKeepsOneUserPerFollower: a follower is bound to one user number. A row naming a
+// follower another user number keeps (bound on the binding page) is left out and reported,
+// and changes nothing; a row naming one whose user number the same import moves elsewhere is
+// taken.
+func TestImportKeepsOneUserPerFollower(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	ctx := context.Background()
+	if _, err := st.Bind(ctx, "2022000001", "oPhoneA"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Bind(ctx, "2022000003", "oPhoneC"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.ImportBindings(ctx, []store.Binding{
+		{UserID: "2022000002", OpenID: "oPhoneA"}, // 2022000001 keeps oPhoneA
+		{UserID: "2022000004", OpenID: "oPhoneC"}, // 2022000003 moves to oPhoneD below
+		{UserID: "2022000003", OpenID: "oPhoneD"},
+		{UserID: "2022000005", OpenID: "oPhoneE"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Conflicts) != 1 || res.Conflicts[0] != (store.ImportConflict{Row: 0, UserID: "2022000001"}) ||
+		res.Inserted != 2 || res.Updated != 1 {
+		t.Fatalf("import: %+v", res)
+	}
+	if _, err := st.Binding(ctx, "2022000002"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("2022000002 bound to a follower 2022000001 keeps: %v", err)
+	}
+	if b, err := st.BindingOf(ctx, "oPhoneA"); err != nil || b.UserID != "2022000001" {
+		t.Fatalf("oPhoneA: %+v %v", b, err)
+	}
+	for u, o := range map[string]string{"2022000004": "oPhoneC", "2022000003": "oPhoneD", "2022000005": "oPhoneE"} {
+		if b, err := st.Binding(ctx, u); err != nil || b.OpenID != o {
+			t.Errorf("%s: %+v %v, want %s", u, b, err, o)
+		}
+	}
+	if _, err := st.ImportBindings(ctx, []store.Binding{{UserID: "1", OpenID: "x"}, {UserID: "2", OpenID: "x"}}, nil); err == nil {
+		t.Fatal("an openid given twice was imported")
 	}
 }
