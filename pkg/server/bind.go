@@ -316,8 +316,10 @@ func (s *Server) bindConsent(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	if bs.UserID == "" {
-		return c.Redirect(http.StatusSeeOther, "/bind") // signed out meanwhile: sign in again
+	if bs.UserID == "" || !sameSecret(c.FormValue("userid"), bs.UserID) {
+		// Signed out meanwhile, or signed in as someone else in another tab: the page shows
+		// who is signed in now, and asks again. Only the user the page showed is bound.
+		return c.Redirect(http.StatusSeeOther, "/bind")
 	}
 	userID := bs.UserID
 	bs.UserID = "" // consent is asked once per sign-in, whatever the answer

@@ -88,3 +88,35 @@ func TestBindSnapshotUser(t *testing.T) {
 		t.Fatalf("sign-in offered to a snapshot user: %d %q", p.status, p.location)
 	}
 }
+
+// TestBindConsentBindsTheUserShown: a consent page names the user number it binds. Accepted
+// after another sign-in of the same bind session (a second tab), it binds nobody and shows the
+// page again, naming who is signed in now; that page binds that user.
+func TestBindConsentBindsTheUserShown(t *testing.T) {
+	e := newBindEnv(t)
+	b := phone(t)
+	p := e.authorizedAs(t, b, followerA)
+	tab1 := e.signedIn(t, b, p)
+	if !strings.Contains(tab1.body, `<strong id="consent-user">`+userID) {
+		t.Fatalf("tab 1 consent page: %s", tab1.body)
+	}
+	casForm := get(t, b, e.base+"/bind/signin?idp=cas")
+	tab2 := submit(t, b, casForm, url.Values{"username": {casUser}, "password": {casUserPass}})
+	if !strings.Contains(tab2.body, `<strong id="consent-user">`+casUser) {
+		t.Fatalf("tab 2 consent page: %d %s", tab2.status, tab2.body)
+	}
+	again := submitForm(t, b, tab1, `name="accept"`, url.Values{"accept": {"yes"}})
+	if _, bound := e.bindingOf(t, casUser); bound {
+		t.Fatalf("accepting the page shown for %s bound %s", userID, casUser)
+	}
+	if _, bound := e.bindingOf(t, userID); bound {
+		t.Fatalf("accepting the page shown for %s after %s signed in bound %s", userID, casUser, userID)
+	}
+	if !strings.Contains(again.body, `<strong id="consent-user">`+casUser) {
+		t.Fatalf("after the stale consent: %d %s", again.status, again.body)
+	}
+	submitForm(t, b, again, `name="accept"`, url.Values{"accept": {"yes"}})
+	if bd, bound := e.bindingOf(t, casUser); !bound || bd.OpenID != followerA {
+		t.Fatalf("the page shown for %s, accepted: %+v %v", casUser, bd, bound)
+	}
+}
