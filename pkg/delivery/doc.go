@@ -31,9 +31,14 @@
 // until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 40164
 // (the worker's address is not on the account's IP whitelist), 48001 (no permission for the
 // interface), 48004 and 50002 (the interface banned, the account restricted), 40125, 40013 and
-// 41004 (wrong or missing appid or secret) until an operator runs `worker -resume` (at most 24 h, then sending
-// is tried again). The call that met the refusal does not count as an attempt; the messages
-// wait at the gate, shown queued with the cause and the operator's action.
+// 41004 (wrong or missing appid or secret) until an operator runs `worker -resume` (at most
+// 24 h, then sending is tried again). An access token that cannot be had (the platform's token
+// endpoint failing) pauses sending for 30 s at a time. The call that met the refusal does not
+// count as an attempt (taking it back is written until the store has it); the messages wait
+// at the gate, shown queued with the cause and the operator's action.
+//
+// A redelivered message whose history shows its attempts used up (its last outcome was never
+// recorded: the worker stopped or died) fails and is dead-lettered without another call.
 //
 // # Timeouts
 //

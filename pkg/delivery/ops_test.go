@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -478,5 +481,203 @@ func TestTokenOutageCountsNoAttempt(t *testing.T) {
 	tokenDown.Store(false)
 	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != 1 {
 		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends)
+	}
+}
+
+// TestGivenUpMessageCallsNoMoreAfterStop: a message whose last allowed attempt was spent
+// (max_attempts 1) is handed back to the queue when its worker stops while its dead-letter copy
+// still fails. The worker that gets it next reads its attempts used up, and fails it without
+// calling the platform again.
+func TestGivenUpMessageCallsNoMoreAfterStop(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
+	policy := delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
+	tried := make(chan struct{})
+	var once sync.Once
+	stop := r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.StoreRetry = 20 * time.Millisecond
+		c.DeadLetter = func(context.Context, jetstream.Msg, string, int) error {
+			once.Do(func() { close(tried) })
+			return errors.New("the dead letters are unavailable")
+		}
+	})
+	id := r.publish("u-follows", "JML", jml)
+	select {
+	case <-tried:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the message never exhausted its attempt")
+	}
+	if calls := r.sim.Stats().Sends; calls != 1 {
+		t.Fatalf("before the stop: %d platform calls, want 1", calls)
+	}
+	stop() // a rolling restart while the dead-letter stream is unavailable
+
+	var mu sync.Mutex
+	var copies []int
+	r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.DeadLetter = func(_ context.Context, _ jetstream.Msg, _ string, attempts int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			copies = append(copies, attempts)
+			return nil
+		}
+	})
+	res := r.waitState(id, push.StateFailed)
+	calls := r.sim.Stats().Sends
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 || res.Attempts != 1 {
+		t.Fatalf("max_attempts 1: platform calls %d, attempts %d (dead letter reported attempts %v): %+v", calls, res.Attempts, copies, res)
+	}
+}
+
+// TestKilledLastAttemptCallsNoMore: a worker dies during a message's only allowed attempt
+// (max_attempts 1). The next worker reads the attempt, counted before the call, and fails the
+// message without calling the platform again.
+func TestKilledLastAttemptCallsNoMore(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
+	policy := delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
+	dying := &dyingSender{Sender: r.pc, called: make(chan struct{})}
+	stop := r.startWorkerWith(policy, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = dying, 1 })
+	id := r.publish("u-follows", "JML", jml)
+	select {
+	case <-dying.called:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first worker never called the platform")
+	}
+	stop()
+	r.startWorker(policy)
+	res := r.waitState(id, push.StateFailed)
+	if calls := r.sim.Stats().Sends; calls != 1 || res.Attempts != 1 {
+		t.Fatalf("max_attempts 1: platform calls %d, attempts %d: %+v", calls, res.Attempts, res)
+	}
+}
+
+// TestTokenOutagePausesSending: with the shared pause, an access token that cannot be had
+// pauses sending for every worker, a little at a time, rather than each message asking for a
+// token; the message waits without an attempt, and is sent with its first once a token can be
+// had.
+func TestTokenOutagePausesSending(t *testing.T) {
+	r := newRig(t)
+	var tokenDown atomic.Bool
+	tokenDown.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "token") && tokenDown.Load() {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		r.sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := sending.OpenPause(ctx, r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Platform, c.Pause = pc, p
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "sending paused for want of a token, the message held", func() bool {
+		st, paused := p.Paused()
+		res, err := r.st.Current(ctx, id)
+		return paused && strings.HasPrefix(st.Reason, "no access token") && st.Action == "" &&
+			err == nil && res.State == push.StateQueued && strings.Contains(res.LastError, "no access token")
+	})
+	if res, _ := r.st.Current(ctx, id); res.Attempts != 0 || r.sim.Stats().Sends != 0 {
+		t.Fatalf("held for want of a token with %d attempts, %d sends", res.Attempts, r.sim.Stats().Sends)
+	}
+	tokenDown.Store(false)
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != 1 {
+		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends)
+	}
+}
+
+// TestAttemptTakenBackWhileTheStoreIsDown: a send that never went out for want of an access
+// token counts no attempt. The attempt was recorded before the call; taking it back is written
+// until the store takes it, even when the store went down meanwhile, so the push ends sent with
+// as many attempts as platform sends.
+func TestAttemptTakenBackWhileTheStoreIsDown(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+
+	// The worker reaches the store through a proxy the test can cut; the test reads it directly.
+	f := embeddedtest.FerretDB(t)
+	u, err := url.Parse(f.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := embeddedtest.NewProxy(t, u.Host)
+	db := embeddedtest.DBName(t)
+	direct, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = direct.Close(context.Background()) })
+	ws, err := store.Open(ctx, store.Options{URI: "mongodb://" + proxy.Addr() + "/?serverSelectionTimeoutMS=300", Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
+	if err := direct.PutBinding(ctx, store.Binding{UserID: "u-follows", OpenID: "oFollower", Following: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The token endpoint fails once, and the store goes down with it.
+	var tokenCalls atomic.Int64
+	var tokenDown atomic.Bool
+	tokenDown.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "token") {
+			if tokenCalls.Add(1) == 1 {
+				proxy.SetDown(true)
+			}
+			if tokenDown.Load() {
+				http.Error(w, "bad gateway", http.StatusBadGateway)
+				return
+			}
+		}
+		r.sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &embeddedtest.SyncBuffer{}
+	wr := ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	t.Cleanup(wr.Close)
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Platform, c.Store, c.Events = pc, ws, wr
+		c.StoreRetry = 100 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "the record of the attempt taken back failed", func() bool {
+		return strings.Contains(logs.String(), "recording a call that did not count failed")
+	})
+	if p, err := direct.InProgress(ctx, id); err == nil {
+		t.Logf("record while the store is down: %s, %d attempts, platform sends so far %d", p.State, p.Attempts, r.sim.Stats().Sends)
+	}
+	proxy.SetDown(false)
+	tokenDown.Store(false)
+	var res push.Result
+	embeddedtest.Eventually(t, 30*time.Second, id+" sent", func() bool {
+		var err error
+		res, err = direct.Current(ctx, id)
+		return err == nil && res.State == push.StateSent
+	})
+	if sends := r.sim.Stats().Sends; res.Attempts != int(sends) {
+		t.Fatalf("sent with %d attempts after %d platform send call(s): an attempt no call made is counted", res.Attempts, sends)
 	}
 }

@@ -129,10 +129,16 @@ func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
 	}
 	d, giveUp := p.Next(attempt)
 	if giveUp {
-		f := failedAs("max_attempts", fmt.Sprintf("gave up after %d attempts: %s", attempt, o.reason))
-		f.exhausted = true
-		return f
+		return p.GiveUp(attempt, o.reason)
 	}
 	o.delay = d
 	return o
+}
+
+// GiveUp is the failure of a message whose attempts ran out, the last one's error being
+// reason: it is dead-lettered.
+func (p RetryPolicy) GiveUp(attempts int, reason string) Outcome {
+	f := failedAs("max_attempts", fmt.Sprintf("gave up after %d attempts: %s", attempts, reason))
+	f.exhausted = true
+	return f
 }

@@ -368,6 +368,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 		}
+		if p := w.cfg.Policy; p.MaxAttempts > 0 && r.Attempts >= p.MaxAttempts {
+			// The last attempt's outcome was never recorded (its worker stopped or died):
+			// the message fails as it would have, without calling the platform again.
+			w.answer(ctx, msg, r, p.GiveUp(r.Attempts, r.LastError), attemptResult{})
+			return
+		}
 	}
 	res := w.deliver(ctx, m, msg, &r, first)
 	if res.done {
@@ -601,6 +607,8 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		switch done, err := w.markAttempt(ctx, r, &first); {
 		case done:
 			return attemptResult{done: true}
+		case errors.Is(err, errExhausted):
+			return attemptResult{out: w.cfg.Policy.GiveUp(r.Attempts, r.LastError)}
 		case err != nil:
 			r.Attempts--
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
@@ -609,15 +617,18 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
-			r.Attempts--
-			w.showHeld(ctx, *r, st)
+			if err := w.takeBack(ctx, msg, r, st); err != nil {
+				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+			}
 			continue
 		}
 		if ns := (*platform.NotSentError)(nil); errors.As(err, &ns) {
-			// No access token, so no send: the message was not offered to the platform,
-			// and the attempt recorded before the call is taken back.
-			r.Attempts--
-			w.showHeld(ctx, *r, sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()})
+			// No access token (and no shared pause to wait at), so no send: the attempt
+			// recorded before the call is taken back, and the message handed back.
+			held := sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()}
+			if err := w.takeBack(ctx, msg, r, held); err != nil {
+				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+			}
 			return attemptResult{out: Snooze(ns.Error(), w.cfg.StoreRetry)}
 		}
 		code := errCode(err)
@@ -672,8 +683,30 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
+		if p := w.cfg.Policy; p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts {
+			r.Attempts, r.LastError = cur.Attempts, cur.LastError
+			return false, errExhausted
+		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
 	}
+}
+
+// errExhausted is a message whose history shows its attempts used up, by a copy whose outcome
+// was never recorded (its worker stopped or died): it fails without another call.
+var errExhausted = errors.New("its attempts are used up")
+
+// takeBack takes back the attempt recorded before a call that did not count (the platform
+// refused the account, not the message; or no call went out) and records the message held
+// as st says. The record is written again until the store has it, so that the recorded
+// attempts stay the calls made; an error only when the worker stops first.
+func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, st sending.PauseState) error {
+	r.Attempts--
+	held := *r
+	now := w.cfg.Now()
+	held.State, held.Updated, held.RetryAt, held.LastError = push.StateQueued, now, st.Until, st.Explain()
+	return w.keepTrying("recording a call that did not count", msg, func() error {
+		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))
+	})
 }
 
 // sleep waits d, and reports false if the worker stops first.
@@ -702,6 +735,9 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 // it even if no operator resumed it.
 const accountPauseFor = 24 * time.Hour
 
+// tokenPauseFor is how long sending pauses when no access token can be had.
+const tokenPauseFor = 30 * time.Second
+
 // quotaRenewalGrace is how long after the daily quota's renewal a 45009 is taken for the
 // platform not having renewed it yet, and pauses sending for quotaRenewalRetry only.
 const (
@@ -711,8 +747,8 @@ const (
 
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), its per-minute
-// limit hit (until the next minute), or an account problem an operator must fix
-// (platform.AccountProblem). It reports the pause in force; false
+// limit hit (until the next minute), no access token to be had (for tokenPauseFor), or an
+// account problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
 // when err is no such refusal, or the pause could not be set (the message is then retried as
 // usual rather than calling the platform again at once).
 func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
@@ -726,6 +762,10 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	switch {
 	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
+	case errors.As(err, new(*platform.NotSentError)):
+		// The platform's token endpoint fails: every send would, so every worker waits a
+		// little, and one send then tries again, rather than each message asking for a token.
+		st = sending.PauseState{Until: now.Add(tokenPauseFor), Reason: "no access token: " + err.Error()}
 	case !errors.As(err, &pe):
 		return sending.PauseState{}, false
 	case pe.Code == platform.CodeMinuteQuota:
