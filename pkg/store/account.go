@@ -121,17 +121,27 @@ func (s *Store) RenewSession(ctx context.Context, se Session) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key}, bson.M{"$set": bson.M{
+	r, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key, "ended": false}, bson.M{"$set": bson.M{
 		"auth_time": se.AuthTime, "idp": se.IDP, "addr": se.Address, "agent": se.Agent, "expires": se.Expires}})
 	if err != nil {
 		return fmt.Errorf("renew session: %w", err)
 	}
+	if r.MatchedCount == 0 {
+		return ErrNotFound // ended meanwhile
+	}
 	if _, err := s.col(colSessionIDs).UpdateOne(ctx, bson.M{"_id": old.SID}, bson.M{"$set": bson.M{"expires": se.Expires}}); err != nil {
 		return fmt.Errorf("renew session id: %w", err)
 	}
-	// The user's list holds the session last now, with its new expiry.
+	// The user's list holds the session once, last, with its new expiry: every entry of it
+	// goes, whatever expiry it was listed with (another renewal may have come between).
 	defer s.users.lock(old.UserID)()
-	if err := s.unlist(ctx, old.UserID, []SessionRef{{Key: old.Key, SID: old.SID, Expires: old.Expires}}); err != nil {
+	var list userSessions
+	switch err := s.getByID(ctx, colUserSessions, old.UserID, &list); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	}
+	if err := s.unlist(ctx, old.UserID, slices.DeleteFunc(list.Sessions, func(r SessionRef) bool { return r.Key != old.Key })); err != nil {
 		return err
 	}
 	_, err = s.col(colUserSessions).UpdateOne(ctx, bson.M{"_id": old.UserID},
