@@ -142,6 +142,9 @@ func (s *Service) grantRevoked(ctx context.Context, userID, clientID string, iss
 // stillGranted checks what a code or refresh token issued at issued needs to be used: the
 // user has not revoked c's access since, and the sign-in session lives. It returns the session.
 func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKey string, issued time.Time) (store.Session, *Error) {
+	if issued.Before(c.TokensNotBefore) {
+		return store.Session{}, errorf(ErrInvalidGrant, "issued before the client was disabled or registered again")
+	}
 	if s.grantRevoked(ctx, userID, c.ID, issued) {
 		return store.Session{}, errorf(ErrInvalidGrant, "the user revoked this application's access")
 	}

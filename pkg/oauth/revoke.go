@@ -263,7 +263,8 @@ func (s *Service) Introspect(ctx context.Context, r ClientRequest) (map[string]a
 	if err != nil || t.Rotated || !s.Now().Before(t.Expires) || !mayKnow(t.ClientID) {
 		return inactive, nil //nolint:nilerr // RFC 7662: a token that does not check out is inactive, not an error
 	}
-	if _, ok := s.Clients.Lookup(t.ClientID); !ok || s.familyRevoked(ctx, t.Family) || s.grantRevoked(ctx, t.UserID, t.ClientID, t.At) {
+	if cl, ok := s.Clients.Lookup(t.ClientID); !ok || t.At.Before(cl.TokensNotBefore) || s.familyRevoked(ctx, t.Family) ||
+		s.grantRevoked(ctx, t.UserID, t.ClientID, t.At) {
 		return inactive, nil
 	}
 	if _, err := s.Store.Session(ctx, t.SessionKey); err != nil {

@@ -49,7 +49,9 @@ func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
 
 // jwks serves the public keys of the token signatures.
 func (s *Server) jwks(c echo.Context) error {
-	c.Response().Header().Set("Cache-Control", "public, max-age=300")
+	// Revalidated at each use, as Keycloak's certs endpoint is: a key that begins to sign
+	// after a rotation must not be missing from a copy a cache still takes for fresh.
+	c.Response().Header().Set("Cache-Control", "no-cache")
 	jwks, err := keys.JWKSOf(s.cfg.OAuth.KeySets()...)
 	if err != nil {
 		return err

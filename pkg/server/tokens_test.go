@@ -1,0 +1,131 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// adminStore opens the sign-in env's store, as the admin commands would.
+func adminStore(t *testing.T, e *signInEnv) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestRefreshTokenEndsWithClientDisable: the tokens a client had when it was disabled stay
+// refused once it is enabled again: its access tokens, and its refresh tokens, which neither
+// refresh nor introspect as active.
+func TestRefreshTokenEndsWithClientDisable(t *testing.T) {
+	e := newSignInEnv(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access, rt := tok["access_token"].(string), tok["refresh_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != 200 {
+		t.Fatalf("userinfo before: %d", st)
+	}
+	e.clock.Advance(2 * time.Second)
+
+	st := adminStore(t, e)
+	ctx := context.Background()
+	yes, no := true, false
+	if _, err := st.UpdateClient(ctx, "portal", store.ClientChange{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	if _, err := st.UpdateClient(ctx, "portal", store.ClientChange{Disabled: &no}); err != nil {
+		t.Fatal(err)
+	}
+	// A front end that reads the registry now (as every one does every ClientsReload).
+	issuer := e.replica(t, e.cfg.OAuth.Clients)
+	post := func(path string, form url.Values) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth("portal", rpSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	// The fix for old access tokens holds:
+	if st := userinfo(t, issuer, access); st != http.StatusUnauthorized {
+		t.Fatalf("the access token from before the disable: userinfo %d, want 401", st)
+	}
+	if code, m := post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"no-such-token"}}); code != 400 || m["error"] != "invalid_grant" {
+		t.Fatalf("the enabled client does not authenticate: %d %v", code, m)
+	}
+	if _, intro := post("/token/introspect", url.Values{"token": {rt}}); intro["active"] != false {
+		t.Errorf("introspection of a refresh token from before the disable: %v", intro)
+	}
+	if code, got := post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}); code != 400 || got["error"] != "invalid_grant" {
+		t.Fatalf("a refresh token issued before the client was disabled, after it was enabled again: %d %v", code, got)
+	}
+}
+
+// TestTokenOfAReplicaAhead: iat is written in whole seconds, and a token issued by one front end
+// in the first milliseconds of a second is taken by another whose clock is those milliseconds
+// behind (20 ms here, well within what NTP keeps replicas to).
+func TestTokenOfAReplicaAhead(t *testing.T) {
+	e := newSignInEnv(t)
+	// Replica B, same NATS and store, its clock 20 ms behind replica A's.
+	cfg := *e.cfg
+	api, err := service.NewAPI(context.Background(), &cfg, service.Deps{Now: func() time.Time { return e.clock.Now().Add(-20 * time.Millisecond) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	b := httptest.NewServer(api.Server)
+	t.Cleanup(b.Close)
+
+	// Replica A issues a token 10 ms into a second.
+	e.clock.Advance(10 * time.Millisecond)
+	tok, errc := e.tokenGrant(t, "gateway", url.Values{"grant_type": {"client_credentials"}})
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/infra/notification/mp/01J0000000000000000000000", nil)
+	req.Header.Set("Authorization", "Bearer "+tok["access_token"].(string))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		t.Fatalf("a fresh token of replica A is refused by replica B (20 ms behind): %d %s",
+			resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestJWKSRevalidated: the JWKS is served to be revalidated at each use, as Keycloak's certs
+// endpoint is: a key that begins to sign after a rotation is never missing from a copy a cache
+// takes for fresh.
+func TestJWKSRevalidated(t *testing.T) {
+	e := newSignInEnv(t)
+	resp, err := http.Get(e.issuer + "/protocol/openid-connect/certs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if cc := resp.Header.Get("Cache-Control"); resp.StatusCode != 200 || cc != "no-cache" {
+		t.Fatalf("certs: %d, Cache-Control %q", resp.StatusCode, cc)
+	}
+}
