@@ -37,8 +37,11 @@
 // count as an attempt (taking it back is written until the store has it); the messages wait
 // at the gate, shown queued with the cause and the operator's action.
 //
-// A redelivered message whose history shows its attempts used up (its last outcome was never
-// recorded: the worker stopped or died) fails and is dead-lettered without another call.
+// A redelivered message whose history shows its attempts used up, the last one failed (its
+// worker stopped before the final record), fails and is dead-lettered without another call. A
+// history whose last attempt was under way leaves that call's outcome unknown: the call is made
+// again, with the same client_msg_id, which the platform answers for a message it took with the
+// first send's msgid, sending nothing twice; the call counts.
 //
 // # Timeouts
 //

@@ -279,11 +279,12 @@ func TestQuotaWithoutPause(t *testing.T) {
 // worker's address is not on the IP whitelist) while refuse is set.
 type refusingSender struct {
 	delivery.Sender
-	code   int
-	msg    string
-	mu     sync.Mutex
-	refuse bool
-	calls  int
+	code    int
+	msg     string
+	notSent bool // the refusal came from the token endpoint: nothing was sent
+	mu      sync.Mutex
+	refuse  bool
+	calls   int
 }
 
 func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMessage) (int64, error) {
@@ -291,6 +292,9 @@ func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMe
 	s.calls++
 	refuse := s.refuse
 	s.mu.Unlock()
+	if refuse && s.notSent {
+		return 0, fmt.Errorf("send template: %w", &platform.NotSentError{Err: &platform.Error{Code: s.code, Msg: s.msg + " rid: 6f0c"}})
+	}
 	if refuse && s.code != 0 {
 		return 0, fmt.Errorf("send template: %w", &platform.Error{Code: s.code, Msg: s.msg + " rid: 6f0c"})
 	}
@@ -311,13 +315,16 @@ func TestAccountRefusalPauses(t *testing.T) {
 		code         int
 		msg, action  string
 		endsByItself bool
+		notSent      bool
 	}{
 		{code: platform.CodeIPNotWhitelisted, action: "IP whitelist"},
 		{code: platform.CodeAPIForbidden, msg: "api forbidden for irregularities", action: "banned"},
 		{code: platform.CodeAccountLimited, msg: "user limited", action: "restricted"},
 		{code: platform.CodeMinuteQuota, msg: "api minute-quota reach limit  mush slower  retry next minute", endsByItself: true},
+		// The token endpoint refusing the account pauses as the send endpoint would.
+		{code: platform.CodeIPNotWhitelisted, msg: "invalid ip, not in whitelist", action: "IP whitelist", notSent: true},
 	} {
-		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d from the %s endpoint", c.code, map[bool]string{false: "send", true: "token"}[c.notSent]), func(t *testing.T) {
 			r := newRig(t)
 			ctx := context.Background()
 			p, err := sending.OpenPause(ctx, r.js, 1, nil)
@@ -326,7 +333,7 @@ func TestAccountRefusalPauses(t *testing.T) {
 			}
 			t.Cleanup(p.Close)
 			m := metrics.New(prometheus.NewRegistry())
-			sender := &refusingSender{Sender: r.pc, refuse: true, code: c.code, msg: c.msg}
+			sender := &refusingSender{Sender: r.pc, refuse: true, code: c.code, msg: c.msg, notSent: c.notSent}
 			r.startWorkerWith(quick, func(cfg *delivery.Config) {
 				cfg.Pause, cfg.Metrics, cfg.Platform = p, m, sender
 				cfg.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
@@ -536,10 +543,11 @@ func TestGivenUpMessageCallsNoMoreAfterStop(t *testing.T) {
 	}
 }
 
-// TestKilledLastAttemptCallsNoMore: a worker dies during a message's only allowed attempt
-// (max_attempts 1). The next worker reads the attempt, counted before the call, and fails the
-// message without calling the platform again.
-func TestKilledLastAttemptCallsNoMore(t *testing.T) {
+// TestKilledLastAttemptAskedAgain: a worker dies during a message's only allowed attempt
+// (max_attempts 1), its outcome unknown. The next worker calls again with the same
+// client_msg_id (the platform answers a message it took with its msgid, sending nothing twice),
+// and counts the call: the attempts are the calls made.
+func TestKilledLastAttemptAskedAgain(t *testing.T) {
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
 	policy := delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
@@ -554,8 +562,8 @@ func TestKilledLastAttemptCallsNoMore(t *testing.T) {
 	stop()
 	r.startWorker(policy)
 	res := r.waitState(id, push.StateFailed)
-	if calls := r.sim.Stats().Sends; calls != 1 || res.Attempts != 1 {
-		t.Fatalf("max_attempts 1: platform calls %d, attempts %d: %+v", calls, res.Attempts, res)
+	if calls := r.sim.Stats().Sends; calls != 2 || res.Attempts != 2 {
+		t.Fatalf("platform calls %d, attempts %d, want 2 and 2: %+v", calls, res.Attempts, res)
 	}
 }
 

@@ -33,6 +33,8 @@ type Outcome struct {
 	class string
 	// exhausted marks a failure because the attempts ran out: the message is dead-lettered.
 	exhausted bool
+	// lastError is the last attempt's error, of an exhausted failure.
+	lastError string
 }
 
 // Sent is an attempt the platform accepted.
@@ -139,6 +141,6 @@ func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
 // reason: it is dead-lettered.
 func (p RetryPolicy) GiveUp(attempts int, reason string) Outcome {
 	f := failedAs("max_attempts", fmt.Sprintf("gave up after %d attempts: %s", attempts, reason))
-	f.exhausted = true
+	f.exhausted, f.lastError = true, reason
 	return f
 }

@@ -368,9 +368,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 		}
-		if p := w.cfg.Policy; p.MaxAttempts > 0 && r.Attempts >= p.MaxAttempts {
-			// The last attempt's outcome was never recorded (its worker stopped or died):
-			// the message fails as it would have, without calling the platform again.
+		if p := w.cfg.Policy; p.MaxAttempts > 0 && r.Attempts >= p.MaxAttempts && cur.State == push.StateQueued {
+			// The last attempt failed, and its worker stopped before the final record: the
+			// message fails as it would have, without calling the platform again. (A record
+			// that says sending leaves the last call's outcome unknown: the call is made
+			// again, and the platform's duplicate check answers one it took with its msgid.)
 			w.answer(ctx, msg, r, p.GiveUp(r.Attempts, r.LastError), attemptResult{})
 			return
 		}
@@ -395,6 +397,20 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			_ = msg.NakWithDelay(out.delay)
 		}
 		return
+	}
+	if out.exhausted {
+		// The last attempt's failure is recorded first: a copy of the message handed back
+		// before its final record (the worker stopped) then knows the attempts used up, and
+		// fails without calling the platform again.
+		failing := r
+		failing.State, failing.LastError, failing.Updated, failing.RetryAt = push.StateQueued, out.lastError, w.cfg.Now(), time.Time{}
+		err := w.keepTrying("recording the last attempt's failure", msg, func() error {
+			return w.cfg.Events.Write(ctx, store.ProgressRecord(failing, failing.Updated))
+		})
+		if err != nil {
+			w.answer(ctx, msg, r, Snooze("recording the last attempt's failure: "+err.Error(), 0), res)
+			return
+		}
 	}
 	if out.exhausted && w.cfg.DeadLetter != nil {
 		// The copy is tried again in place while it fails, as the outcome's record is: the
@@ -683,7 +699,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
-		if p := w.cfg.Policy; p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts {
+		if p := w.cfg.Policy; p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts && cur.State == push.StateQueued {
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
 		}
@@ -691,8 +707,8 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 	}
 }
 
-// errExhausted is a message whose history shows its attempts used up, by a copy whose outcome
-// was never recorded (its worker stopped or died): it fails without another call.
+// errExhausted is a message whose history shows its attempts used up, the last one failed, by
+// a copy that stopped before its final record: it fails without another call.
 var errExhausted = errors.New("its attempts are used up")
 
 // takeBack takes back the attempt recorded before a call that did not count (the platform
@@ -748,9 +764,9 @@ const (
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), its per-minute
 // limit hit (until the next minute), no access token to be had (for tokenPauseFor), or an
-// account problem an operator must fix (platform.AccountProblem). It reports the pause in force; false
-// when err is no such refusal, or the pause could not be set (the message is then retried as
-// usual rather than calling the platform again at once).
+// account problem an operator must fix (platform.AccountProblem). It reports the pause in
+// force; false when err is no such refusal, or the pause could not be set (the message is then
+// retried as usual rather than calling the platform again at once).
 func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
 	if err == nil || w.cfg.Pause == nil {
 		return sending.PauseState{}, false
@@ -758,21 +774,16 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	now := w.cfg.Now()
 	var st sending.PauseState
 	var pe *platform.Error
+	hasCode := errors.As(err, &pe)
 	reason, action, isAccount := platform.AccountProblem(err)
 	switch {
 	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
-	case errors.As(err, new(*platform.NotSentError)):
-		// The platform's token endpoint fails: every send would, so every worker waits a
-		// little, and one send then tries again, rather than each message asking for a token.
-		st = sending.PauseState{Until: now.Add(tokenPauseFor), Reason: "no access token: " + err.Error()}
-	case !errors.As(err, &pe):
-		return sending.PauseState{}, false
-	case pe.Code == platform.CodeMinuteQuota:
+	case hasCode && pe.Code == platform.CodeMinuteQuota:
 		// "retry next minute": every message would meet it until then.
 		st = sending.PauseState{Until: now.Truncate(time.Minute).Add(time.Minute),
 			Reason: "45011: the platform's per-minute limit was hit"}
-	case pe.Code == platform.CodeDailyQuota:
+	case hasCode && pe.Code == platform.CodeDailyQuota:
 		st = sending.PauseState{Until: w.cfg.QuotaReset(now), Reason: "45009: the platform's daily quota is used up"}
 		if renewed := st.Until.AddDate(0, 0, -1); now.Sub(renewed) < quotaRenewalGrace {
 			// The quota renewed a moment ago by this worker's clock: the platform's clock
@@ -780,6 +791,10 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 			// be wrong; a short one lets a send after the renewal tell.
 			st.Until = now.Add(quotaRenewalRetry)
 		}
+	case errors.As(err, new(*platform.NotSentError)):
+		// The platform's token endpoint fails: every send would, so every worker waits a
+		// little, and one send then tries again, rather than each message asking for a token.
+		st = sending.PauseState{Until: now.Add(tokenPauseFor), Reason: "no access token: " + err.Error()}
 	default:
 		return sending.PauseState{}, false
 	}

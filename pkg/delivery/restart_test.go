@@ -1,0 +1,178 @@
+package delivery_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/delivery"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// cutStore is a store the worker reaches through a proxy the test can cut, and the same store
+// read directly.
+type cutStore struct {
+	proxy  *embeddedtest.Proxy
+	direct *store.Store
+	ws     *store.Store
+}
+
+func newCutStore(t *testing.T) *cutStore {
+	t.Helper()
+	ctx := context.Background()
+	f := embeddedtest.FerretDB(t)
+	u, err := url.Parse(f.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := embeddedtest.NewProxy(t, u.Host)
+	db := embeddedtest.DBName(t)
+	direct, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = direct.Close(context.Background()) })
+	ws, err := store.Open(ctx, store.Options{URI: "mongodb://" + proxy.Addr() + "/?serverSelectionTimeoutMS=300", Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
+	if err := direct.PutBinding(ctx, store.Binding{UserID: "u-follows", OpenID: "oFollower", Following: true}); err != nil {
+		t.Fatal(err)
+	}
+	return &cutStore{proxy: proxy, direct: direct, ws: ws}
+}
+
+// restartOn starts a second worker (after a rolling restart) on the store read directly.
+func (r *rig) restartOn(cs *cutStore, policy delivery.RetryPolicy) {
+	wr := cs.direct.NewWriter(store.WriterOptions{})
+	r.t.Cleanup(wr.Close)
+	r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.Store, c.Events = cs.direct, wr
+		c.StoreRetry = 100 * time.Millisecond
+	})
+}
+
+var lastOnly = delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
+
+// TestAcceptedLastAttemptSentOnRedelivery: the platform accepts a message's last allowed
+// attempt, but its worker stops before the store takes the outcome (a store outage during a
+// rolling restart). The record says the attempt was under way: its outcome is unknown. The
+// worker that gets the message next calls again with the same client_msg_id, which the platform
+// answers with the first send's msgid, sending nothing twice: the push ends sent.
+func TestAcceptedLastAttemptSentOnRedelivery(t *testing.T) {
+	r := newRig(t)
+	cs := newCutStore(t)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "template/send") {
+			// The platform takes the message; the store goes down before the worker hears so.
+			rec := httptest.NewRecorder()
+			r.sim.Handler().ServeHTTP(rec, req)
+			cs.proxy.SetDown(true)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		r.sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &embeddedtest.SyncBuffer{}
+	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	t.Cleanup(wr.Close)
+	stop := r.startWorkerWith(lastOnly, func(c *delivery.Config) {
+		c.Platform, c.Store, c.Events = pc, cs.ws, wr
+		c.StoreRetry = 100 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "the accepted send's outcome cannot be recorded", func() bool {
+		return strings.Contains(logs.String(), "recording an outcome failed")
+	})
+	if n := r.sim.Stats().Sends; n != 1 {
+		t.Fatalf("platform sends before the stop: %d, want 1", n)
+	}
+	stop() // a rolling restart while the store is away
+	cs.proxy.SetDown(false)
+	r.restartOn(cs, lastOnly)
+	var res push.Result
+	embeddedtest.Eventually(t, 20*time.Second, id+" has an outcome", func() bool {
+		var err error
+		res, err = cs.direct.Current(context.Background(), id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	if res.State == push.StateFailed {
+		t.Fatalf("the platform accepted the message (sends %d, simulator messages to oFollower), yet the push ends %s: %q",
+			r.sim.Stats().Sends, res.State, res.Reason)
+	}
+}
+
+// TestTakeBackInterruptedStillSends: a message's only allowed attempt meets no access token
+// (nothing goes to the platform). Taking the attempt back cannot be written (the store is away)
+// before the worker stops, so the record says an attempt under way. The next worker takes its
+// outcome for unknown and calls: the message is sent, not failed unsent.
+func TestTakeBackInterruptedStillSends(t *testing.T) {
+	r := newRig(t)
+	cs := newCutStore(t)
+	var tokenCalls atomic.Int64
+	var tokenDown atomic.Bool
+	tokenDown.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "token") {
+			if tokenCalls.Add(1) == 1 {
+				cs.proxy.SetDown(true)
+			}
+			if tokenDown.Load() {
+				http.Error(w, "bad gateway", http.StatusBadGateway)
+				return
+			}
+		}
+		r.sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &embeddedtest.SyncBuffer{}
+	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	t.Cleanup(wr.Close)
+	stop := r.startWorkerWith(lastOnly, func(c *delivery.Config) {
+		c.Platform, c.Store, c.Events = pc, cs.ws, wr
+		c.StoreRetry = 100 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "taking the attempt back cannot be written", func() bool {
+		return strings.Contains(logs.String(), "recording a call that did not count failed")
+	})
+	stop()
+	cs.proxy.SetDown(false)
+	tokenDown.Store(false)
+	r.restartOn(cs, lastOnly)
+	var res push.Result
+	embeddedtest.Eventually(t, 20*time.Second, id+" has an outcome", func() bool {
+		var err error
+		res, err = cs.direct.Current(context.Background(), id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	if res.State == push.StateFailed {
+		t.Fatalf("never offered to the platform (sends %d), yet the push ends %s with %d attempts: %q",
+			r.sim.Stats().Sends, res.State, res.Attempts, res.Reason)
+	}
+}
