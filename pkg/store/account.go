@@ -117,17 +117,17 @@ func (s *Store) PutSession(ctx context.Context, se Session) ([]SessionRef, error
 // RenewSession records a new sign-in in the live session se.Key: its auth_time, provider,
 // address, agent and expiry are se's, its key and sid stay. ErrNotFound when it is not live.
 func (s *Store) RenewSession(ctx context.Context, se Session) error {
+	unlock := s.sessions.lock(se.Key)
 	old, err := s.Session(ctx, se.Key)
 	if err != nil {
+		unlock()
 		return err
 	}
-	r, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key, "ended": false}, bson.M{"$set": bson.M{
+	_, err = s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key}, bson.M{"$set": bson.M{
 		"auth_time": se.AuthTime, "idp": se.IDP, "addr": se.Address, "agent": se.Agent, "expires": se.Expires}})
+	unlock()
 	if err != nil {
 		return fmt.Errorf("renew session: %w", err)
-	}
-	if r.MatchedCount == 0 {
-		return ErrNotFound // ended meanwhile
 	}
 	if _, err := s.col(colSessionIDs).UpdateOne(ctx, bson.M{"_id": old.SID}, bson.M{"$set": bson.M{"expires": se.Expires}}); err != nil {
 		return fmt.Errorf("renew session id: %w", err)
@@ -143,6 +143,9 @@ func (s *Store) RenewSession(ctx context.Context, se Session) error {
 	}
 	if err := s.unlist(ctx, old.UserID, slices.DeleteFunc(list.Sessions, func(r SessionRef) bool { return r.Key != old.Key })); err != nil {
 		return err
+	}
+	if _, err := s.Session(ctx, old.Key); err != nil {
+		return err // ended meanwhile: off the list it stays
 	}
 	_, err = s.col(colUserSessions).UpdateOne(ctx, bson.M{"_id": old.UserID},
 		bson.M{"$push": bson.M{"sessions": SessionRef{Key: old.Key, SID: old.SID, Expires: se.Expires}}, "$max": bson.M{"expires": se.Expires}},
@@ -167,7 +170,9 @@ func (s *Store) unlist(ctx context.Context, userID string, refs []SessionRef) er
 
 // EndSession ends a session and takes it off its user's list; its tokens stop working with it.
 func (s *Store) EndSession(ctx context.Context, se Session) error {
+	unlock := s.sessions.lock(se.Key)
 	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": se.Key}, bson.M{"$set": bson.M{"ended": true}})
+	unlock()
 	if err != nil {
 		return fmt.Errorf("end session: %w", err)
 	}

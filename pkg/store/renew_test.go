@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -68,4 +69,59 @@ func sids(l []store.Session) []string {
 		out = append(out, s.SID)
 	}
 	return out
+}
+
+// TestRenewalRacingEndLeavesItEnded: a renewal and an end of one session at the same time (a
+// sign-in again in one tab, a sign-out or the account page's "end session" in another). The
+// session stays ended, and off its user's list.
+func TestRenewalRacingEndLeavesItEnded(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
+	ctx := context.Background()
+	zombies, resurrected := 0, 0
+	const rounds = 40
+	for r := range rounds {
+		user, key := fmt.Sprint("race-user-", r), fmt.Sprint("race-key-", r)
+		se := store.Session{Key: key, SID: "sid-" + key, UserID: user, IDP: "local", AuthTime: clk.Now(), Expires: clk.Now().Add(time.Hour)}
+		if _, err := st.PutSession(ctx, se); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			renewed := se
+			renewed.Expires = clk.Now().Add(2 * time.Hour)
+			if err := st.RenewSession(ctx, renewed); err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := st.EndSession(ctx, se); err != nil {
+				t.Error(err)
+			}
+		}()
+		close(start)
+		wg.Wait()
+		if _, err := st.Session(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			resurrected++
+		}
+		refs, err := st.PutSession(ctx, store.Session{Key: key + "-2", SID: "sid2-" + key, UserID: user, IDP: "local", AuthTime: clk.Now(), Expires: clk.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range refs {
+			if ref.Key == key {
+				zombies++
+			}
+		}
+	}
+	if zombies > 0 || resurrected > 0 {
+		t.Fatalf("of %d rounds of a renewal racing EndSession: %d leave the ended session live (Session finds it), "+
+			"%d leave it on its user's list (PutSession returns it, MaxSessionsPerUser counts it)", rounds, resurrected, zombies)
+	}
 }

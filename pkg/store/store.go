@@ -74,6 +74,10 @@ type Store struct {
 	legacyBefore time.Time
 	users        userLocks
 	followers    userLocks
+	// sessions orders a renewal and an end of one sign-in session: on a server that applies
+	// an update as read, change and write back (the embedded FerretDB), a renewal could
+	// otherwise write back a session ended a moment before.
+	sessions userLocks
 }
 
 // clientOptions are the driver's options for o: majority writes unless the URI names a write
