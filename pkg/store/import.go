@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
@@ -142,18 +141,14 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		}
 		return nil
 	}
+	keeper := importConflicts(rows, want, stored, owners)
 	for i, b := range rows {
 		old, ok := stored[b.UserID]
 		if ok && old == b.OpenID {
 			continue
 		}
-		// Another user number keeps this openid (the import does not move it elsewhere):
-		// binding a second one would send both users' messages to one follower.
-		if other := slices.IndexFunc(owners[b.OpenID], func(u string) bool {
-			moved, inFile := want[u]
-			return u != b.UserID && (!inFile || moved == b.OpenID)
-		}); other >= 0 {
-			res.Conflicts = append(res.Conflicts, ImportConflict{Row: i, UserID: owners[b.OpenID][other]})
+		if other, ok := keeper[i]; ok {
+			res.Conflicts = append(res.Conflicts, ImportConflict{Row: i, UserID: other})
 			p.Done++
 			continue
 		}
@@ -176,6 +171,35 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		return res, err
 	}
 	return res, flushReplaces(1)
+}
+
+// importConflicts returns the rows to leave out, each with the user number that keeps its
+// openid: another user number bound to it now that the import does not move elsewhere, or whose
+// own row is left out. A row left out keeps its user number where it is, which may leave out
+// others in turn: the check runs until nothing changes.
+func importConflicts(rows []Binding, want, stored map[string]string, owners map[string][]string) map[int]string {
+	row := make(map[string]int, len(rows)) // user number → its row
+	for i, b := range rows {
+		row[b.UserID] = i
+	}
+	out := map[int]string{}
+	for changed := true; changed; {
+		changed = false
+		for i, b := range rows {
+			if _, left := out[i]; left || stored[b.UserID] == b.OpenID {
+				continue
+			}
+			for _, u := range owners[b.OpenID] {
+				j, inFile := row[u]
+				_, uLeft := out[j]
+				if u != b.UserID && (!inFile || uLeft || want[u] == b.OpenID) {
+					out[i], changed = u, true
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 func replaceBinding(b Binding) mongo.WriteModel {

@@ -160,3 +160,45 @@ func TestImportKeepsOneUserPerFollower(t *testing.T) {
 		t.Fatal("an openid given twice was imported")
 	}
 }
+
+// TestImportConflictCascade: a row whose openid's current owner the same file moves away is
+// left out when the owner's own row is itself left out: the owner keeps the follower.
+func TestImportConflictCascade(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	ctx := context.Background()
+	// On the binding page: B holds follower x, C holds follower z.
+	if _, err := st.Bind(ctx, "2022000002", "oX"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Bind(ctx, "2022000003", "oZ"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.ImportBindings(ctx, []store.Binding{
+		{UserID: "2022000002", OpenID: "oZ"}, // B -> z: z is kept by C (not in the file): a conflict
+		{UserID: "2022000001", OpenID: "oX"}, // A -> x: x's owner B "moves" (but B's row was refused)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("import result: %+v", res)
+	if got := boundTo(t, st, "oX", "2022000001", "2022000002", "2022000003"); len(got) > 1 {
+		t.Fatalf("follower oX is bound to %d user numbers after the import: %v (conflicts reported: %+v)", len(got), got, res.Conflicts)
+	}
+}
+
+// boundTo lists the user numbers (of those given) whose binding names openID.
+func boundTo(t *testing.T, st *store.Store, openID string, users ...string) []string {
+	t.Helper()
+	var out []string
+	for _, u := range users {
+		b, err := st.Binding(context.Background(), u)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			t.Fatal(err)
+		case b.OpenID == openID:
+			out = append(out, u)
+		}
+	}
+	return out
+}
