@@ -19,9 +19,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/event"
 	"go.yaml.in/yaml/v3"
@@ -135,6 +137,37 @@ type Stack struct {
 	serveErr error
 }
 
+// lockFile is held by the standalone process that runs on a data folder.
+const lockFile = ".lock"
+
+// stackFolder refuses a data folder that holds files of something else, since every file in
+// the folder is made the owner's alone at start: an empty folder, one a stack wrote
+// (standalone.json), or one holding only what a stack makes, is taken.
+func stackFolder(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	if slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == "standalone.json" }) {
+		return nil
+	}
+	for _, e := range entries {
+		switch n := e.Name(); {
+		case n == lockFile, n == "nats", n == "ferretdb", n == CredentialsDir, n == WorkerConfigFile, strings.HasSuffix(n, ".tmp"):
+		default:
+			return fmt.Errorf("data folder %s holds %s, which no standalone stack made: give an empty folder, or the folder of a stack", dir, n)
+		}
+	}
+	return nil
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
 // Start starts everything and returns once the front end accepts requests.
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Logger == nil {
@@ -157,6 +190,23 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := secretfile.PrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
+	if err := stackFolder(dir); err != nil {
+		return nil, err
+	}
+	// One stack a folder: two would run NATS and FerretDB on the same files, and lose what
+	// either stored.
+	lock := flock.New(filepath.Join(dir, lockFile))
+	if locked, err := lock.TryLock(); err != nil || !locked {
+		return nil, fmt.Errorf("data folder %s: in use by another standalone process (%s is locked)%s", dir, lockFile, errSuffix(err))
+	}
+	s := &Stack{DataDir: dir, log: o.Logger, served: make(chan struct{})}
+	s.closers = append(s.closers, func() { _ = lock.Unlock() })
+	ok := false
+	defer func() {
+		if !ok {
+			s.shutdown()
+		}
+	}()
 	if err := secretfile.Restrict(dir); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
@@ -172,13 +222,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{DataDir: dir, log: o.Logger, served: make(chan struct{})}
-	ok := false
-	defer func() {
-		if !ok {
-			s.shutdown()
-		}
-	}()
 
 	if cfg.Listen == "" {
 		cfg.Listen = config.DefaultListen
@@ -562,13 +605,30 @@ func letters(n int) string {
 	return string(out)
 }
 
-// redacted is a URL without the password it carries.
+// redacted is a URL, or a comma-separated list of them (NATS servers, a MongoDB URI's hosts),
+// without the passwords it carries, in its user information or its query; "" when it does not
+// parse.
 func redacted(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return ""
+	parts := strings.Split(u, ",") // a list of servers, or a MongoDB URI's hosts
+	for i, part := range parts {
+		p, err := url.Parse(part)
+		if err != nil {
+			return ""
+		}
+		if q, masked := p.Query(), false; len(q) > 0 {
+			for k := range q {
+				if strings.Contains(strings.ToLower(k), "password") {
+					q.Set(k, "xxxxx")
+					masked = true
+				}
+			}
+			if masked {
+				p.RawQuery = q.Encode()
+			}
+		}
+		parts[i] = p.Redacted()
 	}
-	return p.Redacted()
+	return strings.Join(parts, ",")
 }
 
 func hexish(n int) string {
@@ -614,6 +674,6 @@ The operations page:              %[1]s/ops  (sign in as %[8]s, password in %[6]
 Bind a campus account to a follower (as a student, in a browser):  %[1]s/bind
   (user %[9]s has no binding; its password is in %[6]s)
 
-`, base, redacted(s.Info.NATSURL), s.Info.MongoDBURI, filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
+`, base, redacted(s.Info.NATSURL), redacted(s.Info.MongoDBURI), filepath.Join(s.DataDir, "ferretdb"), s.Info.PlatformURL,
 		info, DemoClient, DemoUsers[0], UnboundUser)
 }
