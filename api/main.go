@@ -102,15 +102,18 @@ func run(ctx context.Context, configPath string, standAlone bool, dataDir, liste
 	if err := cfg.Validate(config.RoleAPI); err != nil {
 		return err
 	}
-	api, err := service.NewAPI(ctx, cfg, service.Deps{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer api.Close()
+	// The address is taken first: a start that cannot listen changes nothing (NewAPI brings
+	// the stream, the clients and the bindings in line with the file).
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	api, err := service.NewAPI(ctx, cfg, service.Deps{Logger: log})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer api.Close()
 	log.Info("serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
 	if err := api.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
 		return err

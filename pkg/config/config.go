@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -605,8 +606,8 @@ const (
 // problem at once, one per line, each naming the key.
 func (c *Config) Validate(role Role) error {
 	var p problems
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		p.add("listen: %q is not host:port", c.Listen)
+	if !validHostPort(c.Listen) {
+		p.add("listen: %q is not host:port (port 0 to 65535)", c.Listen)
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
@@ -616,6 +617,15 @@ func (c *Config) Validate(role Role) error {
 	}
 	if role != RoleStandalone && c.NATS.URL == "" {
 		p.add("nats.url: required (or set NATS_URL)")
+	}
+	if c.NATS.URL != "" {
+		for i, u := range strings.Split(c.NATS.URL, ",") {
+			// The text is not shown: it may carry a password (percent-encode one with '/',
+			// '+' or '@' in it).
+			if _, err := url.Parse(strings.TrimSpace(u)); err != nil {
+				p.add("nats.url: server %d of the list is not a URL (a password in it must be percent-encoded)", i+1)
+			}
+		}
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		p.add("nats.replicas: %d, must be 1 to 5", c.NATS.Replicas)
@@ -686,8 +696,8 @@ func (c *Config) Validate(role Role) error {
 	if w.AckWait.D() < 5*time.Second {
 		p.add("worker.ack_wait: %s, at least 5s", w.AckWait.D())
 	}
-	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
-		p.add("worker.listen: %q is not host:port", w.Listen)
+	if !validHostPort(w.Listen) {
+		p.add("worker.listen: %q is not host:port (port 0 to 65535)", w.Listen)
 	}
 	if c.ShutdownGrace.D() < time.Second || c.ShutdownGrace.D() > 10*time.Minute {
 		p.add("shutdown_grace: %s, must be 1s to 10m", c.ShutdownGrace.D())
@@ -703,7 +713,8 @@ func (c *Config) Validate(role Role) error {
 
 func (c *Config) validateOAuth(p *problems) {
 	o := c.OAuth
-	if rl := o.RateLimits; rl.PerClient < 0 || rl.PerAddress < 0 || rl.PerClientBurst < 1 || rl.PerAddressBurst < 1 {
+	if rl := o.RateLimits; !(rl.PerClient >= 0) || !(rl.PerAddress >= 0) || math.IsInf(rl.PerClient, 0) || math.IsInf(rl.PerAddress, 0) ||
+		rl.PerClientBurst < 1 || rl.PerAddressBurst < 1 {
 		p.add("oauth.rate_limits: rates must be positive and bursts at least 1")
 	}
 	if bf := o.BruteForce; bf.Failures < 1 || bf.WaitIncrement.D() <= 0 || bf.MaxWait.D() < bf.WaitIncrement.D() ||
@@ -836,7 +847,7 @@ func (cl Client) check(prefix string, p *problems) {
 	if cl.IDTokenAlg != "" && cl.IDTokenAlg != "RS256" && cl.IDTokenAlg != "ES256" {
 		p.add("%sid_token_signed_response_alg: %q, must be RS256 or ES256", prefix, cl.IDTokenAlg)
 	}
-	if cl.RateLimit < 0 {
+	if !(cl.RateLimit >= 0) || math.IsInf(cl.RateLimit, 0) { // NaN fails every comparison: written so it is refused
 		p.add("%srate_limit: %v, must be positive (or 0 for the default)", prefix, cl.RateLimit)
 	}
 }
@@ -879,7 +890,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			p.add("platform.appid: required with encoding_aes_key (safe mode checks it in every callback)")
 		}
 	}
-	if pl.MaxRate < 0 || pl.MaxRate > 100_000 {
+	if !(pl.MaxRate >= 0 && pl.MaxRate <= 100_000) { // so that NaN is refused too
 		p.add("platform.max_rate: %g, must be 0 (no cap) to 100000", pl.MaxRate)
 	}
 	if _, err := time.Parse("15:04", pl.QuotaReset); err != nil {
@@ -938,6 +949,16 @@ var callbackToken = regexp.MustCompile(`^[A-Za-z0-9]{3,32}$`)
 // ValidCallbackToken reports whether token is one the platform's console takes: 3 to 32
 // letters and digits.
 func ValidCallbackToken(token string) bool { return callbackToken.MatchString(token) }
+
+// validHostPort reports whether hp is host:port with a port number a listener takes.
+func validHostPort(hp string) bool {
+	_, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
+}
 
 // PushTypes are the push type codes a template can be configured for.
 var PushTypes = []string{"TDL", "EN", "JML", "WR", "JDS", "FWR", "MDAN", "AR", "OPPAN"}

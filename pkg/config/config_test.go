@@ -86,7 +86,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
 	c.Defaults()
 	err = c.Validate(config.RoleWorker)
 	want := `invalid configuration:
-  listen: "nowhere" is not host:port
+  listen: "nowhere" is not host:port (port 0 to 65535)
   public_url: "ftp://x" is not an absolute http(s) URL
   time_zone: "Mars/Olympus" is not a known time zone
   nats.url: required (or set NATS_URL)
@@ -411,6 +411,46 @@ func TestRetriesWithinThePlatformsDuplicateCheck(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+}
+
+// TestNATSURLNotShown: a NATS URL that does not parse (a password with '/' or '+' not
+// percent-encoded) is refused without its text, which would print the password.
+func TestNATSURLNotShown(t *testing.T) {
+	c := &config.Config{NATS: config.NATS{URL: "nats://a:1@h1:4222,nats://ucs:q9Zt/Kw2pL7+vX@127.0.0.1:4222"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
+	c.Defaults()
+	err := c.Validate(config.RoleWorker)
+	if err == nil || !strings.Contains(err.Error(), "nats.url: server 2 of the list is not a URL") || strings.Contains(err.Error(), "q9Zt") {
+		t.Fatalf("validate: %v", err)
+	}
+}
+
+// TestNumbersOutOfRange: a port past 65535, and a rate that is not a number (YAML's .nan, which
+// fails every comparison) or infinite, are refused.
+func TestNumbersOutOfRange(t *testing.T) {
+	c, err := config.Parse([]byte(`
+listen: 0.0.0.0:80800
+nats: {url: "nats://127.0.0.1:4222"}
+mongodb: {uri: "mongodb://127.0.0.1:27017"}
+oauth:
+  rate_limits: {per_client: .nan, per_address: .inf}
+  clients:
+    - {client_id: a, client_secret: a-long-enough-secret, grants: [client_credentials], scopes: [notification.mp], rate_limit: .nan}
+platform: {max_rate: .nan}
+worker: {listen: "127.0.0.1:-1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	err = c.Validate(config.RoleAPI)
+	for _, want := range []string{
+		`listen: "0.0.0.0:80800" is not host:port`, `worker.listen: "127.0.0.1:-1" is not host:port`,
+		"oauth.rate_limits: rates must be positive", "oauth.clients[0].rate_limit: NaN", "platform.max_rate: NaN",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate: %v\nwant %q", err, want)
 		}
 	}
 }

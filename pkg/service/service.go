@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -122,6 +123,10 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	nc, err := nats.Connect(cfg.NATS.URL, opts...)
 	if err != nil {
 		_ = st.Close(context.Background())
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			// url.Error quotes the URL, and with it any password: left out.
+			err = fmt.Errorf("a server's URL does not parse: %w", ue.Err)
+		}
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
 	js, err := jetstream.New(nc)
