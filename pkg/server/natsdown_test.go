@@ -55,3 +55,29 @@ func TestPushRefusedWhileNATSDownIsNotStoredLater(t *testing.T) {
 		t.Fatalf("one message sent by the caller (refused with 503, then retried and accepted) is stored %d times in the stream: the push answered 503 was stored after NATS came back, and the user gets it %d times", n, n)
 	}
 }
+
+// TestReadyWhileTheStoreIsDown: with MongoDB down the front end still accepts pushes, so it
+// stays ready (every replica shares the store: failing would take them all out of service at
+// once), and says in its answer that the store is unavailable.
+func TestReadyWhileTheStoreIsDown(t *testing.T) {
+	var proxy *embeddedtest.Proxy
+	e := newEnvWith(t, func(c *config.Config) {
+		host := strings.TrimSuffix(strings.TrimPrefix(c.MongoDB.URI, "mongodb://"), "/")
+		host, _, _ = strings.Cut(host, "/")
+		proxy = embeddedtest.NewProxy(t, host)
+		c.MongoDB.URI = strings.Replace(c.MongoDB.URI, host, proxy.Addr(), 1)
+	})
+	tok := e.token("pusher", pushSecret)
+	proxy.SetDown(true)
+	a := e.do("GET", "/readyz", "", "", "")
+	if a.status != 200 || !strings.Contains(string(a.body), "mongodb: unavailable") {
+		t.Fatalf("/readyz with the store down: %d %s", a.status, a.body)
+	}
+	if p := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), nil); p.status != 200 {
+		t.Fatalf("a push with the store down: %d %s", p.status, p.body)
+	}
+	proxy.SetDown(false)
+	if a := e.do("GET", "/readyz", "", "", ""); a.status != 200 || string(a.body) != "ready\n" {
+		t.Fatalf("/readyz with the store back: %d %q", a.status, a.body)
+	}
+}

@@ -222,7 +222,10 @@ func (s *Server) asGet(c echo.Context) error {
 	return c.Handler()(c)
 }
 
-// ready is /readyz: 503 naming the failing part (stopping, nats, mongodb), else 200.
+// ready is /readyz: 503 naming what keeps this front end from accepting pushes (stopping,
+// nats), else 200. MongoDB down is said in the answer but does not fail it: pushes are still
+// accepted (lookups and sign-in wait for the store), and as every replica shares the store,
+// failing would take every one out of service at once.
 func (s *Server) ready(c echo.Context) error {
 	if s.stopping.Load() {
 		return errf(CodeUnavailable, "stopping")
@@ -235,7 +238,7 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "mongodb: unavailable", Internal: err}
+		return c.String(http.StatusOK, "ready; mongodb: unavailable (pushes are accepted; lookups and sign-in wait for it)\n")
 	}
 	return c.String(http.StatusOK, "ready\n")
 }
