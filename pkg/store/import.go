@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
@@ -52,7 +53,9 @@ const importProgressEvery = 10_000
 
 // ImportBindings stores many bindings at once: each user number in rows is bound to its openid.
 // The user numbers must be distinct, and so must the openids. A row whose openid another user
-// number keeps is left out and named in the result's Conflicts. progress, when set, is told how far the import is after
+// number keeps is left out and named in the result's Conflicts. Each binding written is the
+// follower's for the binding page too (its followers record names the user number, as Bind
+// writes it). progress, when set, is told how far the import is after
 // every step.
 //
 // Which rows change is decided by reading every stored binding once, in one pass: the only
@@ -108,6 +111,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	now := s.now()
 	var inserts []any
 	var replaces []mongo.WriteModel
+	var replaced []any // the bindings of replaces
 	flushInserts := func() error {
 		if len(inserts) == 0 {
 			return nil
@@ -116,13 +120,16 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		if err != nil {
 			return err
 		}
+		if err := s.ownFollowers(ctx, inserts, now); err != nil {
+			return err
+		}
 		res.Inserted += n
 		p.Done += n
 		report()
 		// A user bound (on the bind page) between the read and this insert: the file wins, as
 		// it would have a moment later.
 		for _, b := range raced {
-			replaces = append(replaces, replaceBinding(b))
+			replaces, replaced = append(replaces, replaceBinding(b)), append(replaced, b)
 		}
 		inserts = inserts[:0]
 		return nil
@@ -134,10 +141,13 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 			if _, err := s.bindings.BulkWrite(ctx, replaces[:n], options.BulkWrite().SetOrdered(false)); err != nil {
 				return fmt.Errorf("import bindings: %w", err)
 			}
+			if err := s.ownFollowers(ctx, replaced[:n], now); err != nil {
+				return err
+			}
 			res.Updated += n
 			p.Done += n
 			report()
-			replaces = replaces[n:]
+			replaces, replaced = replaces[n:], replaced[n:]
 		}
 		return nil
 	}
@@ -162,7 +172,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 			}
 			continue
 		}
-		replaces = append(replaces, replaceBinding(b))
+		replaces, replaced = append(replaces, replaceBinding(b)), append(replaced, b)
 		if err := flushReplaces(ImportReplaceBatch); err != nil {
 			return res, err
 		}
@@ -200,6 +210,44 @@ func importConflicts(rows []Binding, want, stored map[string]string, owners map[
 		}
 	}
 	return out
+}
+
+// ownFollowers records, in the followers records the binding page reads, that each openid of
+// bs (Binding values) is bound to its user number, as Bind does for one. Records are inserted
+// unordered, the fast write; the openids that have one already (the platform's events made it)
+// get an update by _id.
+func (s *Store) ownFollowers(ctx context.Context, bs []any, now time.Time) error {
+	docs := make([]any, 0, len(bs))
+	for _, x := range bs {
+		b := x.(Binding)
+		docs = append(docs, bson.D{{Key: "_id", Value: b.OpenID}, {Key: "userid", Value: b.UserID}, {Key: "bound", Value: now},
+			{Key: "following", Value: true}, {Key: "updated", Value: now}})
+	}
+	_, err := s.col(colFollowers).InsertMany(ctx, docs, unordered)
+	if err == nil {
+		return nil
+	}
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return fmt.Errorf("import bindings: the followers' records: %w", err)
+	}
+	var models []mongo.WriteModel
+	for _, we := range bwe.WriteErrors {
+		if we.Code != 11000 {
+			return fmt.Errorf("import bindings: the followers' records: %w", err)
+		}
+		b := bs[we.Index].(Binding)
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: b.OpenID}}).
+			SetUpdate(bson.M{"$set": bson.M{"userid": b.UserID, "bound": now}}))
+	}
+	for len(models) > 0 {
+		n := min(len(models), ImportReplaceBatch)
+		if _, err := s.col(colFollowers).BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(false)); err != nil {
+			return fmt.Errorf("import bindings: the followers' records: %w", err)
+		}
+		models = models[n:]
+	}
+	return nil
 }
 
 func replaceBinding(b Binding) mongo.WriteModel {

@@ -202,3 +202,23 @@ func boundTo(t *testing.T, st *store.Store, openID string, users ...string) []st
 	}
 	return out
 }
+
+// TestImportedBindingSeenByTheBindingPage: a binding the import wrote is the follower's for the
+// binding page too, which replaces it when the follower binds another user number.
+func TestImportedBindingSeenByTheBindingPage(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	ctx := context.Background()
+	if _, err := st.ImportBindings(ctx, []store.Binding{{UserID: "2022000001", OpenID: "oX"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.BindingOf(ctx, "oX"); err != nil || b.UserID != "2022000001" {
+		t.Errorf("the binding page's view of follower oX after the import: %+v, %v (want bound to 2022000001)", b, err)
+	}
+	replaced, err := st.Bind(ctx, "2022000009", "oX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := boundTo(t, st, "oX", "2022000001", "2022000009"); len(got) != 1 || got[0] != "2022000009" || replaced != "2022000001" {
+		t.Fatalf("follower oX is bound to %v after the binding page bound 2022000009 (replaced %q)", got, replaced)
+	}
+}
