@@ -125,7 +125,7 @@ func TestJWKSRevalidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if cc := resp.Header.Get("Cache-Control"); resp.StatusCode != 200 || cc != "no-cache" {
+	if cc := resp.Header.Get("Cache-Control"); resp.StatusCode != http.StatusOK || cc != "no-cache" {
 		t.Fatalf("certs: %d, Cache-Control %q", resp.StatusCode, cc)
 	}
 }
