@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -462,19 +458,11 @@ func TestTokenOutageCountsNoAttempt(t *testing.T) {
 	var tokenDown atomic.Bool
 	tokenDown.Store(true)
 	var refused atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "token") && tokenDown.Load() {
+	pc := r.tokenRefused(&tokenDown, func() {
+		if tokenDown.Load() {
 			refused.Add(1)
-			http.Error(w, "bad gateway", http.StatusBadGateway)
-			return
 		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3},
 		func(c *delivery.Config) { c.Platform = pc; c.StoreRetry = 20 * time.Millisecond })
 	id := r.publish("u-follows", "JML", jml)
@@ -503,7 +491,7 @@ func TestTokenOutageCountsNoAttempt(t *testing.T) {
 func TestGivenUpMessageCallsNoMoreAfterStop(t *testing.T) {
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
-	policy := delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
+	policy := lastOnly
 	tried := make(chan struct{})
 	var once sync.Once
 	stop := r.startWorkerWith(policy, func(c *delivery.Config) {
@@ -550,17 +538,8 @@ func TestGivenUpMessageCallsNoMoreAfterStop(t *testing.T) {
 func TestKilledLastAttemptAskedAgain(t *testing.T) {
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
-	policy := delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
-	dying := &dyingSender{Sender: r.pc, called: make(chan struct{})}
-	stop := r.startWorkerWith(policy, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = dying, 1 })
-	id := r.publish("u-follows", "JML", jml)
-	select {
-	case <-dying.called:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the first worker never called the platform")
-	}
-	stop()
-	r.startWorker(policy)
+	id := r.killedDuringCall(lastOnly)
+	r.startWorker(lastOnly)
 	res := r.waitState(id, push.StateFailed)
 	if calls := r.sim.Stats().Sends; calls != 2 || res.Attempts != 2 {
 		t.Fatalf("platform calls %d, attempts %d, want 2 and 2: %+v", calls, res.Attempts, res)
@@ -575,18 +554,7 @@ func TestTokenOutagePausesSending(t *testing.T) {
 	r := newRig(t)
 	var tokenDown atomic.Bool
 	tokenDown.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "token") && tokenDown.Load() {
-			http.Error(w, "bad gateway", http.StatusBadGateway)
-			return
-		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := r.tokenRefused(&tokenDown, nil)
 	ctx := context.Background()
 	p, err := sending.OpenPause(ctx, r.js, 1, nil)
 	if err != nil {
@@ -623,71 +591,17 @@ func TestTokenOutagePausesSending(t *testing.T) {
 func TestAttemptTakenBackWhileTheStoreIsDown(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-
-	// The worker reaches the store through a proxy the test can cut; the test reads it directly.
-	f := embeddedtest.FerretDB(t)
-	u, err := url.Parse(f.URI())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := embeddedtest.NewProxy(t, u.Host)
-	db := embeddedtest.DBName(t)
-	direct, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = direct.Close(context.Background()) })
-	ws, err := store.Open(ctx, store.Options{URI: "mongodb://" + proxy.Addr() + "/?serverSelectionTimeoutMS=300", Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ws.Close(context.Background()) })
-	if err := direct.PutBinding(ctx, store.Binding{UserID: "u-follows", OpenID: "oFollower", Following: true}); err != nil {
-		t.Fatal(err)
-	}
-
-	// The token endpoint fails once, and the store goes down with it.
-	var tokenCalls atomic.Int64
-	var tokenDown atomic.Bool
-	tokenDown.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "token") {
-			if tokenCalls.Add(1) == 1 {
-				proxy.SetDown(true)
-			}
-			if tokenDown.Load() {
-				http.Error(w, "bad gateway", http.StatusBadGateway)
-				return
-			}
-		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &embeddedtest.SyncBuffer{}
-	wr := ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
-	t.Cleanup(wr.Close)
-	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Platform, c.Store, c.Events = pc, ws, wr
-		c.StoreRetry = 100 * time.Millisecond
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	})
-	id := r.publish("u-follows", "JML", jml)
-	embeddedtest.Eventually(t, 20*time.Second, "the record of the attempt taken back failed", func() bool {
-		return strings.Contains(logs.String(), "recording a call that did not count failed")
-	})
-	if p, err := direct.InProgress(ctx, id); err == nil {
+	cs := newCutStore(t)
+	id, _, tokenDown := r.takeBackFailing(cs, quick)
+	if p, err := cs.direct.InProgress(ctx, id); err == nil {
 		t.Logf("record while the store is down: %s, %d attempts, platform sends so far %d", p.State, p.Attempts, r.sim.Stats().Sends)
 	}
-	proxy.SetDown(false)
+	cs.proxy.SetDown(false)
 	tokenDown.Store(false)
 	var res push.Result
 	embeddedtest.Eventually(t, 30*time.Second, id+" sent", func() bool {
 		var err error
-		res, err = direct.Current(ctx, id)
+		res, err = cs.direct.Current(ctx, id)
 		return err == nil && res.State == push.StateSent
 	})
 	if sends := r.sim.Stats().Sends; res.Attempts != int(sends) {

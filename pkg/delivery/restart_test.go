@@ -62,6 +62,92 @@ func (r *rig) restartOn(cs *cutStore, policy delivery.RetryPolicy) {
 	})
 }
 
+// startOnCut starts a worker that calls the platform through pc and reaches the store through
+// cs's proxy; logs holds what it warns of. stop stops it.
+func (r *rig) startOnCut(cs *cutStore, pc delivery.Sender, policy delivery.RetryPolicy) (stop func(), logs *embeddedtest.SyncBuffer) {
+	logs = &embeddedtest.SyncBuffer{}
+	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	r.t.Cleanup(wr.Close)
+	stop = r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.Platform, c.Store, c.Events = pc, cs.ws, wr
+		c.StoreRetry = 100 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	return stop, logs
+}
+
+// platformBehind is a platform client whose requests reach the rig's simulator through
+// intercept, which answers a request itself when it returns true.
+func (r *rig) platformBehind(intercept func(w http.ResponseWriter, req *http.Request) bool) *platform.Client {
+	r.t.Helper()
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !intercept(w, req) {
+			r.sim.Handler().ServeHTTP(w, req)
+		}
+	}))
+	r.t.Cleanup(front.Close)
+	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return pc
+}
+
+// tokenRefused is a platform client whose token endpoint answers 502 while down is set; each
+// token request calls onToken first (nil: nothing).
+func (r *rig) tokenRefused(down *atomic.Bool, onToken func()) *platform.Client {
+	return r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "token") {
+			return false
+		}
+		if onToken != nil {
+			onToken()
+		}
+		if !down.Load() {
+			return false
+		}
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+		return true
+	})
+}
+
+// outcomeAfterRestart stops a worker, brings its store back, starts another on the store read
+// directly, and returns the push's result once it is sent or final.
+func (r *rig) outcomeAfterRestart(cs *cutStore, stop func(), id string) push.Result {
+	r.t.Helper()
+	stop()
+	cs.proxy.SetDown(false)
+	r.restartOn(cs, lastOnly)
+	var res push.Result
+	embeddedtest.Eventually(r.t, 20*time.Second, id+" has an outcome", func() bool {
+		var err error
+		res, err = cs.direct.Current(context.Background(), id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	return res
+}
+
+// takeBackFailing starts a worker under policy whose platform gives no access token, and whose
+// store (cs) goes away with the first refusal, and returns a push's ucsId once taking back its
+// attempt has failed to be written; the worker is still trying. tokenDown ends the refusals.
+func (r *rig) takeBackFailing(cs *cutStore, policy delivery.RetryPolicy) (id string, stop func(), tokenDown *atomic.Bool) {
+	r.t.Helper()
+	var tokenCalls atomic.Int64
+	tokenDown = &atomic.Bool{}
+	tokenDown.Store(true)
+	pc := r.tokenRefused(tokenDown, func() {
+		if tokenCalls.Add(1) == 1 {
+			cs.proxy.SetDown(true)
+		}
+	})
+	stop, logs := r.startOnCut(cs, pc, policy)
+	id = r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(r.t, 20*time.Second, "taking the attempt back cannot be written", func() bool {
+		return strings.Contains(logs.String(), "recording a call that did not count failed")
+	})
+	return id, stop, tokenDown
+}
+
 var lastOnly = delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 1}
 
 // TestAcceptedLastAttemptSentOnRedelivery: the platform accepts a message's last allowed
@@ -72,34 +158,22 @@ var lastOnly = delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * ti
 func TestAcceptedLastAttemptSentOnRedelivery(t *testing.T) {
 	r := newRig(t)
 	cs := newCutStore(t)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "template/send") {
-			// The platform takes the message; the store goes down before the worker hears so.
-			rec := httptest.NewRecorder()
-			r.sim.Handler().ServeHTTP(rec, req)
-			cs.proxy.SetDown(true)
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
-			return
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "template/send") {
+			return false
 		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &embeddedtest.SyncBuffer{}
-	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
-	t.Cleanup(wr.Close)
-	stop := r.startWorkerWith(lastOnly, func(c *delivery.Config) {
-		c.Platform, c.Store, c.Events = pc, cs.ws, wr
-		c.StoreRetry = 100 * time.Millisecond
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		// The platform takes the message; the store goes down before the worker hears so.
+		rec := httptest.NewRecorder()
+		r.sim.Handler().ServeHTTP(rec, req)
+		cs.proxy.SetDown(true)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return true
 	})
+	stop, logs := r.startOnCut(cs, pc, lastOnly)
 	id := r.publish("u-follows", "JML", jml)
 	embeddedtest.Eventually(t, 20*time.Second, "the accepted send's outcome cannot be recorded", func() bool {
 		return strings.Contains(logs.String(), "recording an outcome failed")
@@ -107,16 +181,8 @@ func TestAcceptedLastAttemptSentOnRedelivery(t *testing.T) {
 	if n := r.sim.Stats().Sends; n != 1 {
 		t.Fatalf("platform sends before the stop: %d, want 1", n)
 	}
-	stop() // a rolling restart while the store is away
-	cs.proxy.SetDown(false)
-	r.restartOn(cs, lastOnly)
-	var res push.Result
-	embeddedtest.Eventually(t, 20*time.Second, id+" has an outcome", func() bool {
-		var err error
-		res, err = cs.direct.Current(context.Background(), id)
-		return err == nil && (res.State == push.StateSent || res.State.Final())
-	})
-	if res.State == push.StateFailed {
+	// A rolling restart while the store is away.
+	if res := r.outcomeAfterRestart(cs, stop, id); res.State == push.StateFailed {
 		t.Fatalf("the platform accepted the message (sends %d, simulator messages to oFollower), yet the push ends %s: %q",
 			r.sim.Stats().Sends, res.State, res.Reason)
 	}
@@ -129,49 +195,9 @@ func TestAcceptedLastAttemptSentOnRedelivery(t *testing.T) {
 func TestTakeBackInterruptedStillSends(t *testing.T) {
 	r := newRig(t)
 	cs := newCutStore(t)
-	var tokenCalls atomic.Int64
-	var tokenDown atomic.Bool
-	tokenDown.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "token") {
-			if tokenCalls.Add(1) == 1 {
-				cs.proxy.SetDown(true)
-			}
-			if tokenDown.Load() {
-				http.Error(w, "bad gateway", http.StatusBadGateway)
-				return
-			}
-		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &embeddedtest.SyncBuffer{}
-	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
-	t.Cleanup(wr.Close)
-	stop := r.startWorkerWith(lastOnly, func(c *delivery.Config) {
-		c.Platform, c.Store, c.Events = pc, cs.ws, wr
-		c.StoreRetry = 100 * time.Millisecond
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	})
-	id := r.publish("u-follows", "JML", jml)
-	embeddedtest.Eventually(t, 20*time.Second, "taking the attempt back cannot be written", func() bool {
-		return strings.Contains(logs.String(), "recording a call that did not count failed")
-	})
-	stop()
-	cs.proxy.SetDown(false)
+	id, stop, tokenDown := r.takeBackFailing(cs, lastOnly)
 	tokenDown.Store(false)
-	r.restartOn(cs, lastOnly)
-	var res push.Result
-	embeddedtest.Eventually(t, 20*time.Second, id+" has an outcome", func() bool {
-		var err error
-		res, err = cs.direct.Current(context.Background(), id)
-		return err == nil && (res.State == push.StateSent || res.State.Final())
-	})
-	if res.State == push.StateFailed {
+	if res := r.outcomeAfterRestart(cs, stop, id); res.State == push.StateFailed {
 		t.Fatalf("never offered to the platform (sends %d), yet the push ends %s with %d attempts: %q",
 			r.sim.Stats().Sends, res.State, res.Attempts, res.Reason)
 	}

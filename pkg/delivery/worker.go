@@ -368,12 +368,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 		}
-		if p := w.cfg.Policy; p.MaxAttempts > 0 && r.Attempts >= p.MaxAttempts && cur.State == push.StateQueued {
+		if w.usedUp(cur) {
 			// The last attempt failed, and its worker stopped before the final record: the
 			// message fails as it would have, without calling the platform again. (A record
 			// that says sending leaves the last call's outcome unknown: the call is made
 			// again, and the platform's duplicate check answers one it took with its msgid.)
-			w.answer(ctx, msg, r, p.GiveUp(r.Attempts, r.LastError), attemptResult{})
+			w.answer(ctx, msg, r, w.cfg.Policy.GiveUp(r.Attempts, r.LastError), attemptResult{})
 			return
 		}
 	}
@@ -699,12 +699,19 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
-		if p := w.cfg.Policy; p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts && cur.State == push.StateQueued {
+		if w.usedUp(cur) {
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
 		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
 	}
+}
+
+// usedUp reports whether a push's record shows its attempts used up, the last one failed (not
+// under way: that call's outcome is unknown, and it is asked again).
+func (w *Worker) usedUp(cur push.Result) bool {
+	p := w.cfg.Policy
+	return p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts && cur.State == push.StateQueued
 }
 
 // errExhausted is a message whose history shows its attempts used up, the last one failed, by

@@ -390,19 +390,27 @@ func (d *dyingSender) SendTemplate(ctx context.Context, m platform.TemplateMessa
 	return 0, nil
 }
 
-// A worker that dies during a call leaves its attempt recorded: the worker that gets the
-// message next counts it, and the attempts equal the platform's calls.
-func TestKilledAttemptCountsOnce(t *testing.T) {
-	r := newRig(t)
+// killedDuringCall publishes a push to a worker under policy that dies during its first call
+// of the platform, and returns its ucsId once that worker is stopped (it fetches nothing more).
+func (r *rig) killedDuringCall(policy delivery.RetryPolicy) string {
+	r.t.Helper()
 	dying := &dyingSender{Sender: r.pc, called: make(chan struct{})}
-	stop := r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = dying, 1 })
+	stop := r.startWorkerWith(policy, func(cfg *delivery.Config) { cfg.Platform, cfg.Concurrency = dying, 1 })
 	id := r.publish("u-follows", "JML", jml)
 	select {
 	case <-dying.called:
 	case <-time.After(15 * time.Second):
-		t.Fatal("the first worker never called the platform")
+		r.t.Fatal("the first worker never called the platform")
 	}
-	stop() // it fetches nothing more
+	stop()
+	return id
+}
+
+// A worker that dies during a call leaves its attempt recorded: the worker that gets the
+// message next counts it, and the attempts equal the platform's calls.
+func TestKilledAttemptCountsOnce(t *testing.T) {
+	r := newRig(t)
+	id := r.killedDuringCall(quick)
 	if res, err := r.st.Current(context.Background(), id); err != nil || res.State != push.StateSending || res.Attempts != 1 {
 		t.Fatalf("record of the attempt under way: %+v %v", res, err)
 	}

@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -47,35 +45,9 @@ func keyedRetry(t *testing.T, restart bool) {
 	proxy := embeddedtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 
 	// The front end's connection goes through the proxy; the test's "worker" connects directly.
-	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: 48 * time.Hour, AckWait: 5 * time.Second}
-	st, err := queue.EnsureStream(ctx, js, qc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := queue.NewPublisher(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	records, err := natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stor := embeddedtest.Store(t, nil)
-	svc, err := notification.New(notification.Config{
-		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer), Store: stor, Records: records,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	r := newRigOn(t, js, true)
+	svc, stor, records, qc := r.svc, r.store, r.records, r.qc
 	key := notification.Key{Name: "exam-week-notice-7", Body: []byte(body)}
 
 	// Answers of NATS come back slowly; the caller gives up before the PubAck comes.
@@ -92,8 +64,7 @@ func keyedRetry(t *testing.T, restart bool) {
 	// it, as workers do.
 	events := stor.NewWriter(store.WriterOptions{})
 	t.Cleanup(events.Close)
-	wnc, wjs := embeddedtest.JetStreamAt(t, n.URL())
-	_ = wnc
+	_, wjs := embeddedtest.JetStreamAt(t, n.URL())
 	wst, err := wjs.Stream(ctx, "S")
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type rig struct {
 	js       jetstream.JetStream
 	qc       queue.Config
 	store    *store.Store
+	records  *natskv.Records
 	accepted int
 	replayed int
 	rejected int
@@ -34,8 +35,14 @@ type rig struct {
 // a real store; withRecords false leaves the service without key records.
 func newRig(t *testing.T, withRecords bool) *rig {
 	t.Helper()
-	ctx := context.Background()
 	_, js := embeddedtest.JetStream(t)
+	return newRigOn(t, js, withRecords)
+}
+
+// newRigOn is newRig on the NATS server js is connected to.
+func newRigOn(t *testing.T, js jetstream.JetStream, withRecords bool) *rig {
+	t.Helper()
+	ctx := context.Background()
 	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
 	st, err := queue.EnsureStream(ctx, js, qc)
 	if err != nil {
@@ -54,9 +61,10 @@ func newRig(t *testing.T, withRecords bool) *rig {
 		Final: func(f push.Result) { r.finals = append(r.finals, f) }, Sent: func(f push.Result) { r.sent = append(r.sent, f) },
 	}
 	if withRecords {
-		if cfg.Records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
+		if r.records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
 			t.Fatal(err)
 		}
+		cfg.Records = r.records
 	}
 	if r.svc, err = notification.New(cfg); err != nil {
 		t.Fatal(err)

@@ -124,7 +124,7 @@ func (b *bodyReader) checkKeyword(key, v string, clean bool, k *keyword.Kind) {
 	if clean {
 		v = keyword.Clean(v)
 	}
-	if !keyword.Valid(k.Name, v) || k.Name == "keyword" && keyword.Strip(v) != v {
+	if !keyword.Valid(k.Name, v) || keyword.Cut(k.Name, v) {
 		b.add("data."+key, RuleKindKeyword, keywordRule(k))
 	}
 }

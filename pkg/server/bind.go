@@ -316,7 +316,7 @@ func (s *Server) bindConsent(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	if bs.UserID == "" || !sameSecret(c.FormValue("userid"), bs.UserID) {
+	if bs.UserID == "" || c.FormValue("userid") != bs.UserID {
 		// Signed out meanwhile, or signed in as someone else in another tab: the page shows
 		// who is signed in now, and asks again. Only the user the page showed is bound.
 		return c.Redirect(http.StatusSeeOther, "/bind")

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"html"
 	"net/http"
 	"net/url"
@@ -285,26 +283,6 @@ func (e *signInEnv) signInAgain(t *testing.T, b *http.Client, client, user, pass
 	return tok
 }
 
-// sidOf returns the sid claim of an ID token (its signature is checked elsewhere).
-func sidOf(t *testing.T, idToken string) string {
-	t.Helper()
-	parts := strings.Split(idToken, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %q", idToken)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c struct {
-		SID string `json:"sid"`
-	}
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
-	return c.SID
-}
-
 // TestSecondSignInRenewsTheBrowsersSession: a browser keeps one session, as Keycloak's do. When
 // another application asks the same user to sign in again (prompt=login), the session is
 // renewed, not doubled: both applications' tokens carry its sid, and when the first one signs
@@ -317,7 +295,7 @@ func TestSecondSignInRenewsTheBrowsersSession(t *testing.T) {
 		t.Fatal(errc)
 	}
 	tokL := e.signInAgain(t, b, "library", userID, userPass)
-	if p, l := sidOf(t, tokP["id_token"].(string)), sidOf(t, tokL["id_token"].(string)); p != l {
+	if p, l := idTokenSID(t, tokP["id_token"].(string)), idTokenSID(t, tokL["id_token"].(string)); p != l {
 		t.Fatalf("the second sign-in made a second session: sid %s, then %s", p, l)
 	}
 	logout := e.issuer + "/protocol/openid-connect/logout?" + url.Values{

@@ -2,11 +2,9 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,20 +50,10 @@ func TestRefreshTokenEndsWithClientDisable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A front end that reads the registry now (as every one does every ClientsReload).
-	issuer := e.replica(t, e.cfg.OAuth.Clients)
-	post := func(path string, form url.Values) (int, map[string]any) {
-		req, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.SetBasicAuth("portal", rpSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
-	}
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	issuer := r.issuer
+	post := func(path string, form url.Values) (int, map[string]any) { return r.postForm(t, path, "portal", form) }
 	// The fix for old access tokens holds:
 	if st := userinfo(t, issuer, access); st != http.StatusUnauthorized {
 		t.Fatalf("the access token from before the disable: userinfo %d, want 401", st)

@@ -223,20 +223,13 @@ func (s *Store) ownFollowers(ctx context.Context, bs []any, now time.Time) error
 		docs = append(docs, bson.D{{Key: "_id", Value: b.OpenID}, {Key: "userid", Value: b.UserID}, {Key: "bound", Value: now},
 			{Key: "following", Value: true}, {Key: "updated", Value: now}})
 	}
-	_, err := s.col(colFollowers).InsertMany(ctx, docs, unordered)
-	if err == nil {
-		return nil
-	}
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+	dups, err := insertNew(ctx, s.col(colFollowers), docs)
+	if err != nil {
 		return fmt.Errorf("import bindings: the followers' records: %w", err)
 	}
-	var models []mongo.WriteModel
-	for _, we := range bwe.WriteErrors {
-		if we.Code != 11000 {
-			return fmt.Errorf("import bindings: the followers' records: %w", err)
-		}
-		b := bs[we.Index].(Binding)
+	models := make([]mongo.WriteModel, 0, len(dups))
+	for _, i := range dups {
+		b := bs[i].(Binding)
 		models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: b.OpenID}}).
 			SetUpdate(bson.M{"$set": bson.M{"userid": b.UserID, "bound": now}}))
 	}
@@ -257,26 +250,36 @@ func replaceBinding(b Binding) mongo.WriteModel {
 // insertBindings inserts docs unordered and returns how many went in, and the bindings whose
 // user number was bound meanwhile (a duplicate key).
 func (s *Store) insertBindings(ctx context.Context, docs []any) (int, []Binding, error) {
-	r, err := s.bindings.InsertMany(ctx, docs, unordered)
-	n := 0
-	if r != nil {
-		n = len(r.InsertedIDs)
+	dups, err := insertNew(ctx, s.bindings, docs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("import bindings: %w", err)
 	}
+	raced := make([]Binding, 0, len(dups))
+	for _, i := range dups {
+		raced = append(raced, docs[i].(Binding))
+	}
+	return len(docs) - len(raced), raced, nil
+}
+
+// insertNew inserts docs unordered into c and returns the indexes of those whose _id was
+// there already; any other failure is an error.
+func insertNew(ctx context.Context, c *mongo.Collection, docs []any) ([]int, error) {
+	_, err := c.InsertMany(ctx, docs, unordered)
 	if err == nil {
-		return len(docs), nil, nil
+		return nil, nil
 	}
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
-		return n, nil, fmt.Errorf("import bindings: %w", err)
+		return nil, err
 	}
-	var raced []Binding
+	dups := make([]int, 0, len(bwe.WriteErrors))
 	for _, we := range bwe.WriteErrors {
 		if we.Code != 11000 {
-			return n, nil, fmt.Errorf("import bindings: %w", err)
+			return nil, err
 		}
-		raced = append(raced, docs[we.Index].(Binding))
+		dups = append(dups, we.Index)
 	}
-	return len(docs) - len(raced), raced, nil
+	return dups, nil
 }
 
 // EachBinding calls fn with every stored binding (its Following not set), in the store's

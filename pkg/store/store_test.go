@@ -401,15 +401,23 @@ func delivered(id string, msgID int64, at time.Time) []store.Write {
 	return append(store.SentRecords(sent, "oA", at), store.FinalRecord(store.Receipt(sent, "success", at), at))
 }
 
-func TestSweep(t *testing.T) {
+// sweepRig is a store the sweep has to clear itself (the embedded FerretDB has no TTL index),
+// on a test clock, with a writer.
+func sweepRig(t *testing.T) (*clocktest.Clock, *store.Store, *store.Writer) {
+	t.Helper()
 	clk := clocktest.New(at(0))
 	st := embeddedtest.Store(t, clk.Now)
-	w := st.NewWriter(store.WriterOptions{})
-	defer w.Close()
-	ctx := context.Background()
 	if st.ExpiresItself() {
-		t.Fatal("FerretDB reported TTL index support; the sweep test assumes it has none")
+		t.Fatal("FerretDB reported TTL index support; the sweep tests assume it has none")
 	}
+	w := st.NewWriter(store.WriterOptions{})
+	t.Cleanup(w.Close)
+	return clk, st, w
+}
+
+func TestSweep(t *testing.T) {
+	clk, st, w := sweepRig(t)
+	ctx := context.Background()
 	old := clk.Now().Add(-31 * 24 * time.Hour)
 	// More than two steps' worth of old records, then new ones, as time wrote them.
 	var recs []store.Write
@@ -742,14 +750,8 @@ func TestSentRecordAfterItsMsgID(t *testing.T) {
 // head of the table while its "at" moves forward. The sweep goes past such a live record and
 // removes the expired records written after it.
 func TestSweepPastAReplacedProgressRecord(t *testing.T) {
-	clk := clocktest.New(at(0))
-	st := embeddedtest.Store(t, clk.Now)
-	w := st.NewWriter(store.WriterOptions{})
-	defer w.Close()
+	clk, st, w := sweepRig(t)
 	ctx := context.Background()
-	if st.ExpiresItself() {
-		t.Fatal("FerretDB reported TTL index support; the test assumes it has none")
-	}
 	day0 := clk.Now().Add(-31 * 24 * time.Hour) // past the retention period of 30 days
 	// A push whose first attempt starts, and is retried.
 	slow := push.Result{UcsID: "slow", ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: day0, Updated: day0}

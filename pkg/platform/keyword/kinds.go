@@ -193,6 +193,11 @@ func Valid(kind, value string) bool {
 	return k.valid(value, n)
 }
 
+// Cut reports whether the platform shows less of value than was sent, for a
+// keyword of kind: an old industry template's keyword (kind "keyword") past 20
+// characters or holding a line break (Strip).
+func Cut(kind, value string) bool { return kind == "keyword" && Strip(value) != value }
+
 // Strip returns what the platform shows of a value of an old industry
 // template's keyword: line breaks removed, at most 20 characters.
 func Strip(value string) string {
