@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 const (
@@ -36,6 +37,24 @@ type Principal struct {
 	// several times gives several values. CAS servers add their own, such as
 	// "authenticationDate" and "isFromNewLogin". Never nil.
 	Attributes map[string][]string
+}
+
+// AuthenticatedAt is when the user last typed credentials at the CAS server: its
+// authenticationDate (ISO 8601, with or without the "[Zone/Name]" that Java's ZonedDateTime
+// appends), which a single sign-on answer (isFromNewLogin false) carries from the original
+// login. Without one, or with one later than now, it is now: the CAS 2.0 protocol gives no
+// more.
+func (p Principal) AuthenticatedAt(now time.Time) time.Time {
+	v := p.Attributes["authenticationDate"]
+	if len(v) == 0 {
+		return now
+	}
+	s, _, _ := strings.Cut(v[0], "[")
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.After(now) {
+		return now
+	}
+	return t
 }
 
 // Validate checks a service ticket with the CAS server, calling

@@ -117,7 +117,8 @@ type NATS struct {
 	// MaxBytes bounds the stream's size; when full, pushes are refused (503) rather than old
 	// messages dropped. Default 8 GiB.
 	MaxBytes int64 `yaml:"max_bytes"`
-	// MaxAge is how long an undelivered message stays in the stream. Default 168h (7 days).
+	// MaxAge is how long a push may wait to be sent: a worker fails an older one (reason
+	// "expired", dead-lettered). Default 168h (7 days).
 	MaxAge Duration `yaml:"max_age"`
 }
 

@@ -74,6 +74,9 @@ type Config struct {
 	// QuotaReset is when the platform's daily quota renews after now: sending pauses until
 	// then after a 45009 answer. Required with Pause.
 	QuotaReset func(now time.Time) time.Time
+	// MaxAge, when set, is how long after its acceptance a push may still be sent: an older one
+	// fails as expired, and is dead-lettered (nats.max_age). The stream drops none by age.
+	MaxAge time.Duration
 	// Budget, when set, caps the sends of every worker together (platform.max_rate).
 	Budget Budget
 	// Metrics counts attempts, failures and platform calls; nil counts nothing.
@@ -363,6 +366,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		case cur.State == push.StateSent || cur.State.Final():
 			// An earlier delivery was recorded but its ack was lost (a worker died in
 			// between).
+			if err := w.settle(ctx, cur); err != nil {
+				w.answer(ctx, msg, r, Snooze("recording the sent result: "+err.Error(), w.cfg.StoreRetry), attemptResult{})
+				return
+			}
 			_ = msg.Ack()
 			return
 		default:
@@ -412,7 +419,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			return
 		}
 	}
-	if out.exhausted && w.cfg.DeadLetter != nil {
+	if out.deadLetter && w.cfg.DeadLetter != nil {
 		// The copy is tried again in place while it fails, as the outcome's record is: the
 		// message handed back would call the platform once more on its next delivery.
 		err := w.keepTrying("dead-lettering", msg, func() error { return w.cfg.DeadLetter(ctx, msg, out.reason, r.Attempts) })
@@ -468,7 +475,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		_ = msg.NakWithDelay(out.delay)
 	case outcomeFailed:
 		w.cfg.Metrics.Delivery(metrics.OutcomeFailed, out.class)
-		if out.exhausted && w.cfg.DeadLetter != nil {
+		if out.deadLetter && w.cfg.DeadLetter != nil {
 			w.cfg.Metrics.DeadLetter()
 		}
 		log.Info("delivery failed", "ucsId", r.UcsID, "attempts", r.Attempts, "reason", out.reason)
@@ -617,6 +624,9 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
+		if w.cfg.MaxAge > 0 && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge)) {
+			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
+		}
 		// The attempt is recorded before the call, so that it counts even if this worker
 		// dies before the platform answers.
 		r.Attempts++
@@ -695,6 +705,9 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		case err != nil:
 			return false, fmt.Errorf("reading earlier attempts: %w", err)
 		case cur.State == push.StateSent || cur.State.Final():
+			if err := w.settle(ctx, cur); err != nil {
+				return false, fmt.Errorf("recording the sent result: %w", err)
+			}
 			return true, nil
 		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
@@ -705,6 +718,20 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
 	}
+}
+
+// settle completes the records of a push an earlier copy of the message delivered, cur being
+// its current record: a receipt's final result recorded before the sent record (the worker
+// that sent it stopped before writing it, and the front ends applied the receipt from its
+// announcement) gets the sent record, which lookups read first once the push leaves the
+// queue. Otherwise nothing is written.
+func (w *Worker) settle(ctx context.Context, cur push.Result) error {
+	if cur.MsgID == 0 || !cur.State.Final() {
+		return nil
+	}
+	sent := cur
+	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
+	return w.cfg.Events.Write(ctx, store.SentRecord(sent, w.cfg.Now()))
 }
 
 // usedUp reports whether a push's record shows its attempts used up, the last one failed (not

@@ -62,7 +62,8 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if err := s.Store.AddSessionClient(ctx, se.Key, c.ID); err != nil {
 		return nil, internal("the token could not be issued", err)
 	}
-	return s.issueUserTokens(ctx, c, se, ac.Scope, ac.Scope, ac.Nonce, ac.Family)
+	scope := stillAllowed(c, ac.Scope)
+	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family)
 }
 
 // codeReplayed answers a code used a second time. RFC 6749 §4.1.2: the tokens it issued are
@@ -80,6 +81,9 @@ func checkVerifier(challenge, verifier string) *Error {
 	switch {
 	case challenge != "" && verifier == "":
 		return errorf(ErrInvalidGrant, "code_verifier is required (PKCE)")
+	case challenge != "" && !validChallenge(verifier):
+		// RFC 7636 §4.1: 43 to 128 characters of the unreserved alphabet, as the challenge.
+		return errorf(ErrInvalidGrant, "code_verifier must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_' and '~'")
 	case challenge != "":
 		sum := sha256.Sum256([]byte(verifier))
 		got := base64.RawURLEncoding.EncodeToString(sum[:])

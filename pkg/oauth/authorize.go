@@ -99,6 +99,9 @@ func ValidateAuthRequest(ar *AuthRequest, clients *Clients, idps []string, defau
 	if len(idps) == 0 {
 		return back(ErrTemporarilyUnavailable, "sign-in is not configured on this server")
 	}
+	if ar.ResponseType == "" {
+		return back(ErrInvalidRequest, "response_type is required")
+	}
 	if ar.ResponseType != "code" {
 		return back(ErrUnsupportedResponseType, "response_type must be code")
 	}

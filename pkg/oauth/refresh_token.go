@@ -37,9 +37,11 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if !s.Now().Before(t.Expires) {
 		return nil, errorf(ErrInvalidGrant, "the refresh token expired")
 	}
-	scope := t.Scope
+	// As in Keycloak, a scope the client may no longer ask for is dropped from the grant.
+	grant := stillAllowed(c, t.Scope)
+	scope := grant
 	if asked := form.Get("scope"); asked != "" {
-		have := strings.Fields(t.Scope)
+		have := strings.Fields(grant)
 		var out []string
 		for sc := range strings.FieldsSeq(asked) {
 			if !slices.Contains(have, sc) {
@@ -66,7 +68,15 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	}
 	// RFC 6749 §6: a narrower scope narrows this access token only; the refresh token issued
 	// now keeps the original grant's scope, so the family's later refreshes may ask for all of it.
-	return s.issueUserTokens(ctx, c, se, scope, t.Scope, t.Nonce, t.Family)
+	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family)
+}
+
+// stillAllowed is scope without the scopes client c may no longer ask for (the operator took
+// them from it since they were granted).
+func stillAllowed(c *Client, scope string) string {
+	out := strings.Fields(scope)
+	out = slices.DeleteFunc(out, func(sc string) bool { return !c.MayAsk(sc) })
+	return strings.Join(out, " ")
 }
 
 func (s *Service) refreshReplayed(ctx context.Context, c *Client, t store.RefreshToken) *Error {

@@ -154,8 +154,9 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 
 // Revoke is RFC 7009 revocation: a refresh token's whole family is revoked, with the access
 // tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
-// lifetime and are not revocable one by one: they are refused with unsupported_token_type
-// rather than pretended revoked. An unknown token is not an error (RFC 7009 §2.2).
+// lifetime and are not revocable one by one: a valid access token of this issuer is refused
+// with unsupported_token_type rather than pretended revoked. An unknown or invalid token is
+// not an error (RFC 7009 §2.2).
 func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	form := r.Form
 	c, e := s.authenticateClient(ctx, r)
@@ -166,8 +167,10 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	if tok == "" {
 		return errorf(ErrInvalidRequest, "token is required")
 	}
-	if strings.Count(tok, ".") == 2 {
+	if _, e := s.parseAccess(tok); e == nil {
 		return &Error{Code: "unsupported_token_type", Description: "access tokens expire on their own and cannot be revoked; revoke the refresh token", Status: 400}
+	} else if strings.Count(tok, ".") == 2 {
+		return nil // no refresh token of this service has dots
 	}
 	if s.Store == nil {
 		return nil

@@ -188,6 +188,11 @@ func (c *Client) send(ctx context.Context, tok string, body []byte) (int64, erro
 	if a.ErrCode != 0 {
 		return 0, fmt.Errorf("send template: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
 	}
+	if a.MsgID <= 0 {
+		// Not the platform's answer (a proxy's, cut short): whether the message was taken is
+		// unknown, and a retry with the same client_msg_id gets its msgid.
+		return 0, errors.New("send template: an answer of errcode 0 without a msgid")
+	}
 	return a.MsgID, nil
 }
 

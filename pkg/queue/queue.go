@@ -74,7 +74,8 @@ type Config struct {
 	Replicas int
 	// MaxBytes bounds the stream; when full, publishing fails rather than dropping messages.
 	MaxBytes int64
-	// MaxAge is how long a message may wait.
+	// MaxAge is how long a message may wait: the workers fail one older (delivery.Config.MaxAge),
+	// and the stream remembers an Idempotency-Key no longer.
 	MaxAge time.Duration
 	// AckWait is how long a delivered message may go unanswered before it is delivered again.
 	AckWait time.Duration
@@ -104,8 +105,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 		MaxBytes:    c.MaxBytes,
-		MaxAge:      c.MaxAge,
-		Discard:     jetstream.DiscardNew,
+		// No age limit: a push past MaxAge is failed by a worker, with a record and a dead
+		// letter, never dropped unseen; MaxBytes bounds the stream.
+		MaxAge:  0,
+		Discard: jetstream.DiscardNew,
 		// Lookups read waiting pushes by subject, many at once, from any replica.
 		AllowDirect: true,
 		// A batch is stored whole or not at all.

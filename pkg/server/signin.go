@@ -360,7 +360,7 @@ func (s *Server) loginLocal(c echo.Context) error {
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
 	}
 	g.UserSucceeded(ctx, user)
-	se, err := s.newSession(c, user, "local")
+	se, err := s.newSession(c, user, "local", s.now())
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
@@ -392,21 +392,23 @@ func (s *Server) casCallback(c echo.Context) error {
 		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
 			"The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
 	}
-	se, err := s.newSession(c, p.User, "cas")
+	// A single sign-on answer (no password typed now) keeps the time of the user's last real
+	// authentication at the campus sign-on: auth_time and max_age speak of that.
+	se, err := s.newSession(c, p.User, "cas", p.AuthenticatedAt(s.now()))
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
 	return s.afterLogin(c, ar, se)
 }
 
-// newSession records a sign-in of userID through idp in this browser: its session, renewed if
+// newSession records a sign-in of userID through idp in this browser, authenticated at authTime: its session, renewed if
 // the browser has one of the same user (oauth.Service.SignIn), and the cookie that names it.
-func (s *Server) newSession(c echo.Context, userID, idp string) (store.Session, error) {
+func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Time) (store.Session, error) {
 	secret := oauth.NewSecret()
 	now := s.now()
 	se := store.Session{
 		Key: oauth.Hash(secret), SID: oauth.NewSecret()[:22], UserID: userID, IDP: idp,
-		AuthTime: now, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
+		AuthTime: authTime, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
 		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
 	var current string

@@ -95,11 +95,12 @@ func newSignInEnvWith(t *testing.T, logger *slog.Logger, change ...func(*config.
 	}
 	t.Cleanup(n.Shutdown)
 	f := embeddedtest.FerretDB(t)
-	casSrv := castest.New(map[string]string{"2020000042": "cas-password"})
+	clk := clocktest.New(time.Now().Truncate(time.Second))
+	// The campus sign-on keeps the same time as the service, as NTP makes it in production.
+	casSrv := castest.New(map[string]string{"2020000042": "cas-password"}, castest.WithClock(clk.Now))
 	t.Cleanup(casSrv.Close)
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
-	clk := clocktest.New(time.Now().Truncate(time.Second))
 	cfg := &config.Config{
 		PublicURL: base,
 		NATS:      config.NATS{URL: n.URL()},

@@ -730,6 +730,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	writer := conn.st.NewWriter(store.WriterOptions{})
 	w, err := delivery.New(delivery.Config{
 		Consumer: cons, Store: conn.st, Events: writer, Platform: pc, Templates: cfg.Platform.Templates,
+		MaxAge: cfg.NATS.MaxAge.D(),
 		Policy: delivery.RetryPolicy{
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
 			MaxAttempts: cfg.Worker.MaxAttempts,

@@ -22,7 +22,11 @@ import (
 //	            platform accepted the message and gave its msgid), or the final result a
 //	            worker wrote (it failed without being sent). A lookup reads it first, so a
 //	            ucsId this service never gave out costs one read, and a failed push one
-//	<ucsId>/f   the final result of a sent push: its delivery receipt (delivered or failed)
+//	<ucsId>/f   the final result of a sent push: its delivery receipt (delivered or failed).
+//	            It may come before the sent record, while the push still waits in the
+//	            queue: the worker that sent it stopped before writing that record, and the
+//	            front ends applied the receipt from its announcement. Current reads it then,
+//	            and the worker that gets the push next writes the sent record.
 //	<ucsId>/p   progress: an attempt under way, or a retry waiting (replaced as attempts go)
 //
 // and the platform's msgid, which its delivery receipt carries, maps to the sent record in
@@ -100,9 +104,15 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	msg := strconv.FormatInt(r.MsgID, 10)
 	return []Write{
-		{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}},
+		SentRecord(r, at),
 		{col: colMsgIDs, id: msg, doc: msgDoc{ID: msg, Result: r, OpenID: openID, At: at}},
 	}
+}
+
+// SentRecord is the sent result of a push alone, without its msgid's record: for a push whose
+// receipt was recorded before it (see Current).
+func SentRecord(r push.Result, at time.Time) Write {
+	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
 }
 
 // ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record
@@ -158,11 +168,15 @@ func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) 
 }
 
 // Current returns the most advanced record of a push: final, else sent, else progress, or
-// ErrNotFound when no worker has reached it. At most three reads.
+// ErrNotFound when no worker has reached it. A receipt's final result counts even before the
+// sent record (see above). At most three reads.
 func (s *Store) Current(ctx context.Context, ucsID string) (push.Result, error) {
 	r, err := s.Outcome(ctx, ucsID)
 	switch {
 	case errors.Is(err, ErrNotFound):
+		if f, err := s.getResult(ctx, ucsID+suffixReceipt); !errors.Is(err, ErrNotFound) {
+			return f, err
+		}
 		return s.InProgress(ctx, ucsID)
 	case err != nil || r.State != push.StateSent:
 		return r, err

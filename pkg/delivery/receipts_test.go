@@ -1,0 +1,287 @@
+package delivery_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/delivery"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/notification"
+	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// frontEnd is the front end's lookup service on the rig's queue and store.
+func (r *rig) frontEnd(t *testing.T) *notification.Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := r.js.Stream(ctx, r.qcfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := notification.New(notification.Config{
+		Publisher: r.pub,
+		Waiting:   queue.NewWaiting(r.js, st, r.qcfg.Consumer),
+		Store:     r.st,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// receiptFrontEnd is a front end on the rig's queue and store that keeps and applies the
+// platform's events, as the callback and the applying front end do.
+func (r *rig) receiptFrontEnd(t *testing.T) (*notification.Service, jetstream.Stream) {
+	t.Helper()
+	ctx := context.Background()
+	pe, err := queue.OpenPlatformEvents(ctx, r.js, r.qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.js.Stream(ctx, r.qcfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feWriter := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(feWriter.Close)
+	svc, err := notification.New(notification.Config{
+		Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st,
+		Events: feWriter, KeepEvent: pe.Keep, ReceiptWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	events := make(chan []*queue.PlatformEvent)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = pe.Run(runCtx, events) }()
+	go func() { defer wg.Done(); _ = svc.ApplyEvents(runCtx, events) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return svc, st
+}
+
+// receipt is the platform's TEMPLATESENDJOBFINISH event for msgID, as the callback keeps it.
+func receipt(msgID int64, status string) platform.Event {
+	return platform.Event{ToUserName: simulator.AccountID, FromUserName: "oFollower", CreateTime: time.Now().Unix(),
+		MsgType: "event", Event: platform.EventTemplateFinish, MsgID: msgID, Status: status}
+}
+
+// TestPushPastMaxAgeFailsAsExpired: a push the platform answered "busy" waits out its backoff
+// past nats.max_age (3 s here, at least 24h in production). The stream drops nothing by age:
+// the worker that gets it next fails it as expired, without calling the platform, and keeps a
+// copy in the dead letters, so that the accepted ucsId ends failed with a reason rather than
+// unknown.
+func TestPushPastMaxAgeFailsAsExpired(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	st, err := r.js.Stream(ctx, r.qcfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := st.CachedInfo().Config.MaxAge; age != 0 {
+		t.Fatalf("the stream drops messages older than %s", age)
+	}
+	r.sim.SetFaults(simulator.Faults{BusyRate: 1})
+	var dead atomic.Int64
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 4 * time.Second, Max: 4 * time.Second, Multiplier: 1, MaxAttempts: 3},
+		func(c *delivery.Config) {
+			c.MaxAge = 3 * time.Second
+			c.DeadLetter = func(context.Context, jetstream.Msg, string, int) error { dead.Add(1); return nil }
+		})
+	svc := r.frontEnd(t)
+
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "attempt 1 recorded and answered busy", func() bool {
+		res, err := r.st.Current(ctx, id)
+		return err == nil && res.Attempts == 1 && res.State == push.StateQueued && res.LastError != ""
+	})
+	r.sim.SetFaults(simulator.Faults{}) // a retry would be sent now
+	res := r.waitState(id, push.StateFailed)
+	if !strings.HasPrefix(res.Reason, "expired: ") || res.Attempts != 1 {
+		t.Fatalf("failed with %q after %d attempts, want expired after 1", res.Reason, res.Attempts)
+	}
+	if calls := r.sim.Stats().Sends; calls != 1 || dead.Load() != 1 {
+		t.Fatalf("platform calls %d, dead letters %d; want 1 and 1", calls, dead.Load())
+	}
+	got, err := svc.Result(ctx, "c1", id)
+	if err != nil || got.State != push.StateFailed {
+		t.Fatalf("lookup: %+v, %v; want failed", got, err)
+	}
+}
+
+// dieOnOutcome passes records to the real writer, but ends the calling goroutine, as a worker
+// process killed at that moment, when asked to write a push's sent records (the two records of
+// store.SentRecords): the platform answered and the front ends were told, the store has nothing.
+type dieOnOutcome struct {
+	delivery.Events
+	died chan struct{}
+}
+
+func (d *dieOnOutcome) Write(ctx context.Context, ws ...store.Write) error {
+	if len(ws) == 2 {
+		close(d.died)
+		runtime.Goexit()
+	}
+	return d.Events.Write(ctx, ws...)
+}
+
+// TestReceiptBeforeTheSentRecordStaysTheResult: a worker gets the platform's answer (msgid M),
+// announces the sent message to the front ends and is killed before its sent record is
+// written. The platform's receipt for M says "success": the front end applies it from memory
+// and records delivered (at <ucsId>/f). The user then unfollows the account. The queue gives
+// the message to another worker after the ack wait, which must find the receipt's result and
+// leave it: the first final result of a push stays its result, in the store and in every
+// front end, and a restarted front end never answers sending after delivered.
+func TestReceiptBeforeTheSentRecordStaysTheResult(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	svc, st := r.receiptFrontEnd(t)
+	// Worker A: sends, announces, dies before its sent record.
+	aWriter := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(aWriter.Close)
+	dying := &dieOnOutcome{Events: aWriter, died: make(chan struct{})}
+	stopA := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Events, c.Concurrency = dying, 1
+		c.AnnounceSent = svc.RememberSent
+		c.Announce = svc.Remember
+	})
+	id := r.publish("u-follows", "JML", jml)
+	select {
+	case <-dying.died:
+	case <-time.After(15 * time.Second):
+		t.Fatal("worker A never got to record its outcome")
+	}
+	stopA()
+	var msgID int64
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == id {
+			msgID = s.MsgID
+		}
+	}
+	if msgID == 0 {
+		t.Fatal("the platform has no message for the push")
+	}
+	// The platform's receipt: delivered.
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the receipt is applied: delivered", func() bool {
+		res, err := svc.Result(ctx, "c1", id)
+		return err == nil && res.State == push.StateDelivered
+	})
+	// Meanwhile a front end without the result in memory (restarted) reads the store through
+	// the queue, where the push still waits.
+	before, beforeErr := func() (push.Result, error) {
+		fe, err := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
+		if err != nil {
+			return push.Result{}, err
+		}
+		return fe.Result(ctx, "c1", id)
+	}()
+	// The user, having read it, unfollows the account (the front end applies the unsubscribe).
+	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Worker B gets the message after the ack wait.
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Announce = svc.Remember; c.AnnounceSent = svc.RememberSent })
+	embeddedtest.Eventually(t, 20*time.Second, "the queue lets go of the push", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+	stored, err := r.st.Outcome(ctx, id)
+	// A front end started now (or one whose memory no longer holds the push).
+	fresh, ferr := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	freshRes, freshErr := fresh.Result(ctx, "c1", id)
+	memRes, memErr := svc.Result(ctx, "c1", id)
+	if err != nil || stored.State != push.StateDelivered || freshErr != nil || freshRes.State != memRes.State {
+		t.Fatalf("push %s: the first final result (delivered, from the platform's receipt) must stay its result everywhere:\n"+
+			"  store Outcome: state=%s reason=%q attempts=%d (err %v), expected delivered\n"+
+			"  lookup at the front end that applied the receipt: %s (err %v)\n"+
+			"  lookup at a front end started since: %s reason=%q (err %v)\n"+
+			"  (before the second worker, a restarted front end's lookup already answered %s (err %v) after delivered was reported)",
+			id, stored.State, stored.Reason, stored.Attempts, err, memRes.State, memErr, freshRes.State, freshRes.Reason, freshErr, before.State, beforeErr)
+	}
+}
+
+// TestAnswerWithoutMsgIDIsInDoubt: the platform takes the message (and later pushes its
+// receipt) but the answer is HTTP 200 errcode 0 without a msgid (a proxy in between that
+// rewrites the body). That is no success with msgid 0: the attempt's outcome is unknown, and
+// the retry with the same client_msg_id learns the real msgid, which the receipt then finds.
+func TestAnswerWithoutMsgIDIsInDoubt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	svc, _ := r.receiptFrontEnd(t)
+	var sends atomic.Int64
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "/message/template/send") || sends.Add(1) > 1 {
+			return false
+		}
+		r.sim.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":0,"errmsg":"ok"}`))
+		return true
+	})
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Platform = pc
+		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
+	})
+	id := r.publish("u-follows", "JML", jml)
+	var msgID int64
+	embeddedtest.Eventually(t, 10*time.Second, "the platform has the message", func() bool {
+		for _, s := range r.sim.Sent() {
+			if s.ClientMsgID == id {
+				msgID = s.MsgID
+			}
+		}
+		return msgID != 0
+	})
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
+		t.Fatal(err)
+	}
+	var res push.Result
+	var err error
+	deadline := time.Now().Add(15 * time.Second) // past the receipt's wait for its msgid (5 s here)
+	for time.Now().Before(deadline) {
+		if res, err = svc.Result(ctx, "c1", id); err == nil && res.State.Final() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("push %s, taken by the platform as msgid %d with a delivery receipt \"success\", never reached a final state:\n"+
+		"  expected: delivered (README: sent (the platform took it; msgId) → delivered or failed)\n"+
+		"  got: state=%s msgId=%d attempts=%d (err %v); platform send calls %d",
+		id, msgID, res.State, res.MsgID, res.Attempts, err, sends.Load())
+}
+
+// TestSlowCallLongerThanAckWait: a platform call slower than the consumer's ack wait
+// (5 s here, 8 s calls) with two workers on the consumer: the heartbeat keeps the message with
+// its worker, so it is sent once and counted once. (A check that held.)
+func TestSlowCallLongerThanAckWait(t *testing.T) {
+	r := newRig(t)
+	r.sim.SetFaults(simulator.Faults{Latency: 8 * time.Second})
+	for range 2 {
+		r.startWorkerWith(quick, func(c *delivery.Config) { c.SendTimeout = 14 * time.Second })
+	}
+	id := r.publish("u-follows", "JML", jml)
+	res := r.waitState(id, push.StateSent)
+	if calls := r.sim.Stats().Sends; res.Attempts != 1 || calls != 1 {
+		t.Fatalf("attempts %d, platform calls %d, expected 1 and 1", res.Attempts, calls)
+	}
+}
