@@ -219,7 +219,7 @@ func TestRefreshDropsRemovedScope(t *testing.T) {
 	defer resp.Body.Close()
 	var m map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&m)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("refresh after a scope was removed: %d %v, want the tokens without that scope", resp.StatusCode, m)
 	}
 	access, _ := m["access_token"].(string)
