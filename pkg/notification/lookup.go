@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,13 +26,16 @@ const LookupTimeout = 5 * time.Second
 // no record of, two for a sent or delivered push). A push of another client is ErrNotFound,
 // as an unknown one. On a queue of several replicas, whose direct gets any replica answers, a
 // ucsId found nowhere is asked of the queue's leader before it is ErrNotFound: a replica may
-// lag behind a push acknowledged a moment ago.
+// lag behind a push acknowledged a moment ago. A ucsId is a ULID, read in either case; another
+// client's push costs what an unknown one does, so that the time of the answer does not tell
+// them apart either.
 func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
+	id = strings.ToUpper(id)
 	if !push.ValidID(id) {
 		return push.Result{}, ErrNotFound
 	}
-	if r, ok := s.results.Get(id); ok {
-		return own(r, client)
+	if r, ok := s.results.Get(id); ok && r.ClientID == client {
+		return r, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
 	defer cancel()
@@ -68,13 +73,16 @@ func (s *Service) Results(ctx context.Context, client string, ids []string) ([]L
 	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
 	defer cancel()
 	var missed []string
+	ids = slices.Clone(ids)
 	for i, id := range ids {
+		id = strings.ToUpper(id) // a ULID, read in either case
+		ids[i] = id
 		if !push.ValidID(id) {
 			done[i] = true
 			continue
 		}
-		if r, ok := s.results.Get(id); ok {
-			out[i] = Lookup{Result: r, Found: r.ClientID == client}
+		if r, ok := s.results.Get(id); ok && r.ClientID == client {
+			out[i] = Lookup{Result: r, Found: true}
 			done[i] = true
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -27,7 +29,7 @@ type apiDocs struct {
 
 // newAPIDocs fills the realm this server answers for into the description: the realm
 // parameter of the /auth/realms/{realm} paths allows that one value.
-func newAPIDocs(realm string) (*apiDocs, error) {
+func newAPIDocs(realm, publicURL string) (*apiDocs, error) {
 	v, err := openapi.Parse(schemas.OpenAPI())
 	if err != nil {
 		return nil, err
@@ -41,6 +43,16 @@ func newAPIDocs(realm string) (*apiDocs, error) {
 		return nil, fmt.Errorf("server: the OpenAPI description has no realm parameter")
 	}
 	schema.Set("enum", []any{realm})
+	// The operations' paths are relative to the public address, which may have a path of its
+	// own (a gateway's prefix): the server URL is that path, resolved against the address the
+	// description was fetched from.
+	if base := basePath(publicURL); base != "/" {
+		if servers, _ := root.Get("servers").([]any); len(servers) > 0 {
+			if s0, _ := servers[0].(openapi.Object); s0 != nil {
+				s0.Set("url", base)
+			}
+		}
+	}
 	spec, err := openapi.Marshal(root)
 	if err != nil {
 		return nil, err
@@ -52,10 +64,19 @@ func newAPIDocs(realm string) (*apiDocs, error) {
 	return &apiDocs{spec: spec, page: page}, nil
 }
 
+// basePath is the path of the public address publicURL, "/" if it has none.
+func basePath(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil || strings.TrimRight(u.Path, "/") == "" {
+		return "/"
+	}
+	return strings.TrimRight(u.Path, "/")
+}
+
 // OpenAPIDescription returns the OpenAPI description as a front end of realm serves it at
 // OpenAPIPath, for tools that check it outside a running service (scripts/lint-openapi).
 func OpenAPIDescription(realm string) ([]byte, error) {
-	d, err := newAPIDocs(realm)
+	d, err := newAPIDocs(realm, "")
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // exactly those the error handler answers, each with its HTTP status; and the description
 // says so in its introduction too.
 func TestDescribedCodesAreTheServers(t *testing.T) {
-	d, err := newAPIDocs("ucs")
+	d, err := newAPIDocs("ucs", "")
 	if err != nil {
 		t.Fatal(err)
 	}

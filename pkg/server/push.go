@@ -110,6 +110,10 @@ func readBody(r io.Reader, buf []byte, limit int) ([]byte, error) {
 // for the caller: it gets the same 404 as an unknown one.
 func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
+	if id == "batch" || id == "results" {
+		// The concrete paths come before the template: a wrong method, not a lookup.
+		return postOnly(c)
+	}
 	r, err := s.notify.Result(c.Request().Context(), claimsOf(c).Azp, id)
 	switch {
 	case errors.Is(err, notification.ErrNotFound):

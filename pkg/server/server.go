@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,7 +133,11 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger, notify: cfg.Notify, cb: cb,
 		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
 	}
-	if s.docs, err = newAPIDocs(cfg.Realm); err != nil {
+	publicURL := "" // the issuer is <public_url>/auth/realms/<realm>
+	if cfg.OAuth != nil {
+		publicURL = strings.TrimSuffix(cfg.OAuth.Issuer, "/auth/realms/"+cfg.Realm)
+	}
+	if s.docs, err = newAPIDocs(cfg.Realm, publicURL); err != nil {
 		return nil, err
 	}
 	if cfg.Ops != nil {
@@ -214,6 +219,13 @@ func (s *Server) headRoutes() {
 			head[r.Path] = true
 		}
 	}
+}
+
+// postOnly answers a GET or HEAD on a path that takes only POST: 405 with Allow, as the router
+// answers a wrong method where no route of the path matches it.
+func postOnly(c echo.Context) error {
+	c.Response().Header().Set(echo.HeaderAllow, "OPTIONS, POST")
+	return errf(CodeMethod, "method "+c.Request().Method+" is not allowed here")
 }
 
 // asGet serves a HEAD request with the handler of the GET route of its path.
