@@ -77,12 +77,14 @@ type ItemResult struct {
 // Batch is the answer to a batch: each item's result in request order, and how many were
 // accepted and not. Unavailable says the queue did not take the batch's good items (or, for a
 // retry, those the first request left): none of them has a ucsId, and the batch may be sent
-// again, with the same key if it had one.
+// again, with the same key if it had one; Full says why: the queue is full (ErrQueueFull), so
+// the batch is best sent again later than after a passing fault.
 type Batch struct {
 	Items       []ItemResult
 	Accepted    int
 	Rejected    int
 	Unavailable bool
+	Full        bool
 }
 
 // PushBatch accepts client's batch: its good items are stored together as one atomic batch,
@@ -135,7 +137,7 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		if k != nil {
 			k.finish(ctx, at)
 		}
-		b.Unavailable = true
+		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)
 		b.Rejected = len(b.Items) - b.Accepted
 		return b, nil
 	}

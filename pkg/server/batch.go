@@ -261,9 +261,14 @@ func (s *Server) batch(c echo.Context) error {
 		}
 	}
 	if b.Unavailable {
-		c.Response().Header().Set("Retry-After", "5")
+		// As for a single push: a full queue is worth a longer wait than a passing fault.
+		retry, why := "5", "unavailable"
+		if b.Full {
+			retry, why = "30", "full"
+		}
+		c.Response().Header().Set("Retry-After", retry)
 		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable,
-			Msg: "the push queue is unavailable; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)", Time: s.stamp()})
+			Msg: "the push queue is " + why + "; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)", Time: s.stamp()})
 	}
 	return s.ok(c, ans)
 }

@@ -149,7 +149,7 @@ func TestBatchPush(t *testing.T) {
 
 // TestBatchQueueRefusesWhole fills the stream so that it cannot take a whole batch: the batch
 // is atomic, so no item is stored, no item has a ucsId, each says to retry it, and the status
-// is 503. Sent again once there is room, the batch is stored whole.
+// is 503 saying the queue is full, with the single push's Retry-After. Sent again once there is room, the batch is stored whole.
 func TestBatchQueueRefusesWhole(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
@@ -159,8 +159,9 @@ func TestBatchQueueRefusesWhole(t *testing.T) {
 		items[i] = goodItemN(i)
 	}
 	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(items...), nil)
-	if a.status != 503 || a.header.Get("Retry-After") == "" {
-		t.Fatalf("batch into a full stream: %d %s", a.status, a.body)
+	if a.status != 503 || a.header.Get("Retry-After") != "30" || !strings.Contains(string(a.body), "the push queue is full") {
+		t.Fatalf("batch into a full stream: %d, Retry-After %q, %s; want 503 saying the queue is full, Retry-After 30 as for a single push",
+			a.status, a.header.Get("Retry-After"), a.body)
 	}
 	d := a.batch(t)
 	if d.Accepted != 0 || d.Rejected != 6 {

@@ -109,9 +109,9 @@ func (s *Server) bindRoutes() {
 	on := s.bindAvailable
 	s.e.GET("/bind", s.bindPage, on)
 	s.e.POST("/bind", s.bindConsent, on)
-	s.e.GET("/bind/platform", s.bindPlatformReturn, on)
+	s.getOnce("/bind/platform", s.bindPlatformReturn, on)
 	s.e.GET("/bind/signin", s.bindSignIn, on)
-	s.e.GET("/bind/signed-in", s.bindSignedIn, on)
+	s.getOnce("/bind/signed-in", s.bindSignedIn, on)
 	s.e.POST("/bind/unbind", s.bindUnbind, on)
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestHeadOnEveryGet: every GET route of the front end answers HEAD with the GET's status and
 // headers and no body (RFC 9110 §9.1 and §9.3.2), the probes and documents that monitoring and
-// gateways ask with HEAD among them.
+// gateways ask with HEAD among them; but the GETs that use up a one-time value or end a
+// session, where HEAD is 405 (TestHeadUsesUpNothing).
 func TestHeadOnEveryGet(t *testing.T) {
 	st, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -56,7 +57,15 @@ func TestHeadOnEveryGet(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
+	once := []string{"/v1/infra/notification/mp/callback", realm + "/broker/cas/endpoint", realm + "/protocol/openid-connect/logout",
+		"/bind/platform", "/bind/signed-in"}
 	for _, p := range paths {
+		if slices.Contains(once, p) {
+			if head, _ := do(http.MethodHead, p); head.StatusCode != http.StatusMethodNotAllowed { //nolint:bodyclose // do closes the body before it returns
+				t.Errorf("HEAD %s: %d, want 405", p, head.StatusCode)
+			}
+			continue
+		}
 		get, getBody := do(http.MethodGet, p)    //nolint:bodyclose // do closes the body before it returns
 		head, headBody := do(http.MethodHead, p) //nolint:bodyclose // do closes the body before it returns
 		if head.StatusCode != get.StatusCode {
@@ -95,4 +104,26 @@ func mergeKeys(a, b http.Header) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// TestHeadUsesUpNothing: HEAD is safe (RFC 9110 §9.2.1): a GET that uses up a one-time value
+// (the platform's signed address check, whose nonce is taken; the return from the campus
+// sign-on or the platform with its one-time ticket or code; a sign-out; a binding's sign-in
+// ticket) is not run for a HEAD, which a link preview or a prefetching proxy may send first:
+// HEAD there is 405, and the GET that follows still works.
+func TestHeadUsesUpNothing(t *testing.T) {
+	e := newEnv(t)
+	q := e.plainQuery(cbToken, "head-check")
+	if a := e.do(http.MethodHead, callbackPath+"?"+q+"&echostr=abc", "", "", ""); a.status != http.StatusMethodNotAllowed || !strings.Contains(a.header.Get("Allow"), "GET") {
+		t.Fatalf("HEAD of the signed address check: %d, Allow %q; want 405 naming GET", a.status, a.header.Get("Allow"))
+	}
+	if a := e.do(http.MethodGet, callbackPath+"?"+q+"&echostr=abc", "", "", ""); a.status != http.StatusOK || string(a.body) != "abc" {
+		t.Fatalf("the address check after a HEAD of it: %d %s; want 200 abc", a.status, a.body)
+	}
+	realm := "/auth/realms/" + e.cfg.OAuth.Realm
+	for _, p := range []string{realm + "/broker/cas/endpoint", realm + "/protocol/openid-connect/logout", "/bind/platform", "/bind/signed-in"} {
+		if a := e.do(http.MethodHead, p, "", "", ""); a.status != http.StatusMethodNotAllowed {
+			t.Errorf("HEAD %s: %d; want 405", p, a.status)
+		}
+	}
 }

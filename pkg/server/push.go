@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +113,8 @@ func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
 	if id == "batch" || id == "results" {
 		// The concrete paths come before the template: a wrong method, not a lookup.
-		return postOnly(c)
+		c.SetPath(c.Path()[:strings.LastIndexByte(c.Path(), '/')+1] + id)
+		return s.notAllowed(c)
 	}
 	r, err := s.notify.Result(c.Request().Context(), claimsOf(c).Azp, id)
 	switch {

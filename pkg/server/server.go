@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,6 +99,8 @@ type Server struct {
 	pushReq oauth.Requirement
 	// cb authenticates the platform's callbacks.
 	cb *platform.CallbackAuth
+	// onceGets are the paths of the GET routes HEAD does not run (getOnce).
+	onceGets map[string]bool
 	// stopping is set once a graceful stop began.
 	stopping atomic.Bool
 	docs     *apiDocs
@@ -179,7 +183,7 @@ func (s *Server) routes() {
 	e.POST("/v1/infra/notification/mp", s.push, s.bearer(s.pushReq))
 	e.POST("/v1/infra/notification/mp/batch", s.batch, s.bearer(s.pushReq))
 	e.POST("/v1/infra/notification/mp/results", s.batchResults, s.bearer(s.pushReq))
-	e.GET("/v1/infra/notification/mp/callback", s.callbackVerify)
+	s.getOnce("/v1/infra/notification/mp/callback", s.callbackVerify)
 	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent, identityBody)
 	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.bearer(s.pushReq))
 
@@ -203,11 +207,25 @@ func (s *Server) routes() {
 	s.headRoutes()
 }
 
-// headRoutes answers HEAD on every GET route (RFC 9110 §9.1: a general-purpose server
-// supports both): the GET's handler, with its route's middleware, answers; net/http sends
-// the status and headers and drops the body of a HEAD. Called once every GET route is in.
+// getOnce adds a GET route whose handler uses up a one-time value (a nonce, a ticket, a code)
+// or ends a session: HEAD, which must be safe (RFC 9110 §9.2.1) and which link previews and
+// prefetching proxies send first, does not run it, and is answered 405.
+func (s *Server) getOnce(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	s.e.GET(path, h, m...)
+	if s.onceGets == nil {
+		s.onceGets = map[string]bool{}
+	}
+	s.onceGets[path] = true
+}
+
+// headRoutes answers HEAD on every GET route but getOnce's (RFC 9110 §9.1: a general-purpose
+// server supports both): the GET's handler, with its route's middleware, answers; net/http
+// sends the status and headers and drops the body of a HEAD. Called once every GET route is in.
 func (s *Server) headRoutes() {
-	head := map[string]bool{}
+	head := maps.Clone(s.onceGets)
+	if head == nil {
+		head = map[string]bool{}
+	}
 	for _, r := range s.e.Routes() {
 		if r.Method == http.MethodHead {
 			head[r.Path] = true
@@ -221,17 +239,27 @@ func (s *Server) headRoutes() {
 	}
 }
 
-// postOnly answers a GET or HEAD on a path that takes only POST: 405 with Allow, as the router
-// answers a wrong method where no route of the path matches it.
-func postOnly(c echo.Context) error {
-	c.Response().Header().Set(echo.HeaderAllow, "OPTIONS, POST")
-	return errf(CodeMethod, "method "+c.Request().Method+" is not allowed here")
-}
-
 // asGet serves a HEAD request with the handler of the GET route of its path.
 func (s *Server) asGet(c echo.Context) error {
 	s.e.Router().Find(http.MethodGet, echo.GetPath(c.Request()), c)
+	if s.onceGets[c.Path()] {
+		// A concrete path of getOnce that a templated HEAD route matched.
+		return s.notAllowed(c)
+	}
 	return c.Handler()(c)
+}
+
+// notAllowed answers 405 with Allow: the methods of c's route, HEAD aside when HEAD does not
+// run it (getOnce).
+func (s *Server) notAllowed(c echo.Context) error {
+	allow := []string{http.MethodOptions}
+	for _, r := range s.e.Routes() {
+		if r.Path == c.Path() && !(r.Method == http.MethodHead && s.onceGets[r.Path]) && !slices.Contains(allow, r.Method) {
+			allow = append(allow, r.Method)
+		}
+	}
+	c.Response().Header().Set(echo.HeaderAllow, strings.Join(allow, ", "))
+	return errf(CodeMethod, "method "+c.Request().Method+" is not allowed here")
 }
 
 // ready is /readyz: 503 naming what keeps this front end from accepting pushes (stopping,
