@@ -542,7 +542,7 @@ func (w *Worker) keepTrying(what string, msg jetstream.Msg, f func() error) erro
 	if err == nil {
 		return nil
 	}
-	w.cfg.Logger.Warn(what+" failed; trying again", "subject", msg.Subject(), "in", w.cfg.StoreRetry, "err", err)
+	w.cfg.Logger.Warn(what+" failed; trying again", "ucsId", queue.IDOfSubject(msg.Subject()), "in", w.cfg.StoreRetry, "err", err)
 	for w.sleep(w.cfg.StoreRetry) {
 		if err = f(); err == nil {
 			return nil
@@ -559,18 +559,18 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 	log := w.cfg.Logger
 	id := queue.IDOfSubject(msg.Subject())
 	reason := "undecodable message: " + decodeErr.Error()
-	log.Error("undecodable message fails", "subject", msg.Subject(), "err", decodeErr)
+	log.Error("undecodable message fails", "ucsId", id, "subject", msg.Subject(), "err", decodeErr)
 	if w.cfg.DeadLetter != nil {
 		if err := w.cfg.DeadLetter(ctx, msg, reason, 0); err != nil {
-			log.Warn("dead-lettering failed; message will be retried", "subject", msg.Subject(), "err", err)
+			log.Warn("dead-lettering failed; message will be retried", "ucsId", id, "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(w.cfg.StoreRetry)
 			return
 		}
-		w.cfg.Metrics.DeadLetter()
 	}
+	var r push.Result
 	if id != "" {
 		now := w.cfg.Now()
-		r := push.Result{UcsID: id, State: push.StateFailed, Reason: reason, Updated: now, Finished: now}
+		r = push.Result{UcsID: id, State: push.StateFailed, Reason: reason, Updated: now, Finished: now}
 		if meta, err := msg.Metadata(); err == nil {
 			r.Accepted = meta.Timestamp
 		}
@@ -580,8 +580,16 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 			return
 		}
 	}
+	// Counted once it ends: a copy handed back (the store refused its record) is copied to the
+	// dead letters again, which the stream's duplicate check keeps once.
+	if w.cfg.DeadLetter != nil {
+		w.cfg.Metrics.DeadLetter()
+	}
 	w.cfg.Metrics.Delivery(metrics.OutcomeFailed, "undecodable")
 	_ = msg.Term()
+	if r.UcsID != "" && w.cfg.Announce != nil {
+		w.cfg.Announce(r) // the front ends' memory and the operations page
+	}
 }
 
 // attemptResult is what one delivery came to: the outcome, and the follower it went to.
@@ -777,7 +785,9 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 	defer cancel()
 	started := time.Now()
 	id, err := w.cfg.Platform.SendTemplate(sctx, tm)
-	w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), errCode(err))
+	if !errors.As(err, new(*platform.NotSentError)) { // no access token: no call was made
+		w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), errCode(err))
+	}
 	return id, err
 }
 
@@ -832,13 +842,22 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	default:
 		return sending.PauseState{}, false
 	}
-	w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
+	// A call the platform refused for the account ends as a retry, counted once the message
+	// waits at the gate (a pause that cannot be set sends it the ordinary retry's way, which
+	// counts it there); a send that never went out counts nothing.
+	called := !errors.As(err, new(*platform.NotSentError))
 	if cur, paused := w.cfg.Pause.Paused(); paused {
+		if called {
+			w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
+		}
 		return cur, true
 	}
 	if err := w.cfg.Pause.Set(ctx, st); err != nil {
 		w.cfg.Logger.Error("pausing sending failed; the message will be retried", "err", err)
 		return sending.PauseState{}, false
+	}
+	if called {
+		w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
 	}
 	if st.Action != "" {
 		w.cfg.Logger.Error("the platform refuses the official account; sending paused for every worker",

@@ -145,13 +145,12 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 		Name: "ucs_callback_receipts_unknown_total",
 		Help: "Delivery receipts of the platform for a msgid no message of this service has after the wait for it (receipts of another system sending through the account), dropped.",
 	})
-	reg.MustRegister(m.ReceiptsUnknown)
 	// Every event is exported from the start, so that an alert on its rate sees a 0 first.
 	for _, e := range SecurityEvents {
 		m.SecurityEvents.WithLabelValues(e)
 	}
 	if frontEnd {
-		reg.MustRegister(m.PushAccepted, m.PushRejected, m.TokenGrants, m.IdempotentReplay, m.SecurityEvents)
+		reg.MustRegister(m.PushAccepted, m.PushRejected, m.TokenGrants, m.IdempotentReplay, m.SecurityEvents, m.ReceiptsUnknown)
 	}
 	if worker {
 		reg.MustRegister(m.Deliveries, m.DeliveryFailures, m.DeliverySeconds, m.PlatformSeconds, m.PlatformErrors,

@@ -29,6 +29,7 @@ func (s *Server) push(c echo.Context) error {
 	*bp = body[:0]
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
+			s.cfg.Metrics.Rejected(string(push.RuleKindBody)) // as a batch item of that size is
 			return errf(CodeTooLarge, "body: larger than 65536 bytes")
 		}
 		return errf(CodeBadRequest, "body: could not be read")

@@ -237,8 +237,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 
 	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor, Registry: prometheus.NewRegistry()}
-	// One registry for the front end and the in-process workers: /metrics shows both.
-	deps.Metrics = metrics.New(deps.Registry)
+	// One registry for the front end and the in-process workers: /metrics shows both. Without
+	// workers, the front end's series alone: a worker's would read 0 whatever the workers do.
+	if o.Workers == 0 {
+		deps.Metrics = metrics.NewFrontEnd(deps.Registry)
+	} else {
+		deps.Metrics = metrics.New(deps.Registry)
+	}
 	if cfg.NATS.URL == "" {
 		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"),
 			User: seed.info.NATS.User, Password: seed.info.NATS.Password})
