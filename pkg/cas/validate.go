@@ -39,22 +39,27 @@ type Principal struct {
 	Attributes map[string][]string
 }
 
-// AuthenticatedAt is when the user last typed credentials at the CAS server: its
-// authenticationDate (ISO 8601, with or without the "[Zone/Name]" that Java's ZonedDateTime
-// appends), which a single sign-on answer (isFromNewLogin false) carries from the original
-// login. Without one, or with one later than now, it is now: the CAS 2.0 protocol gives no
-// more.
+// AuthenticatedAt is when the user last typed credentials at the CAS server, by this
+// service's clock: now for a new login (isFromNewLogin "true"), which happened during this
+// sign-in whatever the CAS server's clock says; for a single sign-on answer, its
+// authenticationDate (ISO 8601 as Java's ZonedDateTime writes it: seconds left out when zero,
+// and a "[Zone/Name]" after it), if not later than now. Without a readable date the single
+// sign-on's age is unknown and it is taken as now, as the CAS 2.0 protocol gives no more.
 func (p Principal) AuthenticatedAt(now time.Time) time.Time {
+	if v := p.Attributes["isFromNewLogin"]; len(v) > 0 && v[0] == "true" {
+		return now
+	}
 	v := p.Attributes["authenticationDate"]
 	if len(v) == 0 {
 		return now
 	}
 	s, _, _ := strings.Cut(v[0], "[")
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.After(now) {
-		return now
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil && !t.After(now) {
+			return t
+		}
 	}
-	return t
+	return now
 }
 
 // Validate checks a service ticket with the CAS server, calling

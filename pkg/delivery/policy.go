@@ -31,11 +31,8 @@ type Outcome struct {
 	// class names a failure's kind in a word, for metrics: no_binding, a platform errcode,
 	// max_attempts.
 	class string
-	// exhausted marks a failure because the attempts ran out.
+	// exhausted marks a failure because the attempts ran out: the message is dead-lettered.
 	exhausted bool
-	// deadLetter marks a failure whose message is dead-lettered: its attempts ran out, or it
-	// expired.
-	deadLetter bool
 	// lastError is the last attempt's error, of an exhausted failure.
 	lastError string
 }
@@ -144,18 +141,17 @@ func (p RetryPolicy) Apply(o Outcome, attempt int) Outcome {
 // reason: it is dead-lettered.
 func (p RetryPolicy) GiveUp(attempts int, reason string) Outcome {
 	f := failedAs("max_attempts", fmt.Sprintf("gave up after %d attempts: %s", attempts, reason))
-	f.exhausted, f.deadLetter, f.lastError = true, true, reason
+	f.exhausted, f.lastError = true, reason
 	return f
 }
 
-// Expired is the failure of a message not sent within maxAge of its acceptance (nats.max_age):
-// it is dead-lettered. lastError is its last attempt's error, if it had one.
+// Expired is the failure of a message not sent within maxAge of its acceptance (nats.max_age).
+// lastError is its last attempt's error, if it had one. It is not dead-lettered: a whole
+// backlog may expire at once (workers stopped for days), and its failed records say it all.
 func Expired(maxAge time.Duration, lastError string) Outcome {
 	reason := "expired: not sent within " + maxAge.String() + " of its acceptance"
 	if lastError != "" {
 		reason += "; last error: " + lastError
 	}
-	f := failedAs("expired", reason)
-	f.deadLetter = true
-	return f
+	return failedAs("expired", reason)
 }

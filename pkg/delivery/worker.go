@@ -29,6 +29,7 @@ type Sender interface {
 // Store is what a worker reads; *store.Store implements it.
 type Store interface {
 	Current(ctx context.Context, ucsID string) (push.Result, error)
+	ReceiptResult(ctx context.Context, ucsID string) (push.Result, error)
 	Binding(ctx context.Context, userID string) (store.Binding, error)
 }
 
@@ -75,7 +76,8 @@ type Config struct {
 	// then after a 45009 answer. Required with Pause.
 	QuotaReset func(now time.Time) time.Time
 	// MaxAge, when set, is how long after its acceptance a push may still be sent: an older one
-	// fails as expired, and is dead-lettered (nats.max_age). The stream drops none by age.
+	// fails as expired (nats.max_age), unless its last attempt's outcome is unknown, when it is
+	// asked again. The stream drops none by age.
 	MaxAge time.Duration
 	// Budget, when set, caps the sends of every worker together (platform.max_rate).
 	Budget Budget
@@ -353,6 +355,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	// A message delivered for the first time has no history, and costs no read; one delivered
 	// again (after a retry, a snooze, a worker that died) reads what came of it so far.
 	first := msg.Headers().Get(queue.HeaderMigrated) == ""
+	inDoubt := false // the last attempt was under way when its copy was handed back
 	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		first = false
 	}
@@ -374,6 +377,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			return
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
+			inDoubt = cur.State == push.StateSending
 		}
 		if w.usedUp(cur) {
 			// The last attempt failed, and its worker stopped before the final record: the
@@ -384,7 +388,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			return
 		}
 	}
-	res := w.deliver(ctx, m, msg, &r, first)
+	res := w.deliver(ctx, m, msg, &r, first, inDoubt)
 	if res.done {
 		_ = msg.Ack()
 		return
@@ -419,7 +423,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			return
 		}
 	}
-	if out.deadLetter && w.cfg.DeadLetter != nil {
+	if out.exhausted && w.cfg.DeadLetter != nil {
 		// The copy is tried again in place while it fails, as the outcome's record is: the
 		// message handed back would call the platform once more on its next delivery.
 		err := w.keepTrying("dead-lettering", msg, func() error { return w.cfg.DeadLetter(ctx, msg, out.reason, r.Attempts) })
@@ -459,6 +463,12 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		}
 		err = nil
 	}
+	if err == nil && out.kind == outcomeFailed && r.MsgID == 0 && r.Attempts > 0 {
+		var sent bool
+		if sent, err = w.receiptFirst(ctx, msg, &r); sent {
+			out = Sent(r.MsgID) // counted and answered as the send it was
+		}
+	}
 	if err != nil {
 		// The worker stops before the store took the outcome: the message comes back to
 		// another worker, which reads the attempt's record and counts the call made once.
@@ -475,7 +485,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		_ = msg.NakWithDelay(out.delay)
 	case outcomeFailed:
 		w.cfg.Metrics.Delivery(metrics.OutcomeFailed, out.class)
-		if out.deadLetter && w.cfg.DeadLetter != nil {
+		if out.exhausted && w.cfg.DeadLetter != nil {
 			w.cfg.Metrics.DeadLetter()
 		}
 		log.Info("delivery failed", "ucsId", r.UcsID, "attempts", r.Attempts, "reason", out.reason)
@@ -602,8 +612,9 @@ type attemptResult struct {
 
 // deliver delivers m once: finds the follower, waits at the gate (a pause, the send budget),
 // records the attempt and calls the platform. r is the message's record: its Attempts are the
-// calls made so far, and grow by the one made here. first says that no record of m exists yet.
-func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first bool) attemptResult {
+// calls made so far, and grow by the one made here. first says that no record of m exists yet;
+// inDoubt that its last attempt was under way (its outcome unknown) when m was handed back.
+func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -632,7 +643,9 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
-		if w.cfg.MaxAge > 0 && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge)) {
+		// A push past its age fails unsent; but one whose last call's outcome is unknown is
+		// asked again (the platform answers a call it took with its msgid): it may be sent.
+		if w.cfg.MaxAge > 0 && !inDoubt && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge)) {
 			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
 		}
 		// The attempt is recorded before the call, so that it counts even if this worker
@@ -648,6 +661,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 		}
 		id, err := w.send(ctx, tm)
+		inDoubt = false
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
@@ -726,6 +740,32 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
 	}
+}
+
+// receiptFirst looks, once a worker's failure of a push that made calls is written, for a
+// delivery receipt of an earlier call whose answer was lost (its worker stopped; the front ends
+// applied the receipt from its announcement), recorded while this copy decided to fail. If there
+// is one, the platform had the message: the failure is replaced by the sent record, r becomes
+// the receipt's result (the front end that applied it has told the others), and sent is true.
+// A receipt recorded after this read, in the moment before the failure is announced, is the
+// one race left (said in deployments/README.md).
+func (w *Worker) receiptFirst(ctx context.Context, msg jetstream.Msg, r *push.Result) (sent bool, err error) {
+	f, err := w.cfg.Store.ReceiptResult(ctx, r.UcsID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	rec := f
+	rec.State, rec.Reason, rec.Finished = push.StateSent, "", time.Time{}
+	if err := w.keepTrying("recording the sent result", msg, func() error {
+		return w.cfg.Events.Write(ctx, store.SentRecordOver(rec, w.cfg.Now()))
+	}); err != nil {
+		return false, err
+	}
+	*r = f
+	return true, nil
 }
 
 // settle completes the records of a push an earlier copy of the message delivered, cur being

@@ -66,7 +66,7 @@ func (s *Server) opsRoutes() {
 // opsTarget is the page of the operations console a sign-in returns to: only its own pages,
 // so the parameter cannot send a browser elsewhere.
 func opsTarget(to string) string {
-	if id, ok := strings.CutPrefix(to, opsPath+"/history/"); ok && push.ValidID(id) {
+	if id, ok := strings.CutPrefix(to, opsPath+"/history/"); ok && push.ValidID(strings.ToUpper(id)) {
 		return to
 	}
 	return opsPath
@@ -192,7 +192,7 @@ func (s *Server) opsHistory(c echo.Context) error {
 	if _, ok, err := s.opsUser(c); !ok {
 		return err
 	}
-	id := c.Param("ucsId")
+	id := strings.ToUpper(c.Param("ucsId")) // a ULID, read in either case
 	if !push.ValidID(id) {
 		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "This is not a ucsId.", "not_found")
 	}

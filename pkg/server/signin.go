@@ -394,7 +394,11 @@ func (s *Server) casCallback(c echo.Context) error {
 	}
 	// A single sign-on answer (no password typed now) keeps the time of the user's last real
 	// authentication at the campus sign-on: auth_time and max_age speak of that.
-	se, err := s.newSession(c, p.User, "cas", p.AuthenticatedAt(s.now()))
+	authTime := p.AuthenticatedAt(s.now())
+	if ar.Renew {
+		authTime = s.now() // the user signed in again just now, as asked
+	}
+	se, err := s.newSession(c, p.User, "cas", authTime)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}

@@ -115,6 +115,15 @@ func SentRecord(r push.Result, at time.Time) Write {
 	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
 }
 
+// SentRecordOver is SentRecord written over a worker's failure of the push: a receipt of an
+// earlier call, whose answer was lost, came as the failure was written, and the platform's word
+// is the push's result.
+func SentRecordOver(r push.Result, at time.Time) Write {
+	w := SentRecord(r, at)
+	w.replace = true
+	return w
+}
+
 // ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record
 // already: its delivery was begun before (a copy of the message the queue gave out again), and
 // the writer must read what came of it rather than start afresh.
@@ -194,6 +203,12 @@ func (s *Store) getResult(ctx context.Context, id string) (push.Result, error) {
 		return push.Result{}, err
 	}
 	return d.Result, nil
+}
+
+// ReceiptResult returns the final result a delivery receipt gave the push (<ucsId>/f), or
+// ErrNotFound. It costs one read.
+func (s *Store) ReceiptResult(ctx context.Context, ucsID string) (push.Result, error) {
+	return s.getResult(ctx, ucsID+suffixReceipt)
 }
 
 // InProgress returns the progress record of a push (an attempt under way, or a retry
@@ -349,9 +364,10 @@ const upgradeWindow = 24 * time.Hour
 
 // legacy reports whether ucsID may have a sent record where an earlier version wrote it: it
 // was accepted before push_results took its present layout or during the upgrade that
-// followed, and recently enough that the record may not have expired yet (a sent record is
-// written at most the queue's age limit after the push was accepted, and kept for the
-// retention period; twice the retention bounds both). A ucsId that is not a ULID is not
+// followed, and recently enough that the record may not have expired yet (an earlier version's
+// worker wrote a sent record at most the queue's age limit after the push was accepted, and it
+// is kept for the retention period, which is at least that limit; twice the retention bounds
+// both). A ucsId that is not a ULID is not
 // legacy.
 func (s *Store) legacy(ucsID string) bool {
 	if s.legacyBefore.IsZero() {
