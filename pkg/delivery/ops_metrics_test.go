@@ -2,13 +2,12 @@ package delivery_test
 
 import (
 	"context"
-	"github.com/campus-it/ucs/pkg/platform/simulator"
-	"github.com/campus-it/ucs/pkg/sending"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/campus-it/ucs/pkg/platform/simulator"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -139,20 +138,9 @@ func TestRetryCountedOncePerAttempt(t *testing.T) {
 // attempt is not counted) nor a platform error (sends the platform refused).
 func TestTokenOutageCountsNoDelivery(t *testing.T) {
 	r := newRig(t)
-	var tokenDown atomic.Bool
-	tokenDown.Store(true)
-	pc := r.tokenRefused(&tokenDown, nil)
 	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	m := metrics.NewWorker(prometheus.NewRegistry())
-	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Platform, c.Pause, c.Metrics = pc, p, m
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
-	})
+	tokenDown, p := r.tokenOutage(t, m)
 	var ids []string
 	for range 5 {
 		ids = append(ids, r.publish("u-follows", "JML", jml))

@@ -552,19 +552,8 @@ func TestKilledLastAttemptAskedAgain(t *testing.T) {
 // had.
 func TestTokenOutagePausesSending(t *testing.T) {
 	r := newRig(t)
-	var tokenDown atomic.Bool
-	tokenDown.Store(true)
-	pc := r.tokenRefused(&tokenDown, nil)
 	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Platform, c.Pause = pc, p
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
-	})
+	tokenDown, p := r.tokenOutage(t, nil)
 	id := r.publish("u-follows", "JML", jml)
 	embeddedtest.Eventually(t, 10*time.Second, "sending paused for want of a token, the message held", func() bool {
 		st, paused := p.Paused()
@@ -582,6 +571,25 @@ func TestTokenOutagePausesSending(t *testing.T) {
 	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != 1 {
 		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends)
 	}
+}
+
+// tokenOutage starts a worker with the shared pause on a platform whose token endpoint fails
+// until the flag it returns is cleared; m, if not nil, counts what the worker does.
+func (r *rig) tokenOutage(t *testing.T, m *metrics.Metrics) (tokenDown *atomic.Bool, p *sending.Pause) {
+	t.Helper()
+	tokenDown = &atomic.Bool{}
+	tokenDown.Store(true)
+	pc := r.tokenRefused(tokenDown, nil)
+	p, err := sending.OpenPause(context.Background(), r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Platform, c.Pause, c.Metrics = pc, p, m
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	return tokenDown, p
 }
 
 // TestAttemptTakenBackWhileTheStoreIsDown: a send that never went out for want of an access

@@ -74,6 +74,66 @@ func (r *rig) receiptFrontEnd(t *testing.T) (*notification.Service, jetstream.St
 	return svc, st
 }
 
+// msgIDOf is the msgid the platform gave the push id, 0 while it has none.
+func (r *rig) msgIDOf(id string) int64 {
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == id {
+			return s.MsgID
+		}
+	}
+	return 0
+}
+
+// sentThenDied publishes a push that a worker sends, announces to svc and then dies before
+// writing its sent record; it returns the push and the msgid the platform gave it.
+func (r *rig) sentThenDied(t *testing.T, svc *notification.Service) (id string, msgID int64) {
+	t.Helper()
+	aWriter := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(aWriter.Close)
+	dying := &dieOnOutcome{Events: aWriter, died: make(chan struct{})}
+	stopA := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Events, c.Concurrency = dying, 1
+		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
+	})
+	id = r.publish("u-follows", "JML", jml)
+	select {
+	case <-dying.died:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker never got to record its outcome")
+	}
+	stopA()
+	if msgID = r.msgIDOf(id); msgID == 0 {
+		t.Fatal("the platform has no message for the push")
+	}
+	return id, msgID
+}
+
+// everywhere is what every reader says of a push once it left the queue: the store, a front
+// end started now, and the front end svc that applied its receipt.
+type everywhere struct {
+	stored, fresh, mem          push.Result
+	storedErr, freshErr, memErr error
+}
+
+// resultsOnceDone waits until the queue st lets go of the push id, and reads it everywhere.
+func (r *rig) resultsOnceDone(t *testing.T, st jetstream.Stream, svc *notification.Service, id string) everywhere {
+	t.Helper()
+	ctx := context.Background()
+	embeddedtest.Eventually(t, 20*time.Second, "the queue lets go of the push", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+	var e everywhere
+	e.stored, e.storedErr = r.st.Outcome(ctx, id)
+	fresh, err := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fresh, e.freshErr = fresh.Result(ctx, "c1", id)
+	e.mem, e.memErr = svc.Result(ctx, "c1", id)
+	return e
+}
+
 // receipt is the platform's TEMPLATESENDJOBFINISH event for msgID, as the callback keeps it.
 func receipt(msgID int64, status string) platform.Event {
 	return platform.Event{ToUserName: simulator.AccountID, FromUserName: "oFollower", CreateTime: time.Now().Unix(),
@@ -81,10 +141,10 @@ func receipt(msgID int64, status string) platform.Event {
 }
 
 // TestPushPastMaxAgeFailsAsExpired: a push the platform answered "busy" waits out its backoff
-// past nats.max_age (3 s here, at least 24h in production). The stream drops nothing by age:
-// the worker that gets it next fails it as expired, without calling the platform, so that the
-// accepted ucsId ends failed with a reason rather than unknown. No dead letter: a whole backlog
-// may expire at once.
+// past nats.max_age (6 s here, room for a loaded machine to make attempt 1 first; at least 24h
+// in production). The stream drops nothing by age: the worker that gets it next fails it as
+// expired, without calling the platform, so that the accepted ucsId ends failed with a reason
+// rather than unknown. No dead letter: a whole backlog may expire at once.
 func TestPushPastMaxAgeFailsAsExpired(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -97,9 +157,9 @@ func TestPushPastMaxAgeFailsAsExpired(t *testing.T) {
 	}
 	r.sim.SetFaults(simulator.Faults{BusyRate: 1})
 	var dead atomic.Int64
-	r.startWorkerWith(delivery.RetryPolicy{Initial: 4 * time.Second, Max: 4 * time.Second, Multiplier: 1, MaxAttempts: 3},
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 8 * time.Second, Max: 8 * time.Second, Multiplier: 1, MaxAttempts: 3},
 		func(c *delivery.Config) {
-			c.MaxAge = 3 * time.Second
+			c.MaxAge = 6 * time.Second
 			c.DeadLetter = func(context.Context, jetstream.Msg, string, int) error { dead.Add(1); return nil }
 		})
 	svc := r.frontEnd(t)
@@ -150,31 +210,7 @@ func TestReceiptBeforeTheSentRecordStaysTheResult(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	svc, st := r.receiptFrontEnd(t)
-	// Worker A: sends, announces, dies before its sent record.
-	aWriter := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(aWriter.Close)
-	dying := &dieOnOutcome{Events: aWriter, died: make(chan struct{})}
-	stopA := r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Events, c.Concurrency = dying, 1
-		c.AnnounceSent = svc.RememberSent
-		c.Announce = svc.Remember
-	})
-	id := r.publish("u-follows", "JML", jml)
-	select {
-	case <-dying.died:
-	case <-time.After(15 * time.Second):
-		t.Fatal("worker A never got to record its outcome")
-	}
-	stopA()
-	var msgID int64
-	for _, s := range r.sim.Sent() {
-		if s.ClientMsgID == id {
-			msgID = s.MsgID
-		}
-	}
-	if msgID == 0 {
-		t.Fatal("the platform has no message for the push")
-	}
+	id, msgID := r.sentThenDied(t, svc) // worker A
 	// The platform's receipt: delivered.
 	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 		t.Fatal(err)
@@ -198,25 +234,14 @@ func TestReceiptBeforeTheSentRecordStaysTheResult(t *testing.T) {
 	}
 	// Worker B gets the message after the ack wait.
 	r.startWorkerWith(quick, func(c *delivery.Config) { c.Announce = svc.Remember; c.AnnounceSent = svc.RememberSent })
-	embeddedtest.Eventually(t, 20*time.Second, "the queue lets go of the push", func() bool {
-		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs == 0
-	})
-	stored, err := r.st.Outcome(ctx, id)
-	// A front end started now (or one whose memory no longer holds the push).
-	fresh, ferr := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
-	if ferr != nil {
-		t.Fatal(ferr)
-	}
-	freshRes, freshErr := fresh.Result(ctx, "c1", id)
-	memRes, memErr := svc.Result(ctx, "c1", id)
-	if err != nil || stored.State != push.StateDelivered || freshErr != nil || freshRes.State != memRes.State {
+	e := r.resultsOnceDone(t, st, svc, id)
+	if e.storedErr != nil || e.stored.State != push.StateDelivered || e.freshErr != nil || e.fresh.State != e.mem.State {
 		t.Fatalf("push %s: the first final result (delivered, from the platform's receipt) must stay its result everywhere:\n"+
 			"  store Outcome: state=%s reason=%q attempts=%d (err %v), expected delivered\n"+
 			"  lookup at the front end that applied the receipt: %s (err %v)\n"+
 			"  lookup at a front end started since: %s reason=%q (err %v)\n"+
 			"  (before the second worker, a restarted front end's lookup already answered %s (err %v) after delivered was reported)",
-			id, stored.State, stored.Reason, stored.Attempts, err, memRes.State, memErr, freshRes.State, freshRes.Reason, freshErr, before.State, beforeErr)
+			id, e.stored.State, e.stored.Reason, e.stored.Attempts, e.storedErr, e.mem.State, e.memErr, e.fresh.State, e.fresh.Reason, e.freshErr, before.State, beforeErr)
 	}
 }
 
@@ -245,11 +270,7 @@ func TestAnswerWithoutMsgIDIsInDoubt(t *testing.T) {
 	id := r.publish("u-follows", "JML", jml)
 	var msgID int64
 	embeddedtest.Eventually(t, 10*time.Second, "the platform has the message", func() bool {
-		for _, s := range r.sim.Sent() {
-			if s.ClientMsgID == id {
-				msgID = s.MsgID
-			}
-		}
+		msgID = r.msgIDOf(id)
 		return msgID != 0
 	})
 	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/store"
@@ -39,29 +38,7 @@ func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	svc, st := r.receiptFrontEnd(t)
-	aWriter := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(aWriter.Close)
-	dying := &dieOnOutcome{Events: aWriter, died: make(chan struct{})}
-	stopA := r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Events, c.Concurrency = dying, 1
-		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
-	})
-	id := r.publish("u-follows", "JML", jml)
-	select {
-	case <-dying.died:
-	case <-time.After(15 * time.Second):
-		t.Fatal("worker A never got to record its outcome")
-	}
-	stopA()
-	var msgID int64
-	for _, s := range r.sim.Sent() {
-		if s.ClientMsgID == id {
-			msgID = s.MsgID
-		}
-	}
-	if msgID == 0 {
-		t.Fatal("the platform has no message for the push")
-	}
+	id, msgID := r.sentThenDied(t, svc) // worker A
 	// The user, having got the message, unfollows.
 	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
 		t.Fatal(err)
@@ -87,24 +64,14 @@ func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker B never got the message")
 	}
-	embeddedtest.Eventually(t, 20*time.Second, "the queue lets go of the push", func() bool {
-		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs == 0
-	})
-	stored, err := r.st.Outcome(ctx, id)
-	fresh, ferr := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
-	if ferr != nil {
-		t.Fatal(ferr)
-	}
-	freshRes, freshErr := fresh.Result(ctx, "c1", id)
-	memRes, memErr := svc.Result(ctx, "c1", id)
-	if err != nil || stored.State != push.StateDelivered || freshErr != nil || freshRes.State != push.StateDelivered || memRes.State != push.StateDelivered {
+	e := r.resultsOnceDone(t, st, svc, id)
+	if e.storedErr != nil || e.stored.State != push.StateDelivered || e.freshErr != nil || e.fresh.State != push.StateDelivered || e.mem.State != push.StateDelivered {
 		t.Fatalf("push %s, delivered by msgid %d, whose receipt \"success\" was recorded as its first final result before worker B wrote its own:\n"+
 			"  expected: delivered everywhere (first final result wins)\n"+
 			"  store Outcome: state=%s reason=%q msgId=%d (err %v)\n"+
 			"  front end that applied the receipt: %s (err %v)\n"+
 			"  front end started since: %s reason=%q (err %v)",
-			id, msgID, stored.State, stored.Reason, stored.MsgID, err, memRes.State, memErr, freshRes.State, freshRes.Reason, freshErr)
+			id, msgID, e.stored.State, e.stored.Reason, e.stored.MsgID, e.storedErr, e.mem.State, e.memErr, e.fresh.State, e.fresh.Reason, e.freshErr)
 	}
 }
 
@@ -116,12 +83,7 @@ func TestExpiryOfAnAttemptInDoubt(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	id := r.killedDuringCall(quick)
-	var msgID int64
-	for _, s := range r.sim.Sent() {
-		if s.ClientMsgID == id {
-			msgID = s.MsgID
-		}
-	}
+	msgID := r.msgIDOf(id)
 	if msgID == 0 {
 		t.Fatal("the platform did not take the message")
 	}

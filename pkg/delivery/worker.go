@@ -757,10 +757,8 @@ func (w *Worker) receiptFirst(ctx context.Context, msg jetstream.Msg, r *push.Re
 	case err != nil:
 		return false, err
 	}
-	rec := f
-	rec.State, rec.Reason, rec.Finished = push.StateSent, "", time.Time{}
 	if err := w.keepTrying("recording the sent result", msg, func() error {
-		return w.cfg.Events.Write(ctx, store.SentRecordOver(rec, w.cfg.Now()))
+		return w.cfg.Events.Write(ctx, store.SentRecordOverFailure(f, w.cfg.Now()))
 	}); err != nil {
 		return false, err
 	}
@@ -777,9 +775,7 @@ func (w *Worker) settle(ctx context.Context, cur push.Result) error {
 	if cur.MsgID == 0 || !cur.State.Final() {
 		return nil
 	}
-	sent := cur
-	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
-	return w.cfg.Events.Write(ctx, store.SentRecord(sent, w.cfg.Now()))
+	return w.cfg.Events.Write(ctx, store.SentRecordOf(cur, w.cfg.Now()))
 }
 
 // usedUp reports whether a push's record shows its attempts used up, the last one failed (not

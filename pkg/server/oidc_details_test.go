@@ -209,18 +209,9 @@ func TestRefreshDropsRemovedScope(t *testing.T) {
 	}
 	issuer := e.replica(t, clients)
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}
-	req, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect/token", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("portal", rpSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("refresh after a scope was removed: %d %v, want the tokens without that scope", resp.StatusCode, m)
+	status, m := postAs(t, issuer, "/token", "portal", form)
+	if status != http.StatusOK {
+		t.Fatalf("refresh after a scope was removed: %d %v, want the tokens without that scope", status, m)
 	}
 	access, _ := m["access_token"].(string)
 	if sc, _ := jwtClaims(t, access)["scope"].(string); slices.Contains(strings.Fields(sc), "notification.mp") {

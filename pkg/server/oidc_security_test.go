@@ -24,18 +24,30 @@ import (
 // client is empty) and returns the status and the JSON answer.
 func (e *signInEnv) postForm(t *testing.T, path, client string, form url.Values) (int, map[string]any) {
 	t.Helper()
+	return postAs(t, e.issuer, path, client, form)
+}
+
+// postAs is postForm at the issuer given.
+func postAs(t *testing.T, issuer, path, client string, form url.Values) (int, map[string]any) {
+	t.Helper()
 	auth := ""
 	if client != "" {
 		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(client+":"+rpSecret))
 	}
-	return e.post(t, path, auth, form)
+	return postTo(t, issuer, path, auth, form)
 }
 
 // post posts form to the OpenID Connect endpoint path with the Authorization header auth (none
 // when empty) and returns the status and the JSON answer.
 func (e *signInEnv) post(t *testing.T, path, auth string, form url.Values) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+	return postTo(t, e.issuer, path, auth, form)
+}
+
+// postTo is post at the issuer given.
+func postTo(t *testing.T, issuer, path, auth string, form url.Values) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if auth != "" {
 		req.Header.Set("Authorization", auth)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -114,8 +113,7 @@ func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
 	if id == "batch" || id == "results" {
 		// The concrete paths come before the template: a wrong method, not a lookup.
-		c.SetPath(c.Path()[:strings.LastIndexByte(c.Path(), '/')+1] + id)
-		return s.notAllowed(c)
+		return s.notAllowed(c, "/v1/infra/notification/mp/"+id)
 	}
 	r, err := s.notify.Result(c.Request().Context(), claimsOf(c).Azp, id)
 	switch {

@@ -222,10 +222,8 @@ func (s *Server) getOnce(path string, h echo.HandlerFunc, m ...echo.MiddlewareFu
 // server supports both): the GET's handler, with its route's middleware, answers; net/http
 // sends the status and headers and drops the body of a HEAD. Called once every GET route is in.
 func (s *Server) headRoutes() {
-	head := maps.Clone(s.onceGets)
-	if head == nil {
-		head = map[string]bool{}
-	}
+	head := map[string]bool{}
+	maps.Copy(head, s.onceGets)
 	for _, r := range s.e.Routes() {
 		if r.Method == http.MethodHead {
 			head[r.Path] = true
@@ -244,17 +242,17 @@ func (s *Server) asGet(c echo.Context) error {
 	s.e.Router().Find(http.MethodGet, echo.GetPath(c.Request()), c)
 	if s.onceGets[c.Path()] {
 		// A concrete path of getOnce that a templated HEAD route matched.
-		return s.notAllowed(c)
+		return s.notAllowed(c, c.Path())
 	}
 	return c.Handler()(c)
 }
 
-// notAllowed answers 405 with Allow: the methods of c's route, HEAD aside when HEAD does not
-// run it (getOnce).
-func (s *Server) notAllowed(c echo.Context) error {
+// notAllowed answers 405 with Allow: the methods of the routes of path, HEAD aside when HEAD
+// does not run it (getOnce).
+func (s *Server) notAllowed(c echo.Context, path string) error {
 	allow := []string{http.MethodOptions}
 	for _, r := range s.e.Routes() {
-		if r.Path == c.Path() && !(r.Method == http.MethodHead && s.onceGets[r.Path]) && !slices.Contains(allow, r.Method) {
+		if r.Path == path && !(r.Method == http.MethodHead && s.onceGets[r.Path]) && !slices.Contains(allow, r.Method) {
 			allow = append(allow, r.Method)
 		}
 	}

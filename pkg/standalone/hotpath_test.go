@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -180,14 +179,7 @@ func TestHotPathsReadByID(t *testing.T) {
 	// A worker process's configuration, as `go run ./worker -config <data>/worker.yaml` reads it,
 	// joins the stack while the platform is busy: every delivery is retried, then goes through.
 	s.Sim.SetFaults(simulator.Faults{BusyRate: 1})
-	cfg, err := config.Load(filepath.Join(dir, standalone.WorkerConfigFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Defaults()
-	if err := cfg.Validate(config.RoleWorker); err != nil {
-		t.Fatal(err)
-	}
+	cfg := workerConfig(t, dir)
 	cfg.Worker.BackoffInitial, cfg.Worker.BackoffMax = config.Duration(100*time.Millisecond), config.Duration(300*time.Millisecond)
 	w, err := service.NewWorker(ctx, cfg, service.Deps{MongoMonitor: rec.monitor()})
 	if err != nil {

@@ -2,9 +2,6 @@ package standalone_test
 
 import (
 	"context"
-	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/nats-io/nats.go"
 	"html"
 	"io"
 	"net/http"
@@ -18,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/nats-io/nats.go"
+
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -25,10 +26,10 @@ import (
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
-// redteamSplit starts the stack as the README's "Two programs" section runs it apart:
+// splitStack starts the stack as the README's "Two programs" section runs it apart:
 // `api -standalone -workers 0`, and a worker process from <data>/worker.yaml. It returns the
 // stack and the worker's /metrics URL.
-func redteamSplit(t *testing.T) (*standalone.Stack, string, string) {
+func splitStack(t *testing.T) (*standalone.Stack, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0", Workers: 0})
@@ -36,14 +37,7 @@ func redteamSplit(t *testing.T) (*standalone.Stack, string, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	cfg, err := config.Load(filepath.Join(dir, standalone.WorkerConfigFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Defaults()
-	if err := cfg.Validate(config.RoleWorker); err != nil {
-		t.Fatal(err)
-	}
+	cfg := workerConfig(t, dir)
 	ctx := context.Background()
 	w, err := service.NewWorker(ctx, cfg, service.Deps{})
 	if err != nil {
@@ -82,7 +76,7 @@ func redteamValue(body []byte, series string) float64 {
 // the README's way to run the programs apart) exports the front end's series only, not a
 // ucs_sending_paused that would read 0 while every worker is paused.
 func TestStandaloneFrontEndWithoutWorkersSeries(t *testing.T) {
-	s, workerMetrics, dir := redteamSplit(t)
+	s, workerMetrics, dir := splitStack(t)
 	info := readInfo(t, dir)
 	base := info.BaseURL
 	s.Sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
@@ -102,7 +96,7 @@ func TestStandaloneFrontEndWithoutWorkersSeries(t *testing.T) {
 // ucs_callback_receipts_unknown_total, which would always read 0 there (pkg/metrics: each
 // program exports what it does).
 func TestWorkerExportsOnlyItsSeries(t *testing.T) {
-	_, workerMetrics, _ := redteamSplit(t)
+	_, workerMetrics, _ := splitStack(t)
 	body := redteamScrape(t, workerMetrics)
 	if regexp.MustCompile(`(?m)^# TYPE ucs_callback_receipts_unknown_total `).Match(body) {
 		t.Fatalf("a worker's /metrics exports ucs_callback_receipts_unknown_total = %v, a front end's series (README: program "+
@@ -208,4 +202,19 @@ func TestOpsPageCountsUndecodableFailures(t *testing.T) {
 			"but /ops shows failed = %s and undecodable listed = %v: want 2 and a row undecodable",
 			unbound, poison, n, strings.Contains(body, `data-kind="undecodable"`))
 	}
+}
+
+// workerConfig is the configuration a worker process of the standalone stack in dir reads
+// (`go run ./worker -config <dir>/worker.yaml`), with its defaults, validated.
+func workerConfig(t *testing.T, dir string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join(dir, standalone.WorkerConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleWorker); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -104,22 +104,24 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	msg := strconv.FormatInt(r.MsgID, 10)
 	return []Write{
-		SentRecord(r, at),
+		{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}},
 		{col: colMsgIDs, id: msg, doc: msgDoc{ID: msg, Result: r, OpenID: openID, At: at}},
 	}
 }
 
-// SentRecord is the sent result of a push alone, without its msgid's record: for a push whose
-// receipt was recorded before it (see Current).
-func SentRecord(r push.Result, at time.Time) Write {
-	return Write{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}}
+// SentRecordOf is the sent record of a push whose receipt gave it the final result f, without
+// its msgid's record: for a receipt recorded before the sent record (see Current). Inserted: a
+// record at <ucsId> (the same sent record, or an earlier layout's final result) stays.
+func SentRecordOf(f push.Result, at time.Time) Write {
+	sent := f
+	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
+	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: sent, At: at}}
 }
 
-// SentRecordOver is SentRecord written over a worker's failure of the push: a receipt of an
-// earlier call, whose answer was lost, came as the failure was written, and the platform's word
-// is the push's result.
-func SentRecordOver(r push.Result, at time.Time) Write {
-	w := SentRecord(r, at)
+// SentRecordOverFailure is SentRecordOf written over a worker's failure of the push: the
+// receipt came as the failure was written, and the platform's word is the push's result.
+func SentRecordOverFailure(f push.Result, at time.Time) Write {
+	w := SentRecordOf(f, at)
 	w.replace = true
 	return w
 }
