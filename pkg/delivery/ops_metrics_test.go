@@ -64,6 +64,7 @@ func TestPoisonDeadLetterCountedOnce(t *testing.T) {
 		res, err := cs.direct.Current(ctx, poison)
 		return err == nil && res.State == push.StateFailed
 	})
+	waitCounted(t, "the poison's failure", m.DeliveryFailures.WithLabelValues("undecodable"), 1)
 	info, err := dlq.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +125,7 @@ func TestRetryCountedOncePerAttempt(t *testing.T) {
 	})
 	id := r.publish("u-follows", "JML", jml)
 	r.waitState(id, push.StateFailed)
+	waitCounted(t, "the failure", m.Deliveries.WithLabelValues(metrics.OutcomeFailed), 1)
 	calls := r.sim.Stats().Sends
 	retry := testutil.ToFloat64(m.Deliveries.WithLabelValues(metrics.OutcomeRetry))
 	failed := testutil.ToFloat64(m.Deliveries.WithLabelValues(metrics.OutcomeFailed))
@@ -166,6 +168,7 @@ func TestTokenOutageCountsNoDelivery(t *testing.T) {
 			t.Fatalf("%s sent with %d attempts", id, res.Attempts)
 		}
 	}
+	waitCounted(t, "the sends", m.Deliveries.WithLabelValues(metrics.OutcomeSent), float64(len(ids)))
 	sends := r.sim.Stats().Sends
 	retry := testutil.ToFloat64(m.Deliveries.WithLabelValues(metrics.OutcomeRetry))
 	sent := testutil.ToFloat64(m.Deliveries.WithLabelValues(metrics.OutcomeSent))

@@ -69,6 +69,7 @@ func TestDeadLetters(t *testing.T) {
 	if res.Attempts != 2 || !strings.HasPrefix(res.Reason, "gave up after 2 attempts: send template: HTTP status 502") {
 		t.Fatalf("result %+v", res)
 	}
+	waitCounted(t, "the failure", m.Deliveries.WithLabelValues("failed"), 1)
 	dlq, err := r.js.Stream(ctx, queue.DeadLetterStream(r.qcfg.Stream))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +105,8 @@ func TestDeadLetters(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{})
 	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
 	r.waitState(r.publish("u-unknown-openid", "JML", jml), push.StateFailed)
+	waitCounted(t, "the send", m.Deliveries.WithLabelValues("sent"), 1)
+	waitCounted(t, "the refusal", m.Deliveries.WithLabelValues("failed"), 2)
 	if got := testutil.ToFloat64(m.Deliveries.WithLabelValues("sent")); got != 1 {
 		t.Errorf("sent: %v", got)
 	}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -107,6 +110,15 @@ func (r *rig) waitState(id string, want push.State) push.Result {
 		return err == nil && res.State == want
 	})
 	return res
+}
+
+// waitCounted waits for a counter to reach want: a worker writes a message's record before
+// it counts the message's end, so a count read as soon as the record shows may be one short.
+func waitCounted(t *testing.T, name string, c prometheus.Collector, want float64) {
+	t.Helper()
+	embeddedtest.Eventually(t, 10*time.Second, fmt.Sprintf("%s counted %v", name, want), func() bool {
+		return testutil.ToFloat64(c) >= want
+	})
 }
 
 var tdl = map[string]string{"header": "待办", "type": "请假审批", "list": "学生请假", "step": "辅导员审批", "content": "张三的请假申请待您审批", "remark": "尽快"}
