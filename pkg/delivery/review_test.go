@@ -32,7 +32,7 @@ func (s *receiptBetween) Binding(ctx context.Context, userID string) (store.Bind
 // killed before its sent record. Worker B gets the message after the ack wait and reads its
 // history (attempt 1 under way, no receipt yet). Right then the platform's receipt for M,
 // "success", is recorded (at <ucsId>/f). The user has since unfollowed, and B fails the push "not
-// following" at <ucsId>; it then finds the receipt, which wins: the first final result of a push
+// following"; its failure meets the receipt there, which wins: the first final result of a push
 // stays its result, in the store and in every front end.
 func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 	r := newRig(t)

@@ -453,7 +453,15 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		// one for a message this service never sent.
 		w.cfg.AnnounceSent(r, res.openID)
 	}
-	err := w.record(ctx, msg, recs)
+	var err error
+	if out.kind == outcomeFailed && r.MsgID == 0 && r.Attempts > 0 {
+		var sent bool
+		if sent, err = w.failAfterCalls(ctx, msg, &r); sent {
+			out = Sent(r.MsgID) // counted and answered as the send it was
+		}
+	} else {
+		err = w.record(ctx, msg, recs)
+	}
 	if errors.Is(err, store.ErrFinalExists) {
 		// The push had an outcome already (another copy of this message sent it, and its
 		// receipt may have come): the first one stays, and is the one the front ends are
@@ -462,12 +470,6 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			r = first
 		}
 		err = nil
-	}
-	if err == nil && out.kind == outcomeFailed && r.MsgID == 0 && r.Attempts > 0 {
-		var sent bool
-		if sent, err = w.receiptFirst(ctx, msg, &r); sent {
-			out = Sent(r.MsgID) // counted and answered as the send it was
-		}
 	}
 	if err != nil {
 		// The worker stops before the store took the outcome: the message comes back to
@@ -742,38 +744,50 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 	}
 }
 
-// receiptFirst looks, once a worker's failure of a push that made calls is written, for a
-// delivery receipt of an earlier call whose answer was lost (its worker stopped; the front ends
-// applied the receipt from its announcement), recorded while this copy decided to fail. If there
-// is one, the platform had the message: the failure is replaced by the sent record, r becomes
-// the receipt's result (the front end that applied it has told the others), and sent is true.
-// A receipt recorded after this read, in the moment before the failure is announced, is the
-// one race left (said in deployments/README.md).
-func (w *Worker) receiptFirst(ctx context.Context, msg jetstream.Msg, r *push.Result) (sent bool, err error) {
-	f, err := w.cfg.Store.ReceiptResult(ctx, r.UcsID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case err != nil:
+// failAfterCalls records the failure r of a push that called the platform without learning a
+// msgid. An earlier call's answer may have been lost while the platform took the message (its
+// worker stopped), and the front ends then apply its delivery receipt: the receipt and this
+// failure are two final results of one push. Both are inserted at the same record
+// (store.FirstFailureAfterCalls), so the store keeps whichever came first, and no lookup ever
+// sees the other: the failure, copied then to <ucsId>; or the receipt, and sent is true, r its
+// result (the front end that applied it has told the others), and its sent record is written.
+// ErrFinalExists: <ucsId> holds another copy's sent record or result, which stays.
+func (w *Worker) failAfterCalls(ctx context.Context, msg jetstream.Msg, r *push.Result) (sent bool, err error) {
+	err = w.record(ctx, msg, []store.Write{store.FirstFailureAfterCalls(*r, r.Updated)})
+	if errors.Is(err, store.ErrFinalExists) {
+		var first push.Result
+		err = w.keepTrying("reading the push's final result", msg, func() (err error) {
+			first, err = w.cfg.Store.ReceiptResult(ctx, r.UcsID)
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		if first.MsgID != 0 {
+			*r = first
+			return true, w.record(ctx, msg, []store.Write{store.SentRecordOf(first, w.cfg.Now())})
+		}
+		*r = first // this failure, as an earlier copy recorded it
+	}
+	if err != nil {
 		return false, err
 	}
-	if err := w.keepTrying("recording the sent result", msg, func() error {
-		return w.cfg.Events.Write(ctx, store.SentRecordOverFailure(f, w.cfg.Now()))
-	}); err != nil {
-		return false, err
-	}
-	*r = f
-	return true, nil
+	return false, w.record(ctx, msg, []store.Write{store.FirstFinalRecord(*r, r.Updated)})
 }
 
 // settle completes the records of a push an earlier copy of the message delivered, cur being
 // its current record: a receipt's final result recorded before the sent record (the worker
 // that sent it stopped before writing it, and the front ends applied the receipt from its
 // announcement) gets the sent record, which lookups read first once the push leaves the
-// queue. Otherwise nothing is written.
+// queue; a worker's failure, its copy at <ucsId>. Otherwise nothing is written.
 func (w *Worker) settle(ctx context.Context, cur push.Result) error {
-	if cur.MsgID == 0 || !cur.State.Final() {
+	switch {
+	case !cur.State.Final():
 		return nil
+	case cur.MsgID == 0:
+		// A worker's failure, which may be at <ucsId>/f only (failAfterCalls stopped before
+		// its copy): the copy, which one written before makes a no-op.
+		return w.cfg.Events.Write(ctx, store.FinalRecord(cur, w.cfg.Now()))
 	}
 	return w.cfg.Events.Write(ctx, store.SentRecordOf(cur, w.cfg.Now()))
 }

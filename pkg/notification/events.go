@@ -204,6 +204,19 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 	if len(items) == 0 {
 		return nil, nil
 	}
+	// A receipt for a msgid that earlier ones wait for (held, the msgid unknown then) goes
+	// after them: the receipts of one message are applied in the order the stream has them.
+	if len(a.held) > 0 {
+		var ordered []*eventItem
+		for _, it := range items {
+			if its, ok := a.held[it.ev.MsgID]; ok {
+				ordered = append(ordered, its...)
+				delete(a.held, it.ev.MsgID)
+			}
+			ordered = append(ordered, it)
+		}
+		items = ordered
+	}
 	s := a.s
 	byMsgID := map[int64]*found{}
 	var (

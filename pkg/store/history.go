@@ -37,6 +37,8 @@ func (s *Store) History(ctx context.Context, ucsID string) ([]Record, error) {
 			out = append(out, Record{Kind: RecordProgress, Result: r})
 		case r.State == push.StateSent:
 			out = append(out, Record{Kind: RecordSent, Result: r})
+		case id == ucsID && len(out) > 0 && out[0].Kind == RecordFinal:
+			// The copy at <ucsId> of a worker's failure kept at <ucsId>/f.
 		default:
 			out = append(out, Record{Kind: RecordFinal, Result: r})
 		}

@@ -26,7 +26,12 @@ import (
 //	            It may come before the sent record, while the push still waits in the
 //	            queue: the worker that sent it stopped before writing that record, and the
 //	            front ends applied the receipt from its announcement. Current reads it then,
-//	            and the worker that gets the push next writes the sent record.
+//	            and the worker that gets the push next writes the sent record. A worker's
+//	            failure of a push that called the platform is inserted here first, then
+//	            copied to <ucsId>: an earlier call's answer may have been lost while the
+//	            platform took the message, and its receipt and the failure are then two final
+//	            results of one push, of which the store keeps the first it took (see
+//	            FirstFailureAfterCalls)
 //	<ucsId>/p   progress: an attempt under way, or a retry waiting (replaced as attempts go)
 //
 // and the platform's msgid, which its delivery receipt carries, maps to the sent record in
@@ -99,6 +104,18 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 	return w
 }
 
+// FirstFailureAfterCalls is a worker's failure r of a push that called the platform without
+// learning a msgid, inserted where a delivery receipt's result goes (<ucsId>/f): an earlier
+// call's answer may have been lost while the platform took the message, and that call's receipt
+// and this failure then compete for the one record, which keeps the first. It answers
+// ErrFinalExists when a receipt (or this failure, written by an earlier copy of the message) is
+// there already; ReceiptResult reads which. The one kept is then copied to <ucsId>, where
+// lookups read it: FirstFinalRecord for a failure, SentRecordOf for a receipt.
+func FirstFailureAfterCalls(r push.Result, at time.Time) Write {
+	id := r.UcsID + suffixReceipt
+	return Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}, exists: ErrFinalExists}
+}
+
 // SentRecords are the records of a push the platform accepted: its sent result, and its msgid
 // with the follower it was sent to, for the delivery receipt.
 func SentRecords(r push.Result, openID string, at time.Time) []Write {
@@ -116,14 +133,6 @@ func SentRecordOf(f push.Result, at time.Time) Write {
 	sent := f
 	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
 	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: sent, At: at}}
-}
-
-// SentRecordOverFailure is SentRecordOf written over a worker's failure of the push: the
-// receipt came as the failure was written, and the platform's word is the push's result.
-func SentRecordOverFailure(f push.Result, at time.Time) Write {
-	w := SentRecordOf(f, at)
-	w.replace = true
-	return w
 }
 
 // ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record
