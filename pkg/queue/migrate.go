@@ -77,11 +77,20 @@ func Migrate(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Lo
 		return 0, fmt.Errorf("migrate stream %s: %w", c.Stream, err)
 	}
 	cfg := st.CachedInfo().Config
-	legacy := slices.Contains(cfg.Subjects, legacyChunks)
 	if !cfg.AllowDirect {
 		// Every version of this service made the stream with direct gets; a stream without
 		// them is not one of ours to convert.
 		return 0, nil
+	}
+	// Chunks are looked for in what the stream holds, not in its subjects: a chunk an earlier
+	// front end published in the moment before a start took the chunks' subject away stays.
+	legacy := slices.Contains(cfg.Subjects, legacyChunks)
+	if !legacy {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(legacyChunks))
+		if err != nil {
+			return 0, fmt.Errorf("migrate stream %s: %w", c.Stream, err)
+		}
+		legacy = len(info.State.Subjects) > 0
 	}
 	mg := &migration{js: js, st: st, c: c, log: log}
 	moved, err := mg.run(ctx, legacy)
@@ -108,10 +117,12 @@ type migration struct {
 	dead   bool  // the dead-letter stream is there
 }
 
-// run moves the chunks, then the singles, then deletes the chunks' consumer.
+// run moves the chunks, then the singles, then the chunks again (front ends of the earlier
+// version may still publish them while the singles are moved), then deletes the chunks'
+// consumer.
 func (mg *migration) run(ctx context.Context, legacy bool) (int, error) {
 	moved := 0
-	for _, filter := range []string{legacyChunks, legacySingles} {
+	for _, filter := range []string{legacyChunks, legacySingles, legacyChunks} {
 		if filter == legacyChunks && !legacy {
 			continue
 		}
@@ -165,7 +176,7 @@ func (mg *migration) subjects(ctx context.Context, filter string) (int, error) {
 				unreadable++
 				continue
 			}
-			if err := mg.st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if err := mg.st.DeleteMsg(ctx, raw.Sequence); err != nil && !mg.gone(ctx, raw.Sequence) {
 				return moved, fmt.Errorf("migrate stream %s: delete message %d: %w", stream, raw.Sequence, err)
 			}
 		}
@@ -173,6 +184,13 @@ func (mg *migration) subjects(ctx context.Context, filter string) (int, error) {
 			return moved, nil
 		}
 	}
+}
+
+// gone reports whether the stream no longer holds message seq: another program starting at the
+// same time moved and deleted it first.
+func (mg *migration) gone(ctx context.Context, seq uint64) bool {
+	_, err := mg.st.GetMsg(ctx, seq)
+	return errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // move puts the pushes of one legacy message on their own subjects and returns how many, and
@@ -234,19 +252,38 @@ func (mg *migration) copyPush(ctx context.Context, m push.Message, data []byte) 
 	}
 	subject := Subject(m.ClientID, m.UcsID)
 	out := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{HeaderMigrated: {"1"}}}
-	_, err := mg.js.PublishMsg(ctx, out, jetstream.WithMsgID(migrateIDPrefix+m.UcsID))
-	var apiErr *jetstream.APIError
-	if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStoreFailed {
-		return err
-	}
-	// Refused, the byte bound lifted: most likely the subject already holds its one message,
-	// a copy an earlier run stored before it stopped, longer ago than the dedupe window. The
-	// subject names the push, so its message must be that push. When the subject is empty
-	// (a worker finished the copy meanwhile, or another limit refused it), the refusal stands
-	// and the legacy message stays for the next start.
-	held, gerr := mg.st.GetLastMsgForSubject(ctx, subject)
-	if gerr != nil {
-		return fmt.Errorf("%w (and reading %s: %w)", err, subject, gerr)
+	var (
+		held *jetstream.RawStreamMsg
+		err  error
+	)
+	for try := 0; ; try++ {
+		_, err = mg.js.PublishMsg(ctx, out, jetstream.WithMsgID(migrateIDPrefix+m.UcsID))
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStoreFailed {
+			return err
+		}
+		// Refused, the byte bound lifted: most likely the subject already holds its one
+		// message, a copy an earlier run stored before it stopped, longer ago than the dedupe
+		// window. The subject names the push, so its message must be that push.
+		var gerr error
+		held, gerr = mg.st.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case gerr == nil:
+		case errors.Is(gerr, jetstream.ErrMsgNotFound) && try == 0:
+			// The subject is empty: another program that started at the same time finished
+			// its migration and put the bound back. It is lifted again for this copy, and
+			// this program's EnsureStream puts it back.
+			mg.lifted = false
+			if err := mg.liftBound(ctx); err != nil {
+				return err
+			}
+			continue
+		default:
+			// A worker finished the copy meanwhile, or another limit refused it: the
+			// refusal stands, and the legacy message stays for the next start.
+			return fmt.Errorf("%w (and reading %s: %w)", err, subject, gerr)
+		}
+		break
 	}
 	if h, derr := push.DecodeMessage(held.Data); derr != nil || h.UcsID != m.UcsID {
 		return fmt.Errorf("%w: %s holds another message (sequence %d)", err, subject, held.Sequence)
