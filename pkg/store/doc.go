@@ -10,7 +10,8 @@
 //
 // A push's records in push_results are <ucsId> (what came of it once a worker was done: sent,
 // with the platform's msgid, or failed), <ucsId>/f (the final result of a sent push, from its
-// delivery receipt) and <ucsId>/p (the progress of its attempts: the attempt number the
+// delivery receipt, or a worker's failure of a push that called the platform, which competes
+// with such a receipt there) and <ucsId>/p (the progress of its attempts: the attempt number the
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
 // follower it went to, so a receipt applies only to a message this service sent. A ucsId the
 // service never gave out costs a lookup one read. Records are inserted, never replaced
@@ -20,5 +21,10 @@
 // until they expire.
 //
 // Retention (mongodb.retention) is a TTL index on MongoDB; on FerretDB, which has none, Sweep
-// deletes expired records in bounded batches by _id.
+// deletes expired records in bounded batches by _id. Expired sign-in records (token families
+// among them) are swept the same way on both.
+//
+// An update or replace command holds at most 50 statements (bulkWrite): for each statement
+// that meets an existing document the embedded FerretDB holds one of its 100 SQLite
+// connections until the command ends, and a command of 100 such statements stops it for good.
 package store

@@ -297,7 +297,7 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		// replacement is made again, as MongoDB advises for upserts.
 		var err error
 		for range 3 {
-			if _, err = s.col(col).BulkWrite(ctx, models, ordered); err == nil || !onlyDuplicates(err) {
+			if err = bulkWrite(ctx, s.col(col), models, ordered); err == nil || !onlyDuplicates(err) {
 				break
 			}
 		}

@@ -153,11 +153,18 @@ type RefreshToken struct {
 	At         time.Time `bson:"at"`
 }
 
+// family is a token family: whether it is revoked, until its last refresh token expires.
 type family struct {
 	ID      string    `bson:"_id"`
 	Revoked bool      `bson:"revoked"`
+	Expires time.Time `bson:"expires"`
 	At      time.Time `bson:"at"`
 }
+
+// revokedFamilyKept is how long a family revoked before any of its tokens was stored (a code
+// replayed before its exchange) is kept: longer than a code lives. Storing a token of the
+// family then keeps it as long as that token.
+const revokedFamilyKept = 24 * time.Hour
 
 func (s *Store) col(name string) *mongo.Collection { return s.db.Collection(name) }
 
@@ -284,11 +291,11 @@ func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) erro
 	return nil
 }
 
-// PutRefreshToken stores an issued refresh token, creating its family on first use.
+// PutRefreshToken stores an issued refresh token, creating its family on first use; the family
+// is kept as long as its last token (the sweep drops it a day after).
 func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
-	_, err := s.col(colFamilies).InsertOne(ctx, family{ID: t.Family, At: s.now()})
-	if err != nil && !mongo.IsDuplicateKeyError(err) {
-		return fmt.Errorf("insert family: %w", err)
+	if err := s.upsertFamily(ctx, t.Family, bson.M{"$max": bson.M{"expires": t.Expires}, "$setOnInsert": bson.M{"at": s.now(), "revoked": false}}); err != nil {
+		return fmt.Errorf("store family: %w", err)
 	}
 	if _, err := s.col(colRefresh).InsertOne(ctx, t); err != nil {
 		return fmt.Errorf("insert refresh token: %w", err)
@@ -315,12 +322,25 @@ func (s *Store) RevokeFamily(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
-	_, err := s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"revoked": true}},
-		options.Update().SetUpsert(true))
+	now := s.now()
+	err := s.upsertFamily(ctx, id, bson.M{"$set": bson.M{"revoked": true}, "$max": bson.M{"expires": now.Add(revokedFamilyKept)}, "$setOnInsert": bson.M{"at": now}})
 	if err != nil {
 		return fmt.Errorf("revoke family: %w", err)
 	}
 	return nil
+}
+
+// upsertFamily applies update to family id, creating it if need be. Of two calls that create
+// it at once one meets the other's record (a duplicate key): it is applied again, to that one.
+func (s *Store) upsertFamily(ctx context.Context, id string, update bson.M) error {
+	var err error
+	for range 2 {
+		_, err = s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": id}, update, options.Update().SetUpsert(true))
+		if !mongo.IsDuplicateKeyError(err) {
+			break
+		}
+	}
+	return err
 }
 
 // FamilyRevoked reports whether a token family has been revoked.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -209,21 +210,23 @@ const (
 // Sweep deletes delivery records older than the retention period, for servers without TTL
 // indexes, and expired sign-in records. It returns how many documents it removed.
 //
-// Delivery records are swept oldest first in steps of SweepBatch: a step reads the first
+// Delivery records are swept oldest first in steps of SweepBatch: a step reads the next
 // SweepBatch records of the table in its natural order, which is the order they were written (a
-// query without a filter is the one the embedded server limits in SQL, so a step reads no more
-// than that, however large the table), and deletes each expired one by _id. A step that finds no
-// expired record ends the sweep: the rest are newer. (A record replaced in place, a push's
-// progress, keeps its early row with a later time: the steps go on past it while they find
-// expired records behind it.)
+// query without a filter is the one the embedded server reads row by row, so a step reads no
+// more rows than it skips and takes, however large the table), and deletes each expired one by
+// _id. A push's progress record is replaced in place: it keeps its early row with a later time,
+// and stays at the head of the table while its push is retried (for days, in a platform
+// outage). The steps skip such live records and go on behind them; a step that meets any other
+// live record ends the sweep, as the rest are newer.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	if !s.ttl {
 		before := s.now().Add(-s.retention)
 		for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
+			skip := int64(0)
 			for {
 				t0 := time.Now()
-				k, more, err := s.sweepStep(ctx, c, before)
+				k, live, more, err := s.sweepStep(ctx, c, before, skip)
 				n += k
 				if err != nil {
 					return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
@@ -231,6 +234,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 				if !more {
 					break
 				}
+				skip += live
 				select {
 				case <-ctx.Done():
 					return n, ctx.Err()
@@ -240,49 +244,89 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 		}
 	}
 	// Sign-in records are dropped once expired (a day later, so a replay is still recognised
-	// as one for a while).
-	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs, colUserSessions, colRevokedGrants} {
-		r, err := s.col(c).DeleteMany(ctx, bson.M{"expires": bson.M{"$lt": s.now().Add(-24 * time.Hour)}})
+	// as one for a while). A collection the store fails to sweep does not keep the others from
+	// being swept.
+	var errs []error
+	cutoff := s.now().Add(-24 * time.Hour)
+	for _, c := range []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs, colUserSessions, colRevokedGrants, colFamilies} {
+		k, err := s.sweepExpired(ctx, s.col(c), cutoff)
+		n += k
 		if err != nil {
-			return n, fmt.Errorf("sweep %s: %w", c, err)
+			errs = append(errs, fmt.Errorf("sweep %s: %w", c, err))
 		}
-		n += r.DeletedCount
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
-// sweepStep deletes the expired records among the oldest SweepBatch of c, and reports whether
-// the next ones may be expired too.
-func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time) (int64, bool, error) {
-	cur, err := c.Find(ctx, bson.D{}, options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1, "at": 1}))
+// sweepStep deletes the expired records among the SweepBatch of c after the first skip, and
+// returns how many it deleted, how many live progress records it passed (they stay at the head
+// of the table), and whether the records after these may be expired too.
+func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time, skip int64) (deleted, live int64, more bool, err error) {
+	cur, err := c.Find(ctx, bson.D{}, options.Find().SetSkip(skip).SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1, "at": 1}))
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	var docs []struct {
 		ID string    `bson:"_id"`
 		At time.Time `bson:"at"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
+	more = len(docs) == SweepBatch
 	var models []mongo.WriteModel
 	for _, d := range docs {
-		if d.At.Before(before) {
+		switch {
+		case d.At.Before(before):
 			models = append(models, mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}}))
+		case strings.HasSuffix(d.ID, suffixProgress):
+			live++
+		default:
+			more = false
 		}
 	}
-	// A live record among expired ones is one replaced in place (a push's progress, its row
-	// kept, its "at" moved on): the records after it may be expired still. A step that finds
-	// none expired ends the sweep.
-	more := len(docs) == SweepBatch && len(models) > 0
 	if len(models) == 0 {
-		return 0, more, nil
+		return 0, live, more, nil
 	}
 	r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
-	return r.DeletedCount, more, nil
+	return r.DeletedCount, live, more, nil
+}
+
+// sweepExpired deletes the records of c that expired before cutoff, SweepBatch at a time, each
+// by _id: the embedded server deletes the matches of one filter with one SQL statement, which
+// takes at most 32,766 values.
+func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time) (int64, error) {
+	var n int64
+	for {
+		cur, err := c.Find(ctx, bson.M{"expires": bson.M{"$lt": cutoff}}, options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1}))
+		if err != nil {
+			return n, err
+		}
+		var docs []struct {
+			ID any `bson:"_id"`
+		}
+		if err := cur.All(ctx, &docs); err != nil {
+			return n, err
+		}
+		if len(docs) == 0 {
+			return n, nil
+		}
+		models := make([]mongo.WriteModel, len(docs))
+		for i, d := range docs {
+			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
+		}
+		r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if err != nil {
+			return n, err
+		}
+		n += r.DeletedCount
+		if len(docs) < SweepBatch {
+			return n, nil
+		}
+	}
 }
 
 // RunSweeper calls Sweep every interval until ctx ends. Delivery records also expire through
@@ -303,4 +347,23 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 			}
 		}
 	}
+}
+
+// maxUpdates bounds the updates and replacements of one command. For each statement of an
+// update command that meets an existing document, the embedded FerretDB keeps one of its 100
+// SQLite connections until the command ends: the statement that wants the 101st waits for good,
+// and the server with it. Commands of 50 cost MongoDB nothing worth counting.
+const maxUpdates = 50
+
+// bulkWrite writes models in commands of at most maxUpdates, one after the other (in order,
+// for an ordered o). It stops at the first command that fails.
+func bulkWrite(ctx context.Context, c *mongo.Collection, models []mongo.WriteModel, o *options.BulkWriteOptions) error {
+	for len(models) > 0 {
+		n := min(len(models), maxUpdates)
+		if _, err := c.BulkWrite(ctx, models[:n], o); err != nil {
+			return err
+		}
+		models = models[n:]
+	}
+	return nil
 }
