@@ -104,7 +104,7 @@ func (r *rig) publish(userID string, typ push.Type, data map[string]string) stri
 func (r *rig) waitState(id string, want push.State) push.Result {
 	r.t.Helper()
 	var res push.Result
-	embeddedtest.Eventually(r.t, 15*time.Second, fmt.Sprintf("%s reaches %s", id, want), func() bool {
+	embeddedtest.Eventually(r.t, 30*time.Second, fmt.Sprintf("%s reaches %s", id, want), func() bool {
 		var err error
 		res, err = r.st.Current(context.Background(), id)
 		return err == nil && res.State == want

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,7 +146,7 @@ func twoProgramsMigrate(t *testing.T, maxBytes int64, n int) {
 			failed = append(failed, err)
 		}
 	}
-	all := append(chunk, singles...)
+	all := append(slices.Clone(chunk), singles...)
 	missing := 0
 	for _, m := range all {
 		if _, err := st.GetLastMsgForSubject(ctx, queue.Subject(m.ClientID, m.UcsID)); err != nil {

@@ -286,7 +286,7 @@ func postReceiptAt(t *testing.T, e *env, base, nonce string, msgID int64, status
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "success" {
+	if resp.StatusCode != http.StatusOK || string(b) != "success" {
 		t.Fatalf("receipt %d at %s: %d %s", msgID, base, resp.StatusCode, b)
 	}
 }

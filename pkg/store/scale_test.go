@@ -64,38 +64,6 @@ func answering(st *store.Store) error {
 	return nil
 }
 
-// TestSweepManyExpiredSignInRecords: the hourly sweep of expired sign-in records works
-// when more than SQLite's 32,766 bound parameters' worth of them expired (a sweep that did
-// not run for a while, a busy campus): FerretDB deletes the matches of a DeleteMany in one
-// `DELETE … WHERE _id IN (?, ?, …)`.
-func TestSweepManyExpiredSignInRecords(t *testing.T) {
-	clk := clocktest.New(at(0))
-	st, db := rawRig(t, clk.Now)
-	ctx := context.Background()
-	old := clk.Now().Add(-48 * time.Hour)
-	const nExpired = 40_000
-	docs := make([]any, 0, nExpired)
-	for i := range nExpired {
-		docs = append(docs, store.AuthCode{Hash: fmt.Sprintf("code%07d", i), ClientID: "c", RedirectURI: "https://app/cb",
-			Scope: "openid", UserID: "u", SessionKey: "k", SID: "s", AuthTime: old, Expires: old.Add(time.Minute), At: old})
-	}
-	bulk(t, db.Collection("auth_codes"), docs)
-	// A live session, which the sweep must leave, in a collection swept after auth_codes.
-	if _, err := st.PutSession(ctx, store.Session{Key: "live", SID: "sid-live", UserID: "u-live", Expires: clk.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	n, err := st.Sweep(ctx)
-	t.Logf("Sweep: %d removed in %s, err %v", n, time.Since(t0), err)
-	left, cerr := db.Collection("auth_codes").CountDocuments(ctx, bson.D{})
-	if cerr != nil {
-		t.Fatal(cerr)
-	}
-	if err != nil || n != nExpired || left != 0 {
-		t.Fatalf("sweep of %d expired authorization codes: removed %d, %d left, err: %v", nExpired, n, left, err)
-	}
-}
-
 // TestSweepPastLiveProgressRecords: during a platform outage every push's progress
 // record is written at its first attempt and then replaced in place as it is retried for days
 // (the queue keeps a push up to nats.max_age, 7 days): the head of push_results is then a run
@@ -118,10 +86,10 @@ func TestSweepPastLiveProgressRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pushes that ended that day.
-	const nOld = 5_000
-	for s := 0; s < nOld; s += 2500 {
+	const nOld = 2_000
+	for s := 0; s < nOld; s += 1000 {
 		recs = recs[:0]
-		for i := s; i < s+2500; i++ {
+		for i := s; i < s+1000; i++ {
 			recs = append(recs, final(fmt.Sprintf("old%05d", i), day0.Add(time.Hour)))
 		}
 		if err := w.Write(ctx, recs...); err != nil {
@@ -147,7 +115,7 @@ func TestSweepPastLiveProgressRecords(t *testing.T) {
 	}
 	t.Logf("Sweep removed %d in %s", n, time.Since(t0))
 	var kept []string
-	for _, id := range []string{"old00000", "old02500", "old04999"} {
+	for _, id := range []string{"old00000", "old01000", "old01999"} {
 		if _, err := st.Final(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			kept = append(kept, id)
 		}

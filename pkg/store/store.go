@@ -295,13 +295,17 @@ func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.
 	return r.DeletedCount, live, more, nil
 }
 
-// sweepExpired deletes the records of c that expired before cutoff, SweepBatch at a time, each
-// by _id: the embedded server deletes the matches of one filter with one SQL statement, which
-// takes at most 32,766 values.
+// sweepPage bounds the expired sign-in records one read of sweepExpired finds.
+const sweepPage = 10 * SweepBatch
+
+// sweepExpired deletes the records of c that expired before cutoff: it reads up to sweepPage
+// of their _ids at a time, and deletes each by _id, SweepBatch in a command (the embedded
+// server deletes the matches of one filter with one SQL statement, which takes at most 32,766
+// values, and reads the whole table for any filter but _id).
 func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time) (int64, error) {
 	var n int64
 	for {
-		cur, err := c.Find(ctx, bson.M{"expires": bson.M{"$lt": cutoff}}, options.Find().SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1}))
+		cur, err := c.Find(ctx, bson.M{"expires": bson.M{"$lt": cutoff}}, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1}))
 		if err != nil {
 			return n, err
 		}
@@ -314,16 +318,20 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 		if len(docs) == 0 {
 			return n, nil
 		}
-		models := make([]mongo.WriteModel, len(docs))
-		for i, d := range docs {
-			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
+		for page := docs; len(page) > 0; {
+			k := min(len(page), SweepBatch)
+			models := make([]mongo.WriteModel, k)
+			for i, d := range page[:k] {
+				models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
+			}
+			r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+			if err != nil {
+				return n, err
+			}
+			n += r.DeletedCount
+			page = page[k:]
 		}
-		r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-		if err != nil {
-			return n, err
-		}
-		n += r.DeletedCount
-		if len(docs) < SweepBatch {
+		if len(docs) < sweepPage {
 			return n, nil
 		}
 	}
