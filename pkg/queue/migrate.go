@@ -252,38 +252,36 @@ func (mg *migration) copyPush(ctx context.Context, m push.Message, data []byte) 
 	}
 	subject := Subject(m.ClientID, m.UcsID)
 	out := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{HeaderMigrated: {"1"}}}
-	var (
-		held *jetstream.RawStreamMsg
-		err  error
-	)
-	for try := 0; ; try++ {
+	publish := func() (refused bool, err error) {
 		_, err = mg.js.PublishMsg(ctx, out, jetstream.WithMsgID(migrateIDPrefix+m.UcsID))
 		var apiErr *jetstream.APIError
-		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStoreFailed {
+		return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed, err
+	}
+	refused, err := publish()
+	if !refused {
+		return err
+	}
+	// Refused, the byte bound lifted: most likely the subject already holds its one message, a
+	// copy an earlier run stored before it stopped, longer ago than the dedupe window. The
+	// subject names the push, so its message must be that push.
+	held, gerr := mg.st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		// The subject is empty: another program that started at the same time finished its
+		// migration and put the bound back. It is lifted again for one more try, and this
+		// program's EnsureStream puts it back.
+		mg.lifted = false
+		if err := mg.liftBound(ctx); err != nil {
 			return err
 		}
-		// Refused, the byte bound lifted: most likely the subject already holds its one
-		// message, a copy an earlier run stored before it stopped, longer ago than the dedupe
-		// window. The subject names the push, so its message must be that push.
-		var gerr error
-		held, gerr = mg.st.GetLastMsgForSubject(ctx, subject)
-		switch {
-		case gerr == nil:
-		case errors.Is(gerr, jetstream.ErrMsgNotFound) && try == 0:
-			// The subject is empty: another program that started at the same time finished
-			// its migration and put the bound back. It is lifted again for this copy, and
-			// this program's EnsureStream puts it back.
-			mg.lifted = false
-			if err := mg.liftBound(ctx); err != nil {
-				return err
-			}
-			continue
-		default:
-			// A worker finished the copy meanwhile, or another limit refused it: the
-			// refusal stands, and the legacy message stays for the next start.
-			return fmt.Errorf("%w (and reading %s: %w)", err, subject, gerr)
+		if refused, err = publish(); !refused {
+			return err
 		}
-		break
+		held, gerr = mg.st.GetLastMsgForSubject(ctx, subject)
+	}
+	if gerr != nil {
+		// A worker finished the copy meanwhile, or another limit refused it: the refusal
+		// stands, and the legacy message stays for the next start.
+		return fmt.Errorf("%w (and reading %s: %w)", err, subject, gerr)
 	}
 	if h, derr := push.DecodeMessage(held.Data); derr != nil || h.UcsID != m.UcsID {
 		return fmt.Errorf("%w: %s holds another message (sequence %d)", err, subject, held.Sequence)

@@ -25,12 +25,7 @@ func TestMigrateChunkPublishedWhileMigrating(t *testing.T) {
 
 	// Enough singles that moving them takes a while.
 	singles := newPushes("portal", 1500)
-	for _, m := range singles {
-		b, _ := m.Encode()
-		if _, err := js.Publish(ctx, "ucs.push.mp."+m.UcsID, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishSingles(t, js, singles)
 
 	type result struct {
 		n   int
@@ -177,12 +172,7 @@ func TestMigrateClusteredStream(t *testing.T) {
 	chunk := newPushes("exams.office", 100)
 	publishChunk(t, js, "BLOCKA", chunk)
 	singles := newPushes("portal", 600)
-	for _, m := range singles {
-		b, _ := m.Encode()
-		if _, err := js.Publish(ctx, "ucs.push.mp."+m.UcsID, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishSingles(t, js, singles)
 	moved, err := queue.Migrate(ctx, js, c, nil)
 	if err != nil || moved != len(chunk)+len(singles) {
 		t.Fatalf("moved %d of %d: %v", moved, len(chunk)+len(singles), err)
@@ -190,13 +180,7 @@ func TestMigrateClusteredStream(t *testing.T) {
 	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
 		t.Fatal(err)
 	}
-	requireMoved(t, st, append(chunk, singles...))
-	if n := legacyLeft(t, st); n != 0 {
-		t.Fatalf("%d legacy messages left", n)
-	}
-	if n := msgs(t, st); n != uint64(len(chunk)+len(singles)) {
-		t.Fatalf("stream holds %d, want %d", n, len(chunk)+len(singles))
-	}
+	requireAllMoved(t, st, append(chunk, singles...))
 }
 
 // TestMigrateCancelledHalfWay: a start stopped half way (its context cancelled while it
@@ -207,12 +191,7 @@ func TestMigrateCancelledHalfWay(t *testing.T) {
 	chunk := newPushes("exams.office", 200)
 	publishChunk(t, js, "BLOCKA", chunk)
 	singles := newPushes("portal", 800)
-	for _, m := range singles {
-		b, _ := m.Encode()
-		if _, err := js.Publish(context.Background(), "ucs.push.mp."+m.UcsID, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishSingles(t, js, singles)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for {
@@ -233,11 +212,29 @@ func TestMigrateCancelledHalfWay(t *testing.T) {
 	if _, err := queue.EnsureStream(context.Background(), js, c); err != nil {
 		t.Fatal(err)
 	}
-	requireMoved(t, st, append(chunk, singles...))
+	requireAllMoved(t, st, append(chunk, singles...))
+}
+
+// publishSingles publishes ms as the earlier layout did single pushes, on ucs.push.mp.<ucsId>.
+func publishSingles(t *testing.T, js jetstream.JetStream, ms []push.Message) {
+	t.Helper()
+	for _, m := range ms {
+		b, _ := m.Encode()
+		if _, err := js.Publish(context.Background(), "ucs.push.mp."+m.UcsID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// requireAllMoved fails t unless the stream holds ms each once on its own subject, and nothing
+// else: no legacy message left.
+func requireAllMoved(t *testing.T, st jetstream.Stream, ms []push.Message) {
+	t.Helper()
+	requireMoved(t, st, ms)
 	if n := legacyLeft(t, st); n != 0 {
 		t.Fatalf("%d legacy messages left", n)
 	}
-	if n := msgs(t, st); n != uint64(len(chunk)+len(singles)) {
-		t.Fatalf("stream holds %d, want %d", n, len(chunk)+len(singles))
+	if n := msgs(t, st); n != uint64(len(ms)) {
+		t.Fatalf("stream holds %d, want %d", n, len(ms))
 	}
 }

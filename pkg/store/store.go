@@ -274,34 +274,51 @@ func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.
 		return 0, 0, false, err
 	}
 	more = len(docs) == SweepBatch
-	var models []mongo.WriteModel
+	var expired []any
 	for _, d := range docs {
 		switch {
 		case d.At.Before(before):
-			models = append(models, mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}}))
+			expired = append(expired, d.ID)
 		case strings.HasSuffix(d.ID, suffixProgress):
 			live++
 		default:
 			more = false
 		}
 	}
-	if len(models) == 0 {
-		return 0, live, more, nil
-	}
-	r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	deleted, err = deleteByID(ctx, c, expired)
 	if err != nil {
-		return 0, 0, false, err
+		return deleted, 0, false, err
 	}
-	return r.DeletedCount, live, more, nil
+	return deleted, live, more, nil
+}
+
+// deleteByID deletes the records of c with the given _ids, each by its _id (the one filter
+// the embedded server reads from an index, and the one whose deletes take no SQL values
+// together), SweepBatch in a command.
+func deleteByID(ctx context.Context, c *mongo.Collection, ids []any) (int64, error) {
+	var n int64
+	for len(ids) > 0 {
+		k := min(len(ids), SweepBatch)
+		models := make([]mongo.WriteModel, k)
+		for i, id := range ids[:k] {
+			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}})
+		}
+		r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if err != nil {
+			return n, err
+		}
+		n += r.DeletedCount
+		ids = ids[k:]
+	}
+	return n, nil
 }
 
 // sweepPage bounds the expired sign-in records one read of sweepExpired finds.
 const sweepPage = 10 * SweepBatch
 
 // sweepExpired deletes the records of c that expired before cutoff: it reads up to sweepPage
-// of their _ids at a time, and deletes each by _id, SweepBatch in a command (the embedded
-// server deletes the matches of one filter with one SQL statement, which takes at most 32,766
-// values, and reads the whole table for any filter but _id).
+// of their _ids at a time and deletes them by _id (the embedded server deletes the matches of
+// one filter with one SQL statement, which takes at most 32,766 values).
 func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time) (int64, error) {
 	var n int64
 	for {
@@ -315,24 +332,14 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 		if err := cur.All(ctx, &docs); err != nil {
 			return n, err
 		}
-		if len(docs) == 0 {
-			return n, nil
+		ids := make([]any, len(docs))
+		for i, d := range docs {
+			ids[i] = d.ID
 		}
-		for page := docs; len(page) > 0; {
-			k := min(len(page), SweepBatch)
-			models := make([]mongo.WriteModel, k)
-			for i, d := range page[:k] {
-				models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: d.ID}})
-			}
-			r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-			if err != nil {
-				return n, err
-			}
-			n += r.DeletedCount
-			page = page[k:]
-		}
-		if len(docs) < sweepPage {
-			return n, nil
+		k, err := deleteByID(ctx, c, ids)
+		n += k
+		if err != nil || len(docs) < sweepPage {
+			return n, err
 		}
 	}
 }
