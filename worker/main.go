@@ -113,7 +113,7 @@ func run(ctx context.Context, log *slog.Logger, o options, started ...func(*slog
 	fmt.Fprintln(out, "metrics:", metricsURL)
 	if o.path != "" {
 		file := metricsFile(o.path)
-		if err := os.WriteFile(file, []byte(metricsURL+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(file, []byte(metricsURL+"\n"), 0o600); err != nil {
 			log.Warn("the metrics address could not be written next to the configuration", "file", file, "err", err)
 		} else {
 			defer removeIfOurs(file, metricsURL+"\n")

@@ -42,6 +42,12 @@ func TestWorkerAnnouncesMetrics(t *testing.T) {
 	if !strings.HasPrefix(addr, "http://127.0.0.1:") || !strings.HasSuffix(addr, "/metrics") || strings.HasSuffix(addr, ":0/metrics") {
 		t.Fatalf("worker.metrics-url holds %q", addr)
 	}
+	// Like every file of a standalone stack's data folder, readable by its owner only.
+	if fi, err := os.Stat(file); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("worker.metrics-url has mode %v, want 0600", fi.Mode().Perm())
+	}
 	if got := out.String(); got != "metrics: "+addr+"\n" {
 		t.Errorf("printed %q, want one line naming %s", got, addr)
 	}

@@ -118,7 +118,7 @@ type NATS struct {
 	// messages dropped. Default 8 GiB.
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxAge is how long a push may wait to be sent: a worker fails an older one (reason
-	// "expired", dead-lettered). Default 168h (7 days).
+	// "expired", not dead-lettered: a whole backlog may expire at once). Default 168h (7 days).
 	MaxAge Duration `yaml:"max_age"`
 }
 

@@ -27,7 +27,7 @@
 // # Pauses
 //
 // A refusal of the account rather than the message pauses sending for every worker (the
-// shared pause of package queue) instead of retrying each message: 45009 (the daily quota)
+// shared pause of package sending) instead of retrying each message: 45009 (the daily quota)
 // until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 40164
 // (the worker's address is not on the account's IP whitelist), 48001 (no permission for the
 // interface), 48004 and 50002 (the interface banned, the account restricted), 40125, 40013 and

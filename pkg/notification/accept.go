@@ -114,6 +114,12 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		msgs = append(msgs, it.Req.Message(push.NewID(now), client, now))
 		at = append(at, i)
 	}
+	if len(msgs) == 0 {
+		// Nothing to store, so no key is taken, as for a single push refused for its body: a
+		// retry under the key is checked afresh and answered the same, and a request that
+		// stores nothing leaves nothing behind for a day.
+		return b, nil
+	}
 	o := queue.PublishOptions{}
 	if k != nil {
 		ids := make([]string, len(items))

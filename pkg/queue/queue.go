@@ -105,8 +105,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 		MaxBytes:    c.MaxBytes,
-		// No age limit: a push past MaxAge is failed by a worker, with a record and a dead
-		// letter, never dropped unseen; MaxBytes bounds the stream.
+		// No age limit: a push past MaxAge is failed by a worker, with a record (no dead
+		// letter), never dropped unseen; MaxBytes bounds the stream.
 		MaxAge:  0,
 		Discard: jetstream.DiscardNew,
 		// Lookups read waiting pushes by subject, many at once, from any replica.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -468,6 +470,21 @@ func TestAPIDocsPageInChromium(t *testing.T) {
 	}
 	if v := eval(`getComputedStyle(document.querySelector(".toc-desktop")).display + " " + getComputedStyle(document.querySelector(".toc-desktop")).position`); v != "block sticky" {
 		t.Errorf("desktop contents: %q", v)
+	}
+	// With UCS_SCREENSHOTS set to a folder, the top of the page at a desktop's size goes there
+	// (the README's apidocs.png).
+	if dir := os.Getenv("UCS_SCREENSHOTS"); dir != "" {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 1100)); err != nil {
+			t.Fatal(err)
+		}
+		eval(`window.scrollTo(0, 0); ""`)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "apidocs.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if errs := problems.all(); len(errs) > 0 {
 		t.Fatalf("the browser reported errors: %v", errs)

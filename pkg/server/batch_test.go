@@ -368,3 +368,41 @@ func serve(t *testing.T, api *service.API) string {
 	t.Cleanup(ts.Close)
 	return ts.URL
 }
+
+// TestBatchWithNoGoodItemTakesNoKey sends, under fresh Idempotency-Keys, batches whose every item
+// is refused for its content: nothing is queued, so no key is taken and nothing is kept for a
+// day (a client could otherwise fill the keys' bucket with requests that store nothing). The
+// same key then serves a good batch, which is stored and whose retry is answered from its key.
+func TestBatchWithNoGoodItemTakesNoKey(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	bad := batchBody(`{}`, `{"userId":"2020000001"}`)
+	for i := range 20 {
+		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, bad, map[string]string{"Idempotency-Key": fmt.Sprintf("nothing-%d", i)})
+		if d := a.batch(t); a.status != 200 || d.Accepted != 0 || d.Rejected != 2 {
+			t.Fatalf("batch %d: %d %s", i, a.status, a.body)
+		}
+	}
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, service.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Values() != 0 {
+		t.Fatalf("20 batches that queued nothing left %d key records (%d bytes)", st.Values(), st.Bytes())
+	}
+	key := map[string]string{"Idempotency-Key": "nothing-0"}
+	good := batchBody(goodItemN(0), `{}`)
+	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, good, key)
+	if d := first.batch(t); first.status != 200 || d.Accepted != 1 {
+		t.Fatalf("a good batch under a key an empty one used: %d %s", first.status, first.body)
+	}
+	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, good, key)
+	if again.status != 200 || fmt.Sprint(again.batch(t)) != fmt.Sprint(first.batch(t)) || e.streamPushes() != 1 {
+		t.Fatalf("its retry: %d %s (first %s), %d pushes stored", again.status, again.body, first.body, e.streamPushes())
+	}
+}
