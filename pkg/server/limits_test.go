@@ -4,10 +4,12 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,5 +303,87 @@ func TestLoginFormSlowedAddress(t *testing.T) {
 	e.clock.Advance(time.Second)
 	if q := callback(t, submit(t, b, get(t, b, e.authURL("trusted", "st2")), url.Values{"username": {userID}, "password": {userPass}})); q.Get("code") == "" {
 		t.Fatalf("a second later: %v", q)
+	}
+}
+
+// TestCASCallbackSlowedAddress: every ticket brought to the campus sign-on's return costs a
+// validation call there, so made-up tickets count against the address as wrong passwords do at
+// the login form: past the address's failures, the return answers 429 with Retry-After and
+// calls the campus sign-on no more. A campus sign-on that fails counts against no one.
+func TestCASCallbackSlowedAddress(t *testing.T) {
+	var validations atomic.Int64
+	var failing atomic.Bool
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "serviceValidate") {
+			_, _ = io.WriteString(w, "login")
+			return
+		}
+		validations.Add(1)
+		if failing.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		_, _ = io.WriteString(w, `<cas:serviceResponse xmlns:cas="http://www.yale.edu/tp/cas"><cas:authenticationFailure code="INVALID_TICKET">no</cas:authenticationFailure></cas:serviceResponse>`)
+	}))
+	t.Cleanup(fake.Close)
+	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.IdentityProviders.CAS.URL = fake.URL })
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := b.Get(e.authURL("trusted", "s", "kc_idp_hint", "cas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || !strings.HasPrefix(loc.String(), fake.URL) {
+		t.Fatalf("not sent to the campus sign-on: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	service := loc.Query().Get("service")
+	// ret brings ticket back to the return and answers its status and Retry-After.
+	ret := func(ticket string) (int, string) {
+		t.Helper()
+		resp, err := b.Get(service + "&ticket=" + ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	// The campus sign-on failing: 50 returns, each tried there, none counted.
+	failing.Store(true)
+	for i := range 50 {
+		if status, _ := ret("ST-" + strconv.Itoa(i)); status != http.StatusUnauthorized {
+			t.Fatalf("return %d while the campus sign-on fails: %d", i, status)
+		}
+	}
+	failing.Store(false)
+	before := validations.Load()
+	refused := 0
+	for i := 0; ; i++ {
+		status, retryAfter := ret("ST-made-up-" + strconv.Itoa(i))
+		if status == http.StatusTooManyRequests {
+			if retryAfter == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			break
+		}
+		if status != http.StatusUnauthorized || i > 1100 {
+			t.Fatalf("made-up ticket %d: %d", i, status)
+		}
+		refused++
+	}
+	if refused < 900 {
+		t.Fatalf("slowed after %d refused tickets, and 50 returns while the campus sign-on failed: those counted", refused)
+	}
+	n := validations.Load()
+	for i := range 20 {
+		if status, _ := ret("ST-later-" + strconv.Itoa(i)); status != http.StatusTooManyRequests {
+			t.Fatalf("a return from the slowed address: %d", status)
+		}
+	}
+	if after := validations.Load(); after != n || n-before != int64(refused)+1 {
+		t.Fatalf("validations at the campus sign-on: %d for %d refused tickets, then %d more from the slowed address", n-before, refused, after-n)
 	}
 }

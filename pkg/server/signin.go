@@ -376,6 +376,12 @@ func (s *Server) casCallback(c echo.Context) error {
 	if ar.IDP != "cas" || s.cfg.SignIn.CAS == nil {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the campus single sign-on.", "invalid_request")
 	}
+	// Each ticket costs a call to the campus sign-on: an address that fails too often is slowed
+	// (429) before one is made, as at the login form.
+	g, addr := s.cfg.OAuth.Guard, c.RealIP()
+	if e := g.Slowed(addr); e != nil {
+		return s.tooManyPage(c, e)
+	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
 	defer cancel()
 	// The service address must be the one the ticket was issued for: the request as it came.
@@ -389,6 +395,13 @@ func (s *Server) casCallback(c echo.Context) error {
 		// The error names no ticket: package cas redacts it from whatever the server said.
 		s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: the campus sign-on did not confirm the ticket",
 			"client", ar.ClientID, "idp", "cas", "err", err)
+		// A ticket refused (or not a ticket at all) counts against the address; the campus
+		// sign-on failing does not, as it is no one's guess.
+		if ce, refused := errors.AsType[*cas.Error](err); refused && ce.Code != cas.CodeInternalError || errors.Is(err, cas.ErrMalformedTicket) {
+			if e := g.AddressFailed(ctx, addr); e != nil {
+				return s.tooManyPage(c, e)
+			}
+		}
 		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
 			"The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
 	}
