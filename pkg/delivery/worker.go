@@ -293,10 +293,15 @@ var errStopping = errors.New("the worker is stopping")
 
 // gate returns once a message may be sent: sending is not paused and the shared budget allows
 // one more. (While it waits, handle's keepAlive tells the queue the message is being worked on.)
-func (w *Worker) gate(ctx context.Context, r push.Result) error {
+// A message held by a pause is shown queued, with the pause's reason, unless its last call's
+// outcome is unknown (inDoubt): its record keeps saying sending, so that whichever worker
+// gets it next asks the platform again rather than take that call for failed.
+func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 	for {
 		if st, paused := w.paused(); paused {
-			w.showHeld(ctx, r, st)
+			if !inDoubt {
+				w.showHeld(ctx, r, st)
+			}
 			poll := time.NewTicker(pausePoll)
 			for paused {
 				select {
@@ -639,15 +644,22 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 	}
 	tm := platform.TemplateMessage{ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
+	// A push past its age fails unsent, before it takes a place in the send budget and after
+	// any wait at the gate; but one whose last call's outcome is unknown is asked again (the
+	// platform answers a call it took with its msgid): it may be sent.
+	expired := func() bool {
+		return w.cfg.MaxAge > 0 && !inDoubt && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge))
+	}
 	for {
-		if gerr := w.gate(ctx, *r); errors.Is(gerr, errStopping) {
+		if expired() {
+			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
+		}
+		if gerr := w.gate(ctx, *r, inDoubt); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze("the worker is stopping", 0)}
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
-		// A push past its age fails unsent; but one whose last call's outcome is unknown is
-		// asked again (the platform answers a call it took with its msgid): it may be sent.
-		if w.cfg.MaxAge > 0 && !inDoubt && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge)) {
+		if expired() {
 			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
 		}
 		// The attempt is recorded before the call, so that it counts even if this worker
@@ -663,11 +675,15 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 		}
 		id, err := w.send(ctx, tm)
+		// A call the platform refused for the account, or none made, tells nothing of an
+		// earlier call whose outcome is unknown: that doubt stays.
+		wasInDoubt := inDoubt
 		inDoubt = false
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
-			if err := w.takeBack(ctx, msg, r, st); err != nil {
+			inDoubt = wasInDoubt
+			if err := w.takeBack(ctx, msg, r, st, inDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
@@ -676,7 +692,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// No access token (and no shared pause to wait at), so no send: the attempt
 			// recorded before the call is taken back, and the message handed back.
 			held := sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()}
-			if err := w.takeBack(ctx, msg, r, held); err != nil {
+			if err := w.takeBack(ctx, msg, r, held, wasInDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			return attemptResult{out: Snooze(ns.Error(), w.cfg.StoreRetry)}
@@ -806,12 +822,16 @@ var errExhausted = errors.New("its attempts are used up")
 // takeBack takes back the attempt recorded before a call that did not count (the platform
 // refused the account, not the message; or no call went out) and records the message held
 // as st says. The record is written again until the store has it, so that the recorded
-// attempts stay the calls made; an error only when the worker stops first.
-func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, st sending.PauseState) error {
+// attempts stay the calls made; an error only when the worker stops first. When the call
+// before was in doubt, the record keeps saying sending, as gate explains.
+func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, st sending.PauseState, inDoubt bool) error {
 	r.Attempts--
 	held := *r
 	now := w.cfg.Now()
 	held.State, held.Updated, held.RetryAt, held.LastError = push.StateQueued, now, st.Until, st.Explain()
+	if inDoubt {
+		held.State, held.RetryAt = push.StateSending, time.Time{}
+	}
 	return w.keepTrying("recording a call that did not count", msg, func() error {
 		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))
 	})
