@@ -785,8 +785,9 @@ func TestWorkerGraceAndAutoscaling(t *testing.T) {
 }
 
 // checkGrace wants the pod's terminationGracePeriodSeconds to be at least minGrace and to
-// exceed the container's preStop sleep plus shutdown_grace, within which the program stops
-// after SIGTERM: otherwise the kubelet kills it while it still finishes what it holds.
+// cover the container's preStop sleep, shutdown_grace, within which the program stops after
+// SIGTERM, and the 4 s it may then take to close its connections: otherwise the kubelet kills
+// it while it still finishes what it holds.
 func checkGrace(t *testing.T, d object, c map[string]any, cfg *config.Config) {
 	t.Helper()
 	grace, ok := dig(podSpec(d), "terminationGracePeriodSeconds").(int)
@@ -795,9 +796,10 @@ func checkGrace(t *testing.T, d object, c map[string]any, cfg *config.Config) {
 	}
 	preStop, _ := dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)
 	stop := int(math.Ceil(cfg.ShutdownGrace.D().Seconds()))
-	if grace < minGrace || grace <= preStop+stop {
-		t.Errorf("%s: terminationGracePeriodSeconds %d; the program stops within shutdown_grace %s after a preStop of %d s: want at least %d and more than %d",
-			d, grace, cfg.ShutdownGrace.D(), preStop, minGrace, preStop+stop)
+	const closing = 4
+	if grace < minGrace || grace < preStop+stop+closing {
+		t.Errorf("%s: terminationGracePeriodSeconds %d; the program stops within shutdown_grace %s after a preStop of %d s, and closes within %d s more: want at least %d",
+			d, grace, cfg.ShutdownGrace.D(), preStop, closing, max(minGrace, preStop+stop+closing))
 	}
 }
 

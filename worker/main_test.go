@@ -326,11 +326,12 @@ func TestWorkerProbes(t *testing.T) {
 }
 
 // TestCloseAwaitsDeliveries: sends slower than the shutdown grace are still under way when Run
-// returns; Close waits for them, so that each one the platform accepted is recorded before the
-// store is closed, rather than given to another worker to send again.
+// returns; Close waits for them (up to 2 s past the grace), so that each one the platform
+// accepted is recorded before the store is closed, rather than given to another worker to send
+// again.
 func TestCloseAwaitsDeliveries(t *testing.T) {
 	r := newWorkerRig(t)
-	r.sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
+	r.sim.SetFaults(simulator.Faults{Latency: 1500 * time.Millisecond}) // within the grace and Close's 2 s past it
 	cfg := *r.cfg
 	cfg.ShutdownGrace = config.Duration(500 * time.Millisecond)
 	w, err := service.NewWorker(context.Background(), &cfg, service.Deps{})

@@ -192,8 +192,15 @@ func (c *connections) close() {
 	if err := c.nc.Drain(); err != nil {
 		c.nc.Close()
 	}
-	_ = c.st.Close(context.Background())
+	// A store that does not answer is let go after a while: a stopping program must end
+	// within its grace period, not wait out the driver's server selection.
+	ctx, cancel := context.WithTimeout(context.Background(), storeCloseWait)
+	defer cancel()
+	_ = c.st.Close(ctx)
 }
+
+// storeCloseWait bounds the disconnect from the store when a program stops.
+const storeCloseWait = time.Second
 
 // API is the front end with its connections.
 type API struct {
@@ -675,6 +682,8 @@ type Worker struct {
 	// delivered is closed when the deliveries Run started have all ended; nil before Run.
 	mu        sync.Mutex
 	delivered chan struct{}
+	// stopBy is when the shutdown grace of a stop ends; zero until a stop began.
+	stopBy time.Time
 }
 
 // NewWorker connects and builds a worker delivering through the platform of cfg.
@@ -782,6 +791,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if grace <= 0 {
 		grace = 25 * time.Second
 	}
+	w.mu.Lock()
+	w.stopBy = time.Now().Add(grace)
+	w.mu.Unlock()
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -862,20 +874,25 @@ func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close releases the connections; call it after Run returned.
+// Close releases the connections; call it after Run returned. It waits for deliveries still
+// under way, so that the store they record in is closed only after them, but after a stop no
+// longer than the shutdown grace allows (closeMargin past it): the whole stop stays within the
+// grace period the platform running it gives (Kubernetes' terminationGracePeriodSeconds).
+// A delivery cut short is redelivered after ack_wait, its attempt recorded.
 func (w *Worker) Close() {
-	// Deliveries still under way when Run returned (the end of the shutdown grace) finish
-	// first: each is bounded by the platform's send timeout, and the store they record in is
-	// closed only after them.
 	w.mu.Lock()
-	delivered := w.delivered
+	delivered, stopBy := w.delivered, w.stopBy
 	w.mu.Unlock()
 	if delivered != nil {
-		t := time.NewTimer(closeWait)
+		wait := closeWait
+		if !stopBy.IsZero() {
+			wait = max(0, time.Until(stopBy.Add(closeMargin)))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-delivered:
 		case <-t.C:
-			w.deps.Logger.Warn("deliveries still under way at close; the queue redelivers them", "waited", closeWait)
+			w.deps.Logger.Warn("deliveries still under way at close; the queue redelivers them", "waited", wait)
 		}
 		t.Stop()
 	}
@@ -887,6 +904,11 @@ func (w *Worker) Close() {
 // closeWait bounds how long Close waits for deliveries under way: one platform call (15 s)
 // and the recording of its outcome.
 const closeWait = 20 * time.Second
+
+// closeMargin is how long past the shutdown grace Close still waits for deliveries. With the
+// writer's and the store's own bounds (closeFlushWait, storeCloseWait), a stop takes at most
+// shutdown_grace + 4 s, under the 5 s the shipped manifests leave.
+const closeMargin = 2 * time.Second
 
 // Resume ends a pause of sending (after the platform's daily quota) for every worker.
 func Resume(ctx context.Context, cfg *config.Config, d Deps) error {

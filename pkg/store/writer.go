@@ -23,7 +23,14 @@ type Writer struct {
 	closed   chan struct{}
 	wg       sync.WaitGroup
 	once     sync.Once
+	// ctx ends the batch writes still under way once Close has waited closeFlushWait for them.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
+
+// closeFlushWait is how long Close lets batch writes under way finish before it ends them:
+// a program stopping while the store does not answer must not wait out every batch's Timeout.
+const closeFlushWait = time.Second
 
 type pendingWrite struct {
 	ws   []Write
@@ -56,6 +63,7 @@ func (s *Store) NewWriter(o WriterOptions) *Writer {
 		s: s, ch: make(chan pendingWrite, o.MaxBatch*4), maxBatch: o.MaxBatch, timeout: o.Timeout,
 		stop: make(chan struct{}), closed: make(chan struct{}),
 	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	for range o.Flushers {
 		w.wg.Add(1)
 		go w.flusher()
@@ -99,11 +107,15 @@ func (w *Writer) Post(rec Write) {
 	}
 }
 
-// Close writes what is queued and stops the writer.
+// Close writes what is queued and stops the writer; batch writes still under way after
+// closeFlushWait are ended, their writers answered with the error.
 func (w *Writer) Close() {
 	w.once.Do(func() {
 		close(w.stop)
+		end := time.AfterFunc(closeFlushWait, w.cancel)
 		w.wg.Wait()
+		end.Stop()
+		w.cancel()
 		// Whatever slipped in after the flushers' last look is failed, never left hanging.
 		for {
 			select {
@@ -163,7 +175,7 @@ func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 	for _, p := range batch {
 		recs = append(recs, p.ws...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	ctx, cancel := context.WithTimeout(w.ctx, w.timeout)
 	existed, err := w.s.write(ctx, recs)
 	cancel()
 	if err != nil {
