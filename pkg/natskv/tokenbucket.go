@@ -3,6 +3,7 @@ package natskv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -34,9 +35,15 @@ type Updater interface {
 // until then. So a key costs a round trip to NATS a few times a second however busy it is, and
 // the limit holds across replicas, give or take one lease per replica.
 //
+// When the shared bucket is empty, the replica asks again once a lease's worth is back, and a
+// try that finds it empty writes nothing: an empty bucket costs reads, not writes, and a busy
+// key is written about once a lease however many replicas share it.
+//
 // Replicas refill the shared bucket by their own clocks, which must agree (NTP): a bucket's
-// time is never moved back, so that no interval is refilled twice, and a replica whose clock
-// runs ahead by some seconds holds the others' refills back by as much.
+// time is not moved back by less than maxAhead, so that no interval is refilled twice. A
+// bucket time further ahead of a replica's clock than that (a replica whose clock ran fast,
+// perhaps gone since) is not believed: the bucket's time becomes the replica's, or every
+// other replica would refill nothing until its clock caught up.
 //
 // Memory: at most Keys leases are kept (least recently used first out); a lease is a key and
 // a few numbers, so with keys of at most 80 bytes (the keys callers build are) the leases take
@@ -111,6 +118,7 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 	want := t.chunk(r)
 	var got int
 	_, err = t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		got = 0
 		// The clock is read at each try: a try repeated after another replica's write must
 		// not count from before that write.
 		now = t.now()
@@ -122,10 +130,16 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 		} else {
 			st = full(r, now)
 		}
-		st, got, wait = st.take(now, r, want)
-		return json.Marshal(st)
+		next, g, w := st.take(now, r, want)
+		got, wait = g, w
+		if got == 0 && next.At >= st.At {
+			// The bucket stays as it was: it refills by its time. (A time not believed is
+			// put right, though.)
+			return nil, errNothingTaken
+		}
+		return json.Marshal(next)
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errNothingTaken) {
 		return false, 0, err
 	}
 	t.mu.Lock()
@@ -143,6 +157,13 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 	t.leases.Add(key, l)
 	return true, 0, nil
 }
+
+// errNothingTaken ends an update of an empty bucket without a write.
+var errNothingTaken = errors.New("no token taken")
+
+// maxAhead is how far ahead of a replica's clock a bucket's time is believed: clocks that NTP
+// keeps agree far better than that.
+const maxAhead = time.Second
 
 // fromMemory takes a token of key's lease, or says how long the shared bucket stays empty; with
 // neither, it returns the lease to refill.
@@ -213,24 +234,33 @@ func full(r Rate, now time.Time) bucketState {
 	return bucketState{Tokens: float64(r.Burst), At: now.UnixNano()}
 }
 
-// take refills the bucket for the time since its last change and takes up to want tokens of
-// it. With none, wait is how long until one is back. A clock behind the bucket's (another
-// replica's, or one that went back) refills nothing and does not move the bucket's time back,
-// so that no interval is ever refilled twice.
+// take refills the bucket for the time since its last change and takes want tokens of it (a
+// lease's worth, at most the burst), or none; with none, wait is how long until they are back. A
+// clock a little behind the bucket's (another replica's) refills nothing and does not move the
+// bucket's time back, so that no interval is refilled twice; one more than maxAhead behind
+// takes the bucket's time for wrong and moves it to its own.
 func (s bucketState) take(now time.Time, r Rate, want int) (next bucketState, got int, wait time.Duration) {
 	last := time.Unix(0, s.At)
+	if last.Sub(now) > maxAhead {
+		last = now
+	}
 	elapsed := max(0, now.Sub(last))
 	if now.Before(last) {
 		now = last
 	}
 	tokens := math.Min(float64(r.Burst), s.Tokens+r.PerSecond*elapsed.Seconds())
-	got = min(want, int(tokens))
+	// A whole lease or nothing: replicas that come back for the tokens at once do not each
+	// write the bucket for a few.
+	if need := min(want, max(r.Burst, 1)); tokens >= float64(need) {
+		got = need
+	}
 	tokens -= float64(got)
 	if got == 0 {
 		if r.PerSecond <= 0 {
 			wait = time.Hour
 		} else {
-			wait = time.Duration(math.Ceil((1 - tokens) / r.PerSecond * float64(time.Second)))
+			need := float64(min(want, max(r.Burst, 1)))
+			wait = time.Duration(math.Ceil((need - tokens) / r.PerSecond * float64(time.Second)))
 		}
 	}
 	return bucketState{Tokens: tokens, At: now.UnixNano()}, got, wait

@@ -21,12 +21,16 @@ func TestBucketTake(t *testing.T) {
 		at   time.Time
 	}{
 		{"a new bucket is full", full(r, t0), t0, r, 5, 5, 15, 0, t0},
-		{"takes what there is, up to want", bucketState{Tokens: 3, At: t0.UnixNano()}, t0, r, 5, 3, 0, 0, t0},
-		{"empty: wait for one token", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, r, 5, 0, 0, 100 * time.Millisecond, t0},
+		{"a whole lease or nothing", bucketState{Tokens: 3, At: t0.UnixNano()}, t0, r, 5, 0, 3, 200 * time.Millisecond, t0},
+		{"a lease of the burst when it is smaller", bucketState{Tokens: 2, At: t0.UnixNano()}, t0, Rate{PerSecond: 10, Burst: 2}, 5, 2, 0, 0, t0},
+		{"empty: wait for a lease's worth", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, r, 5, 0, 0, 500 * time.Millisecond, t0},
+		{"empty: a lease's worth, at most the burst", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, Rate{PerSecond: 10, Burst: 2}, 5, 0, 0, 200 * time.Millisecond, t0},
 		{"part of a token: wait for the rest", bucketState{Tokens: 0.5, At: t0.UnixNano()}, t0, r, 1, 0, 0.5, 50 * time.Millisecond, t0},
-		{"refills with time", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(300 * time.Millisecond), r, 5, 3, 0, 0, t0.Add(300 * time.Millisecond)},
+		{"refills with time", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(300 * time.Millisecond), r, 3, 3, 0, 0, t0.Add(300 * time.Millisecond)},
 		{"never beyond the burst", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(time.Hour), r, 30, 20, 0, 0, t0.Add(time.Hour)},
-		{"a clock behind the bucket's refills nothing, nor moves it back", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-time.Minute), r, 1, 0, 0, 100 * time.Millisecond, t0},
+		{"a clock a little behind the bucket's refills nothing, nor moves it back", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-500 * time.Millisecond), r, 1, 0, 0, 100 * time.Millisecond, t0},
+		{"a bucket time over maxAhead ahead is not believed", bucketState{Tokens: 0, At: t0.Add(time.Minute).UnixNano()}, t0, r, 1, 0, 0, 100 * time.Millisecond, t0},
+		{"and refills from the replica's time after it", bucketState{Tokens: 0, At: t0.Add(time.Minute).UnixNano()}, t0.Add(300 * time.Millisecond), r, 5, 0, 0, 500 * time.Millisecond, t0.Add(300 * time.Millisecond)},
 		{"a slow rate waits long", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, Rate{PerSecond: 0.5, Burst: 1}, 1, 0, 0, 2 * time.Second, t0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
