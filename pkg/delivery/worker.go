@@ -665,7 +665,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// The attempt is recorded before the call, so that it counts even if this worker
 		// dies before the platform answers.
 		r.Attempts++
-		switch done, err := w.markAttempt(ctx, r, &first); {
+		switch done, err := w.markAttempt(ctx, r, &first, inDoubt); {
 		case done:
 			return attemptResult{done: true}
 		case errors.Is(err, errExhausted):
@@ -717,7 +717,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 // of the message was delivered, and adopts the attempts of an earlier copy's history when there
 // is one (first becomes false). It gives up, with an error, only when the worker stops or the
 // history cannot be read.
-func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (done bool, err error) {
+func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, inDoubt bool) (done bool, err error) {
 	for {
 		mark := *r
 		mark.State, mark.Updated, mark.RetryAt = push.StateSending, w.cfg.Now(), time.Time{}
@@ -732,6 +732,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool) (
 			}
 			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
 			if !w.sleep(w.cfg.StoreRetry) {
+				w.unmark(ctx, *r, inDoubt)
 				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
@@ -813,6 +814,28 @@ func (w *Worker) settle(ctx context.Context, cur push.Result) error {
 func (w *Worker) usedUp(cur push.Result) bool {
 	p := w.cfg.Policy
 	return p.MaxAttempts > 0 && cur.Attempts >= p.MaxAttempts && cur.State == push.StateQueued
+}
+
+// unmarkWait bounds the one write of unmark.
+const unmarkWait = 2 * time.Second
+
+// unmark puts back, with one write, what r's record said before markAttempt tried to record
+// attempt r.Attempts, which is not made: the worker stops, and the store may have taken that
+// record with its answer lost. Left, it would say a call was under way, and the next worker
+// would count a call never made. Before it, the push was queued with one attempt fewer, or,
+// when the call before was in doubt, still sending.
+func (w *Worker) unmark(ctx context.Context, r push.Result, inDoubt bool) {
+	now := w.cfg.Now()
+	r.Attempts--
+	r.State, r.Updated, r.RetryAt = push.StateQueued, now, time.Time{}
+	if inDoubt {
+		r.State = push.StateSending
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
+	defer cancel()
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(r, now)); err != nil {
+		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", r.UcsID, "err", err)
+	}
 }
 
 // errExhausted is a message whose history shows its attempts used up, the last one failed, by
