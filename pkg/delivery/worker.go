@@ -826,16 +826,22 @@ const unmarkWait = 2 * time.Second
 // when the call before was in doubt, still sending.
 func (w *Worker) unmark(ctx context.Context, r push.Result, inDoubt bool) {
 	now := w.cfg.Now()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
+	defer cancel()
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(r, inDoubt, now), now)); err != nil {
+		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", r.UcsID, "err", err)
+	}
+}
+
+// untried is r as its record was before attempt r.Attempts, which made no call: queued with
+// one attempt fewer, or, when the call before it was in doubt, still sending (see gate).
+func untried(r push.Result, inDoubt bool, now time.Time) push.Result {
 	r.Attempts--
 	r.State, r.Updated, r.RetryAt = push.StateQueued, now, time.Time{}
 	if inDoubt {
 		r.State = push.StateSending
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
-	defer cancel()
-	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(r, now)); err != nil {
-		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", r.UcsID, "err", err)
-	}
+	return r
 }
 
 // errExhausted is a message whose history shows its attempts used up, the last one failed, by
@@ -848,12 +854,12 @@ var errExhausted = errors.New("its attempts are used up")
 // attempts stay the calls made; an error only when the worker stops first. When the call
 // before was in doubt, the record keeps saying sending, as gate explains.
 func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, st sending.PauseState, inDoubt bool) error {
-	r.Attempts--
-	held := *r
 	now := w.cfg.Now()
-	held.State, held.Updated, held.RetryAt, held.LastError = push.StateQueued, now, st.Until, st.Explain()
-	if inDoubt {
-		held.State, held.RetryAt = push.StateSending, time.Time{}
+	held := untried(*r, inDoubt, now)
+	r.Attempts = held.Attempts
+	held.LastError = st.Explain()
+	if !inDoubt {
+		held.RetryAt = st.Until
 	}
 	return w.keepTrying("recording a call that did not count", msg, func() error {
 		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))

@@ -118,7 +118,6 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 	want := t.chunk(r)
 	var got int
 	_, err = t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
-		got = 0
 		// The clock is read at each try: a try repeated after another replica's write must
 		// not count from before that write.
 		now = t.now()
@@ -130,8 +129,8 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 		} else {
 			st = full(r, now)
 		}
-		next, g, w := st.take(now, r, want)
-		got, wait = g, w
+		var next bucketState
+		next, got, wait = st.take(now, r, want)
 		if got == 0 && next.At >= st.At {
 			// The bucket stays as it was: it refills by its time. (A time not believed is
 			// put right, though.)

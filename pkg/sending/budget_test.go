@@ -28,22 +28,7 @@ func budgetRun(t *testing.T, workers, waiters int, rate float64, d time.Duration
 		}
 		budgets = append(budgets, b)
 	}
-	var n atomic.Int64
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, b := range budgets {
-		for range waiters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for b.Wait(wctx) == nil {
-					n.Add(1)
-				}
-			}()
-		}
-	}
-	wg.Wait()
+	n := sendFor(budgets, waiters, d)
 	_, js := embeddedtest.JetStreamAt(t, url)
 	s, err := js.Stream(ctx, "KV_"+sending.Bucket+"_budget")
 	if err != nil {
@@ -53,7 +38,7 @@ func budgetRun(t *testing.T, workers, waiters int, rate float64, d time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n.Load(), info.State.LastSeq
+	return n, info.State.LastSeq
 }
 
 // TestSendBudgetWrittenPerLease: workers take the budget a twentieth of a second's worth at a
@@ -116,30 +101,35 @@ func TestSendBudgetAfterAWorkerWithAFastClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	const d = 3 * time.Second
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for _, b := range budgets {
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for b.Wait(wctx) == nil {
-					n.Add(1)
-				}
-			}()
-		}
-	}
-	wg.Wait()
+	n := sendFor(budgets, 16, d)
 	after, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writes := after.State.LastSeq - before.State.LastSeq
-	t.Logf("after the skewed worker left: 2 workers got %d sends in %s at max_rate %.0f; %d bucket writes meanwhile", n.Load(), d, rate, writes)
-	if n.Load() < int64(rate*d.Seconds()/4) {
+	t.Logf("after the skewed worker left: 2 workers got %d sends in %s at max_rate %.0f; %d bucket writes meanwhile", n, d, rate, writes)
+	if n < int64(rate*d.Seconds()/4) {
 		t.Fatalf("the healthy workers got %d sends in %s (max_rate %.0f allows %.0f), with %d writes of the bucket: "+
-			"a worker 3 min ahead, since removed, holds the fleet's budget for 3 min", n.Load(), d, rate, rate*d.Seconds(), writes)
+			"a worker 3 min ahead, since removed, holds the fleet's budget for 3 min", n, d, rate, rate*d.Seconds(), writes)
 	}
+}
+
+// sendFor runs waiters handlers on each of budgets, each waiting for the budget in a loop as a
+// worker's handlers do under load, for d, and returns the sends the budgets allowed.
+func sendFor(budgets []*sending.Budget, waiters int, d time.Duration) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for _, b := range budgets {
+		for range waiters {
+			wg.Go(func() {
+				for b.Wait(ctx) == nil {
+					n.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return n.Load()
 }
