@@ -3,7 +3,9 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -404,5 +408,72 @@ func TestBatchWithNoGoodItemTakesNoKey(t *testing.T) {
 	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, good, key)
 	if again.status != 200 || fmt.Sprint(again.batch(t)) != fmt.Sprint(first.batch(t)) || e.streamPushes() != 1 {
 		t.Fatalf("its retry: %d %s (first %s), %d pushes stored", again.status, again.body, first.body, e.streamPushes())
+	}
+}
+
+// TestBatchBodiesShareARoom: the bodies of the batches under way are bounded together. While a
+// batch's body is still arriving it holds its room; another batch that does not fit beside it
+// waits, and past the wait is 503 with Retry-After, storing nothing; once the first is
+// answered, the same batch is taken.
+func TestBatchBodiesShareARoom(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	items := make([]string, 50)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	body := batchBody(items...)
+	server.SetBatchRoom(e.api.Server, int64(len(body))*3/2, 200*time.Millisecond)
+
+	// A batch whose body comes in two halves, the second when the test sends it.
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.CloseWithError(errors.New("the test ended")) }) // before the server closes
+	req, err := http.NewRequest("POST", e.url+"/v1/infra/notification/mp/batch", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", tok)
+	slow := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			slow <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		slow <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(body[:len(body)/2])); err != nil {
+		t.Fatal(err)
+	}
+
+	var refused answer
+	before := 0
+	embeddedtest.Eventually(t, 10*time.Second, "a batch refused for room while another's body arrives", func() bool {
+		before = e.streamPushes()
+		refused = e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, nil)
+		return refused.status == http.StatusServiceUnavailable
+	})
+	if got := refused.json(t)["code"]; got != "A00503" || refused.header.Get("Retry-After") != "5" {
+		t.Errorf("the batch without room: code %v, Retry-After %q: %s", got, refused.header.Get("Retry-After"), refused.body)
+	}
+	if n := e.streamPushes(); n != before {
+		t.Errorf("the batch refused for room stored %d pushes", n-before)
+	}
+
+	if _, err := pw.Write([]byte(body[len(body)/2:])); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if st := <-slow; st != http.StatusOK {
+		t.Fatalf("the batch whose body came slowly: %d", st)
+	}
+	after := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, nil)
+	if d := after.batch(t); after.status != http.StatusOK || d.Accepted != len(items) {
+		t.Fatalf("the batch once the room was free: %d %s", after.status, after.body)
 	}
 }

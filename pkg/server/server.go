@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/campus-it/ucs/pkg/activity"
 	"github.com/campus-it/ucs/pkg/metrics"
@@ -106,6 +107,11 @@ type Server struct {
 	docs     *apiDocs
 	// activity counts what the operations page shows; nil when it is off.
 	activity *activity.Recorder
+	// batchRoom holds the bytes of the batch bodies under way, batchRoomSize of them at most
+	// (holdRoom); a batch waits batchRoomWait for room.
+	batchRoom     *semaphore.Weighted
+	batchRoomSize int64
+	batchRoomWait time.Duration
 }
 
 // New builds the server and its routes.
@@ -135,7 +141,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, e: echo.New(), loc: cfg.Location, now: cfg.Now, log: cfg.Logger, notify: cfg.Notify, cb: cb,
-		pushReq: oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
+		pushReq:   oauth.Requirement{Scope: "notification.mp", Grants: []string{"client_credentials", "authorization_code"}},
+		batchRoom: semaphore.NewWeighted(BatchRoom), batchRoomSize: BatchRoom, batchRoomWait: batchRoomWait,
 	}
 	publicURL := "" // the issuer is <public_url>/auth/realms/<realm>
 	if cfg.OAuth != nil {
