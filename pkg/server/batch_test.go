@@ -428,7 +428,7 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 	// A batch whose body comes in two halves, the second when the test sends it.
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.CloseWithError(errors.New("the test ended")) }) // before the server closes
-	req, err := http.NewRequest("POST", e.url+"/v1/infra/notification/mp/batch", pr)
+	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/infra/notification/mp/batch", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 	if _, err := pw.Write([]byte(body[len(body)/2:])); err != nil {
 		t.Fatal(err)
 	}
-	pw.Close()
+	_ = pw.Close()
 	if st := <-slow; st != http.StatusOK {
 		t.Fatalf("the batch whose body came slowly: %d", st)
 	}
