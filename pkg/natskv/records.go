@@ -15,16 +15,20 @@ import (
 type Records struct{ kv jetstream.KeyValue }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
-// Records.Create for a key that has one.
+// Records.Create for a key that has one, ErrFull by Create and Put when the bucket holds its
+// maxBytes: nothing is written until records expire.
 var (
 	ErrNoRecord     = errors.New("no record")
 	ErrRecordExists = errors.New("record exists")
+	ErrFull         = errors.New("the bucket is full")
 )
 
-// OpenRecords creates or opens the bucket; records expire ttl after their last write.
-func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (*Records, error) {
+// OpenRecords creates or opens the bucket; records expire ttl after their last write. With
+// maxBytes above 0, the bucket holds at most that many bytes, and refuses new records beyond
+// (ErrFull) rather than forget old ones.
+func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, maxBytes int64) (*Records, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas, MaxBytes: maxBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
@@ -51,7 +55,7 @@ func (r *Records) Create(ctx context.Context, key string, value []byte) error {
 		return ErrRecordExists
 	}
 	if err != nil {
-		return fmt.Errorf("create %s: %w", key, err)
+		return fmt.Errorf("create %s: %w", key, refusedFull(err))
 	}
 	return nil
 }
@@ -59,9 +63,19 @@ func (r *Records) Create(ctx context.Context, key string, value []byte) error {
 // Put writes key's record.
 func (r *Records) Put(ctx context.Context, key string, value []byte) error {
 	if _, err := r.kv.Put(ctx, key, value); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return fmt.Errorf("put %s: %w", key, refusedFull(err))
 	}
 	return nil
+}
+
+// refusedFull names err ErrFull when the bucket refused a write for its bound (JetStream's
+// "store failed", 10077) or the server for its storage (10047).
+func refusedFull(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10077 || apiErr.ErrorCode == 10047) {
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	return err
 }
 
 // Delete removes key's record, so that Create may write it again.

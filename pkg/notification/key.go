@@ -111,6 +111,8 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
 		return errKeyRace
+	case errors.Is(err, natskv.ErrFull):
+		return fmt.Errorf("%w: %w", ErrKeysFull, err)
 	case err != nil:
 		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
 	}

@@ -61,7 +61,7 @@ func newRigOn(t *testing.T, js jetstream.JetStream, withRecords bool) *rig {
 		Final: func(f push.Result) { r.finals = append(r.finals, f) }, Sent: func(f push.Result) { r.sent = append(r.sent, f) },
 	}
 	if withRecords {
-		if r.records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1); err != nil {
+		if r.records, err = natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		cfg.Records = r.records

@@ -211,6 +211,9 @@ var (
 	ErrKeyReused = errors.New("Idempotency-Key already used with a different body")
 	// ErrKeyInUse: the first request with the Idempotency-Key is still under way.
 	ErrKeyInUse = errors.New("a request with this Idempotency-Key is still under way")
+	// ErrKeysFull: the bucket of Idempotency-Key records is at its bound, and takes no new key
+	// until the oldest records expire.
+	ErrKeysFull = errors.New("the Idempotency-Key records are full")
 	// ErrKeysUnsupported: the service has no Records, so it takes no Idempotency-Key.
 	ErrKeysUnsupported = errors.New("Idempotency-Keys are not supported")
 	// ErrNotFound: no push of the caller has this ucsId.

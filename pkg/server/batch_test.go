@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -475,5 +476,58 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 	after := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, nil)
 	if d := after.batch(t); after.status != http.StatusOK || d.Accepted != len(items) {
 		t.Fatalf("the batch once the room was free: %d %s", after.status, after.body)
+	}
+}
+
+// TestKeyRecordsBounded: the Idempotency-Key records are bounded, to a quarter of
+// nats.max_bytes. A batch the full queue refuses keeps its key's record, so that a retry
+// publishes the same ucsIds; once the records are full, a batch under a new key is refused
+// with 503 before anything is published, rather than the bucket growing. A key recorded before
+// still answers, and a request without a key is served as before.
+func TestKeyRecordsBounded(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) { c.NATS.MaxBytes = 1 << 20 })
+	tok := e.token("pusher", pushSecret)
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	body := batchBody(items...)
+	e.limitStream(1) // the queue refuses every batch
+	keysFull := false
+	for i := 0; i < 40 && !keysFull; i++ {
+		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("full-%d", i)})
+		if a.status != http.StatusServiceUnavailable {
+			t.Fatalf("batch %d to a full queue: %d %.200s", i, a.status, a.body)
+		}
+		keysFull = strings.Contains(string(a.body), "records of keys are full")
+		if keysFull && a.header.Get("Retry-After") != "30" {
+			t.Errorf("refused for full key records: Retry-After %q", a.header.Get("Retry-After"))
+		}
+	}
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, service.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound := service.KeyRecordBytes(e.cfg); !keysFull || int64(st.Bytes()) > bound {
+		t.Fatalf("40 refused batches of 1,000 under fresh keys: the key records hold %d bytes in %d records (bound %d), refused for it: %v",
+			st.Bytes(), st.Values(), bound, keysFull)
+	}
+	if n := e.streamPushes(); n != 0 {
+		t.Fatalf("the full queue holds %d pushes", n)
+	}
+
+	e.limitStream(-1)
+	retry := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": "full-0"})
+	if d := retry.batch(t); retry.status != http.StatusOK || d.Accepted != len(items) {
+		t.Fatalf("the retry of a recorded key: %d %.200s", retry.status, retry.body)
+	}
+	plain := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(0), nil)
+	if plain.status != http.StatusOK || e.streamPushes() != len(items)+1 {
+		t.Fatalf("a push without a key: %d %s; %d pushes stored", plain.status, plain.body, e.streamPushes())
 	}
 }

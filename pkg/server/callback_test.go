@@ -550,7 +550,7 @@ func TestCallbackRepeatAfterALostRecord(t *testing.T) {
 	ctx := context.Background()
 	body := followEvent("oA", "unsubscribe", e.clock.Now().Unix())
 	ts := strconv.FormatInt(e.clock.Now().Unix(), 10)
-	nonces, err := natskv.OpenRecords(ctx, e.js, service.CallbackNoncesBucket, platform.NoncesTTL, 1)
+	nonces, err := natskv.OpenRecords(ctx, e.js, service.CallbackNoncesBucket, platform.NoncesTTL, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

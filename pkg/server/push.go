@@ -71,6 +71,9 @@ func notificationError(err error) error {
 	case errors.Is(err, notification.ErrKeyInUse):
 		return &Error{Code: CodeConflict, Message: "Idempotency-Key: a request with this key is still under way; try again shortly",
 			Header: http.Header{"Retry-After": {"2"}}}
+	case errors.Is(err, notification.ErrKeysFull):
+		return &Error{Code: CodeUnavailable, Message: "Idempotency-Key: the records of keys are full; try again later", Internal: err,
+			Header: http.Header{"Retry-After": {"30"}}}
 	case errors.Is(err, notification.ErrKeysUnsupported):
 		return errf(CodeBadRequest, "Idempotency-Key: not supported by this server")
 	case errors.Is(err, notification.ErrResultsUnavailable):

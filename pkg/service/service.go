@@ -249,12 +249,20 @@ const SharedCacheSize = 50_000
 const (
 	FailuresBucket = "ucs_failures"
 	RateBucket     = "ucs_rates"
-	// IdempotencyBucket holds the records of Idempotency-Keys for 24 hours.
+	// IdempotencyBucket holds the records of Idempotency-Keys for 24 hours, KeyRecordBytes of
+	// them at most.
 	IdempotencyBucket = "ucs_idempotency"
 	// CallbackNoncesBucket holds the (timestamp, nonce) pairs of the platform's callbacks, each
 	// accepted once by whichever front end takes it first.
 	CallbackNoncesBucket = "ucs_callback_nonces"
 )
+
+// KeyRecordBytes bounds the Idempotency-Key records: a quarter of the push stream's
+// nats.max_bytes (2 GiB by default, the records of about eight million keyed pushes). A request
+// is refused with its key only when the records are full: 503, nothing accepted, until the
+// oldest records expire. Forgetting a record early instead would let a retry take the key
+// afresh and get ucsIds the stream's dedupe never stored.
+func KeyRecordBytes(cfg *config.Config) int64 { return cfg.NATS.MaxBytes / 4 }
 
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
 // the configuration into the store, and builds the server.
@@ -357,7 +365,7 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, notification.KeyTTL, cfg.NATS.Replicas)
+	records, err := natskv.OpenRecords(ctx, a.conn.js, IdempotencyBucket, notification.KeyTTL, cfg.NATS.Replicas, KeyRecordBytes(cfg))
 	if err != nil {
 		return err
 	}
@@ -371,7 +379,7 @@ func (a *API) build(ctx context.Context) error {
 		return err
 	}
 	a.events = events
-	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, platform.NoncesTTL, cfg.NATS.Replicas)
+	nonces, err := natskv.OpenRecords(ctx, a.conn.js, CallbackNoncesBucket, platform.NoncesTTL, cfg.NATS.Replicas, 0)
 	if err != nil {
 		return err
 	}
