@@ -126,23 +126,7 @@ func moreProblems(n int) string {
 }
 
 // Error returns Lines joined with "; ".
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	for i, p := range e.Problems {
-		if i == MaxListedProblems {
-			b.WriteString("; ")
-			b.WriteString(moreProblems(len(e.Problems) - i))
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Field)
-		b.WriteString(": ")
-		b.WriteString(p.Rule)
-	}
-	return b.String()
-}
+func (e *ValidationError) Error() string { return strings.Join(e.Lines(), "; ") }
 
 // Rule texts shared by several fields.
 const (
