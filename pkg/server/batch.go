@@ -69,36 +69,75 @@ func tooLarge(limit int) *Error {
 	return errf(CodeTooLarge, "body: larger than "+strconv.Itoa(limit)+" bytes")
 }
 
-// BatchRoom bounds the batch bodies a front end reads and holds at once, across requests, in
-// bytes: a batch holds about two and a half times its body's size in memory until it is
-// answered, so that 64 MiB of bodies fit the 512 MiB the shipped manifests give a front end,
-// however many batches come at once (32 batches of 8 MiB at once grew the heap by 412 MB
-// without the bound, and by 167 MB with it).
+// BatchRoom bounds the memory of the batch bodies a front end reads at once, across requests,
+// in bytes: the buffers they are read into, which take their room as the bodies arrive. A
+// batch holds about two and a half times its body's size until it is answered, so that 64 MiB
+// of bodies fit the 512 MiB the shipped manifests give a front end, however many batches come
+// at once (32 batches of 8 MiB at once grew the heap by 412 MB without the bound, and by 167
+// MB with it).
 const BatchRoom = 64 << 20
 
-// batchRoomWait bounds a batch's wait for room among the bodies held at once: past it the
-// batch is answered 503, to be sent again shortly.
+// batchRoomWait bounds a batch's wait for room among the bodies being read: past it the batch
+// is answered 503, to be sent again shortly.
 const batchRoomWait = 5 * time.Second
 
-// holdRoom takes the room of a batch's body among those held at once: its Content-Length, or
-// that of the largest batch for a body of unknown length (chunked). A body longer than a batch
-// takes none (readJSON refuses it). release gives the room back once the batch is answered.
-func (s *Server) holdRoom(c echo.Context) (release func(), err error) {
-	n := c.Request().ContentLength
-	if n > maxBatchBytes {
-		return func() {}, nil
+// firstRead is the most room a batch takes before any of its body has arrived: a client that
+// declares a large body and then sends nothing holds no more.
+const firstRead = 64 << 10
+
+// readBatch reads a batch body (at most maxBatchBytes of application/json) into a buffer that
+// takes its room from the front end's batch room as the body arrives: the first firstRead
+// bytes, then twice the buffer each time it is full, up to the declared Content-Length. A
+// body that stalls holds only about twice what it sent; a batch that finds no room within
+// batchRoomWait is 503, having accepted nothing. release gives the room back once the batch
+// is answered.
+func (s *Server) readBatch(c echo.Context) (body []byte, release func(), err error) {
+	r := c.Request()
+	if err := checkJSONRequest(r); err != nil {
+		return nil, nil, err
 	}
-	if n < 0 {
-		n = maxBatchBytes
+	if r.ContentLength > maxBatchBytes {
+		return nil, nil, tooLarge(maxBatchBytes)
 	}
-	n = min(n, s.batchRoomSize)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.batchRoomWait)
-	defer cancel()
-	if err := s.batchRoom.Acquire(ctx, n); err != nil {
-		return nil, &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
-			Message: "too many batches are being read at once; send the batch again shortly"}
+	var held int64
+	release = func() { s.batchRoom.Release(held) }
+	grow := func(buf []byte) ([]byte, error) {
+		size := min(max(2*cap(buf), firstRead), maxBatchBytes+1)
+		if r.ContentLength >= 0 {
+			size = min(size, int(r.ContentLength)+1) // +1: the read that sees the end
+		}
+		if need := min(int64(size)-held, s.batchRoomSize-held); need > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), s.batchRoomWait)
+			defer cancel()
+			if err := s.batchRoom.Acquire(ctx, need); err != nil {
+				return nil, &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
+					Message: "too many batches are being read at once; send the batch again shortly"}
+			}
+			held += need
+		}
+		return append(make([]byte, 0, size), buf...), nil
 	}
-	return func() { s.batchRoom.Release(n) }, nil
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			if buf, err = grow(buf); err != nil {
+				release()
+				return nil, nil, err
+			}
+		}
+		n, rerr := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case len(buf) > maxBatchBytes:
+			release()
+			return nil, nil, tooLarge(maxBatchBytes)
+		case rerr == io.EOF:
+			return buf, release, nil
+		case rerr != nil:
+			release()
+			return nil, nil, errf(CodeBadRequest, "body: could not be read")
+		}
+	}
 }
 
 // checkJSONRequest refuses, with 415, a body the data interfaces cannot read as sent: one with
@@ -277,15 +316,11 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, n int, 
 // each item's ucsId or its problems in request order; when the queue did not take the batch,
 // it is 503 and no item has a ucsId.
 func (s *Server) batch(c echo.Context) error {
-	release, err := s.holdRoom(c)
+	body, release, err := s.readBatch(c)
 	if err != nil {
 		return err
 	}
 	defer release()
-	body, err := readJSON(c, maxBatchBytes)
-	if err != nil {
-		return err
-	}
 	raw, perr := decodeList[jsontext.Value](body, "messages")
 	if perr != nil {
 		return perr

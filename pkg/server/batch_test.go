@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -413,9 +414,9 @@ func TestBatchWithNoGoodItemTakesNoKey(t *testing.T) {
 }
 
 // TestBatchBodiesShareARoom: the bodies of the batches under way are bounded together. While a
-// batch's body is still arriving it holds its room; another batch that does not fit beside it
-// waits, and past the wait is 503 with Retry-After, storing nothing; once the first is
-// answered, the same batch is taken.
+// batch's body is still arriving it holds the room of what it declared, up to 64 KiB before
+// its first bytes; another batch that does not fit beside it waits, and past the wait is 503
+// with Retry-After, storing nothing; once the first is answered, the same batch is taken.
 func TestBatchBodiesShareARoom(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
@@ -464,6 +465,10 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 	}
 	if n := e.streamPushes(); n != before {
 		t.Errorf("the batch refused for room stored %d pushes", n-before)
+	}
+	// A batch that could never be taken is told so at once, room or not.
+	if a := e.do("POST", "/v1/infra/notification/mp/batch", "text/plain", tok, body); a.status != http.StatusUnsupportedMediaType {
+		t.Errorf("a batch sent as text/plain while the room is taken: %d %s", a.status, a.body)
 	}
 
 	if _, err := pw.Write([]byte(body[len(body)/2:])); err != nil {
@@ -529,5 +534,51 @@ func TestKeyRecordsBounded(t *testing.T) {
 	plain := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(0), nil)
 	if plain.status != http.StatusOK || e.streamPushes() != len(items)+1 {
 		t.Fatalf("a push without a key: %d %s; %d pushes stored", plain.status, plain.body, e.streamPushes())
+	}
+}
+
+// stallBatch opens a batch of client tok that declares a body of contentLength bytes (or, with
+// contentLength < 0, a chunked one), sends its first bytes and no more, and keeps the
+// connection open until the test ends.
+func stallBatch(t *testing.T, e *env, tok string, contentLength int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	head := "POST /v1/infra/notification/mp/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: " + tok + "\r\n"
+	if contentLength >= 0 {
+		head += fmt.Sprintf("Content-Length: %d\r\n\r\n{\"messages\":[", contentLength)
+	} else {
+		head += "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"messages\":[\r\n"
+	}
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStalledBatchesLockNoOneOut: batches that declare the largest body, or come chunked, and
+// then stall hold only the room of what they sent: one client's 16 such batches, twice what
+// the room would hold at 8 MiB each, leave room for another client's batch, answered at once.
+func TestStalledBatchesLockNoOneOut(t *testing.T) {
+	e := newEnv(t)
+	server.SetBatchRoom(e.api.Server, server.BatchRoom, time.Second)
+	other := e.token("other", pushSecret)
+	tok := e.token("pusher", pushSecret)
+	for i := range 16 {
+		size := 8 << 20
+		if i%2 == 1 {
+			size = -1
+		}
+		stallBatch(t, e, other, size)
+	}
+	const firstRead = 64 << 10
+	embeddedtest.Eventually(t, 10*time.Second, "the 16 stalled batches are being read", func() bool {
+		return !server.BatchRoomFree(e.api.Server, server.BatchRoom-16*firstRead+1)
+	})
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(0), goodItemN(1)), nil)
+	if d := a.batch(t); a.status != http.StatusOK || d.Accepted != 2 {
+		t.Fatalf("a batch of two beside 16 stalled ones of another client: %d %s", a.status, a.body)
 	}
 }

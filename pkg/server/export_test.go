@@ -11,3 +11,12 @@ import (
 func SetBatchRoom(s *Server, size int64, wait time.Duration) {
 	s.batchRoom, s.batchRoomSize, s.batchRoomWait = semaphore.NewWeighted(size), size, wait
 }
+
+// BatchRoomFree reports whether s's batch room has n bytes free, and no batch waits for room.
+func BatchRoomFree(s *Server, n int64) bool {
+	if !s.batchRoom.TryAcquire(n) {
+		return false
+	}
+	s.batchRoom.Release(n)
+	return true
+}

@@ -107,8 +107,8 @@ type Server struct {
 	docs     *apiDocs
 	// activity counts what the operations page shows; nil when it is off.
 	activity *activity.Recorder
-	// batchRoom holds the bytes of the batch bodies under way, batchRoomSize of them at most
-	// (holdRoom); a batch waits batchRoomWait for room.
+	// batchRoom holds the bytes of the buffers batch bodies are read into, batchRoomSize of
+	// them at most (readBatch); a batch waits batchRoomWait for room.
 	batchRoom     *semaphore.Weighted
 	batchRoomSize int64
 	batchRoomWait time.Duration
