@@ -30,7 +30,7 @@ func main() {
 	configPath := flag.String("config", "", "YAML configuration file (required)")
 	listen := flag.String("listen", "", "address of /healthz, /readyz and /metrics, overriding worker.listen (default 127.0.0.1:9091)")
 	verbose := flag.Bool("v", false, "log debug messages")
-	resume := flag.Bool("resume", false, "end a pause of sending (the platform's daily quota, 45009) for every worker now, and exit")
+	resume := flag.Bool("resume", false, "end a pause of sending (the platform's daily quota, 45009, or a refusal of the account) for every worker now, and exit")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061; off by default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -56,7 +56,8 @@ func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error 
 	}
 	if err != nil {
 		// Without the record a replay cannot be told apart: refuse, the platform pushes again.
-		return &Error{Code: CodeUnavailable, Message: "could not record the callback", Internal: err}
+		return &Error{Code: CodeUnavailable, Message: "could not record the callback", Internal: err,
+			Header: http.Header{"Retry-After": {"5"}}}
 	}
 	return nil
 }
@@ -104,7 +105,8 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err := s.notify.KeepEvent(c.Request().Context(), ev); err != nil {
 		// Not "success": the platform pushes the event again, and its repeat takes the
 		// pair again.
-		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err}
+		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err,
+			Header: http.Header{"Retry-After": {"5"}}}
 	}
 	return c.String(http.StatusOK, "success")
 }
