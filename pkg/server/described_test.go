@@ -291,7 +291,9 @@ func metricsNow(t *testing.T, e *env) map[string]float64 {
 		if strings.HasPrefix(l, "ucs_") {
 			i := strings.LastIndexByte(l, ' ')
 			var v float64
-			fmt.Sscan(l[i+1:], &v)
+			if _, err := fmt.Sscan(l[i+1:], &v); err != nil {
+				t.Fatalf("metric line %q: %v", l, err)
+			}
 			out[l[:i]] = v
 		}
 	}
@@ -393,7 +395,7 @@ func TestPushBodyValidatorAgrees(t *testing.T) {
 		`{"userId":"2020000001","type":"TDL","url":null,"time":null,"data":`+data("x")+`}`)
 	for _, b := range bodies {
 		a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, b)
-		req, _ := http.NewRequest("POST", "http://x/v1/infra/notification/mp", strings.NewReader(b))
+		req, _ := http.NewRequest(http.MethodPost, "http://x/v1/infra/notification/mp", strings.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", tok)
 		ok, verrs := v.ValidateHttpRequest(req)
