@@ -15,8 +15,9 @@ import (
 type Records struct{ kv jetstream.KeyValue }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
-// Records.Create for a key that has one, ErrFull by Create and Put when the bucket holds its
-// maxBytes: nothing is written until records expire.
+// Records.Create for a key that has one, ErrFull by Create and Put when the bucket has no room
+// for the record: nothing is written until records expire. A record written over one of the
+// same key takes the room of the one it replaces.
 var (
 	ErrNoRecord     = errors.New("no record")
 	ErrRecordExists = errors.New("record exists")

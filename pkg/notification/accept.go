@@ -40,7 +40,7 @@ func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (str
 	}
 	if k.owner {
 		if err := s.cfg.Publisher.Publish(ctx, msg, k.publishOptions()); err != nil {
-			k.finish(ctx, []int{0})
+			k.refused(ctx, err, []int{0})
 			return "", publishError(err)
 		}
 		k.finish(ctx, nil)
@@ -51,8 +51,8 @@ func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (str
 	if len(rec.IDs) != 1 || rec.IDs[0] == "" {
 		return "", errors.New("the Idempotency-Key record of a push has no ucsId")
 	}
-	if still := k.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
-		return "", publishError(errors.New("publishing a retried push failed"))
+	if still, err := k.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
+		return "", publishError(err)
 	}
 	return rec.IDs[0], nil
 }
@@ -141,7 +141,7 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 			b.Items[i].Err = ErrNotTaken
 		}
 		if k != nil {
-			k.finish(ctx, at)
+			k.refused(ctx, err, at)
 		}
 		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)
 		b.Rejected = len(b.Items) - b.Accepted
@@ -179,7 +179,7 @@ func (s *Service) replayBatch(ctx context.Context, client string, items []Item, 
 			msgs[i] = it.Req.Message(rec.IDs[i], client, now)
 		}
 	}
-	still := k.republish(ctx, msgs)
+	still, err := k.republish(ctx, msgs)
 	for i := range b.Items {
 		r := &b.Items[i]
 		if r.Err != nil {
@@ -193,7 +193,7 @@ func (s *Service) replayBatch(ctx context.Context, client string, items []Item, 
 		b.Accepted++
 	}
 	if len(still) > 0 {
-		b.Unavailable = true
+		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)
 		b.Rejected = len(b.Items) - b.Accepted
 	}
 	return b

@@ -104,9 +104,18 @@ func (r *keyed) load(ctx context.Context) error {
 }
 
 // claim records that this request takes the key with the ucsIds it gave each item;
-// errKeyRace if another request took it first.
+// errKeyRace if another request took it first. The record is written at the largest size it
+// can take, every item listed as failed (a pending record is read so anyway), so that the
+// answer written over it (finish) never needs more room than the claim took: a bucket with
+// room for the claim has room for the answer.
 func (r *keyed) claim(ctx context.Context, ids []string) error {
-	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: r.s.cfg.Now().UnixMilli()})
+	var all []int
+	for i, id := range ids {
+		if id != "" {
+			all = append(all, i)
+		}
+	}
+	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: r.s.cfg.Now().UnixMilli(), Failed: all})
 	err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
@@ -151,6 +160,28 @@ func (r *keyed) finish(ctx context.Context, failed []int) {
 	}
 }
 
+// refused records that the queue did not take the request's failed items (err): a record to
+// publish them again from, or, when the queue was full, none (forget).
+func (r *keyed) refused(ctx context.Context, err error, failed []int) {
+	if errors.Is(err, queue.ErrFull) {
+		r.forget(ctx, failed)
+		return
+	}
+	r.finish(ctx, failed)
+}
+
+// forget deletes the key's record after the queue refused the request's pushes because it is
+// full: that refusal is certain, so nothing was stored and no ucsId was answered, and the key
+// is free again. Requests a full queue refused then take no room among the records, where one
+// client's could otherwise keep every client from new keys for a day. A record that cannot be
+// deleted is finished instead, every item to publish again.
+func (r *keyed) forget(ctx context.Context, failed []int) {
+	if err := r.s.cfg.Records.Delete(context.WithoutCancel(ctx), r.key); err != nil {
+		r.s.cfg.Logger.Warn("deleting the record of an Idempotency-Key the full queue refused failed", "err", err)
+		r.finish(ctx, failed)
+	}
+}
+
 // publishOptions are the queue's options for this request's pushes: the record's key as the
 // message id, so that the queue stores them once however often the request is retried within
 // the key's lifetime (KeyTTL is queue.DedupeWindow).
@@ -163,11 +194,11 @@ func (r *keyed) publishOptions() queue.PublishOptions {
 // of every item the body's rules accept, by index. Items the service knows (Result finds the
 // first) were taken after all, their answer lost; the others go as one atomic batch, as the
 // first time, under the same message id: if the first request's batch was stored meanwhile,
-// the queue says so and stores nothing again.
-func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int {
+// the queue says so and stores nothing again. err says why the others were not taken.
+func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) (still []int, err error) {
 	rec := r.replay
 	if len(rec.Failed) == 0 {
-		return nil
+		return nil, nil
 	}
 	var again []push.Message
 	var at []int
@@ -179,7 +210,7 @@ func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int 
 		}
 	}
 	if len(again) == 0 {
-		return nil
+		return nil, nil
 	}
 	// The stream's dedupe forgets a message id whose message is gone once its server restarts
 	// (it rebuilds its memory from the messages it holds): a push stored and delivered since
@@ -188,16 +219,16 @@ func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) []int 
 	switch _, err := r.s.Result(ctx, again[0].ClientID, again[0].UcsID); {
 	case err == nil:
 		r.finish(ctx, nil)
-		return nil
+		return nil, nil
 	case !errors.Is(err, ErrNotFound):
 		r.s.cfg.Logger.Warn("looking up a retried request's pushes failed", "err", err)
-		return at
+		return at, err
 	}
 	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
 		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
-		return at
+		return at, err
 	}
 	r.s.cfg.Accepted(len(again))
 	r.finish(ctx, nil)
-	return nil
+	return nil, nil
 }

@@ -54,6 +54,7 @@ type Records interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Create(ctx context.Context, key string, value []byte) error
 	Put(ctx context.Context, key string, value []byte) error
+	Delete(ctx context.Context, key string) error
 }
 
 // Config wires a Service. Publisher, Waiting and Store are required; Events and KeepEvent for

@@ -485,28 +485,36 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 }
 
 // TestKeyRecordsBounded: the Idempotency-Key records are bounded, to a quarter of
-// nats.max_bytes. A batch the full queue refuses keeps its key's record, so that a retry
-// publishes the same ucsIds; once the records are full, a batch under a new key is refused
-// with 503 before anything is published, rather than the bucket growing. A key recorded before
-// still answers, and a request without a key is served as before.
+// nats.max_bytes. Once they are nearly full, a batch under a new key is refused with 503 before
+// anything is published, rather than the bucket growing; the requests that took a key still
+// record their answers, in the room kept for that, so that their retries are answered from
+// their records; a request without a key is served as before.
 func TestKeyRecordsBounded(t *testing.T) {
 	e := newEnvWith(t, func(c *config.Config) { c.NATS.MaxBytes = 1 << 20 })
 	tok := e.token("pusher", pushSecret)
+	st := e.limitStream(-1)
+	sc := st.CachedInfo().Config
+	sc.MaxBytes = -1 // the pushes fit; the key records are what fills
+	if _, err := e.js.UpdateStream(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
 	items := make([]string, 1000)
 	for i := range items {
 		items[i] = goodItemN(i)
 	}
 	body := batchBody(items...)
-	e.limitStream(1) // the queue refuses every batch
+	var first []answer
 	keysFull := false
 	for i := 0; i < 40 && !keysFull; i++ {
 		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("full-%d", i)})
-		if a.status != http.StatusServiceUnavailable {
-			t.Fatalf("batch %d to a full queue: %d %.200s", i, a.status, a.body)
-		}
 		keysFull = strings.Contains(string(a.body), "records of keys are full")
-		if keysFull && a.header.Get("Retry-After") != "30" {
-			t.Errorf("refused for full key records: Retry-After %q", a.header.Get("Retry-After"))
+		switch {
+		case keysFull && (a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30"):
+			t.Errorf("refused for full key records: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
+		case !keysFull && a.status != http.StatusOK:
+			t.Fatalf("batch %d: %d %.200s", i, a.status, a.body)
+		case !keysFull:
+			first = append(first, a)
 		}
 	}
 	ctx := context.Background()
@@ -514,26 +522,71 @@ func TestKeyRecordsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := kv.Status(ctx)
+	status, err := kv.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bound := service.KeyRecordBytes(e.cfg); !keysFull || int64(st.Bytes()) > bound {
-		t.Fatalf("40 refused batches of 1,000 under fresh keys: the key records hold %d bytes in %d records (bound %d), refused for it: %v",
-			st.Bytes(), st.Values(), bound, keysFull)
+	if bound := service.KeyRecordBytes(e.cfg); !keysFull || int64(status.Bytes()) > bound {
+		t.Fatalf("40 batches of 1,000 under fresh keys: the key records hold %d bytes in %d records (bound %d), refused for it: %v",
+			status.Bytes(), status.Values(), bound, keysFull)
 	}
-	if n := e.streamPushes(); n != 0 {
-		t.Fatalf("the full queue holds %d pushes", n)
-	}
-
-	e.limitStream(-1)
-	retry := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": "full-0"})
-	if d := retry.batch(t); retry.status != http.StatusOK || d.Accepted != len(items) {
-		t.Fatalf("the retry of a recorded key: %d %.200s", retry.status, retry.body)
+	stored := e.streamPushes()
+	for i, a := range first {
+		again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("full-%d", i)})
+		if again.status != http.StatusOK || fmt.Sprint(again.batch(t)) != fmt.Sprint(a.batch(t)) {
+			t.Fatalf("the retry of key full-%d with the records full: %d %.200s", i, again.status, again.body)
+		}
 	}
 	plain := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(0), nil)
-	if plain.status != http.StatusOK || e.streamPushes() != len(items)+1 {
-		t.Fatalf("a push without a key: %d %s; %d pushes stored", plain.status, plain.body, e.streamPushes())
+	if plain.status != http.StatusOK || e.streamPushes() != stored+1 {
+		t.Fatalf("a push without a key: %d %s; %d pushes stored, want %d", plain.status, plain.body, e.streamPushes(), stored+1)
+	}
+}
+
+// TestFullQueueKeepsNoKeyRecords: a request the full queue refuses stored nothing and was
+// answered no ucsId, so its key keeps no record: one client's refused requests take no room
+// among the records of every client's keys, and its retry, still refused, is told the queue
+// is full, and once there is room it is taken.
+func TestFullQueueKeepsNoKeyRecords(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	e.limitStream(1)
+	if a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(99), nil); a.status != http.StatusOK {
+		t.Fatalf("the push that fills the queue: %d %s", a.status, a.body)
+	}
+	body := batchBody(goodItemN(0), goodItemN(1))
+	for i := range 20 {
+		for _, path := range []string{"/v1/infra/notification/mp/batch", "/v1/infra/notification/mp"} {
+			b := body
+			if path == "/v1/infra/notification/mp" {
+				b = goodItemN(i)
+			}
+			a := e.doWith("POST", path, tok, b, map[string]string{"Idempotency-Key": fmt.Sprintf("refused-%d-%d", i, len(path))})
+			if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30" {
+				t.Fatalf("%s %d to a full queue: %d Retry-After %q %s", path, i, a.status, a.header.Get("Retry-After"), a.body)
+			}
+		}
+	}
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, service.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	if n != 0 {
+		t.Fatalf("40 requests the full queue refused left %d key records", n)
+	}
+	e.limitStream(-1)
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("refused-0-%d", len("/v1/infra/notification/mp/batch"))})
+	if d := a.batch(t); a.status != http.StatusOK || d.Accepted != 2 || e.streamPushes() != 3 {
+		t.Fatalf("the refused batch sent again once the queue has room: %d %s, %d pushes stored", a.status, a.body, e.streamPushes())
 	}
 }
 
@@ -580,5 +633,63 @@ func TestStalledBatchesLockNoOneOut(t *testing.T) {
 	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(0), goodItemN(1)), nil)
 	if d := a.batch(t); a.status != http.StatusOK || d.Accepted != 2 {
 		t.Fatalf("a batch of two beside 16 stalled ones of another client: %d %s", a.status, a.body)
+	}
+}
+
+// TestKeyTakenNearTheBoundRecordsItsAnswer: with the key records filled to just below their
+// bound, a batch that takes a new key and is then refused by the queue (here for its size)
+// still records its answer, so that its retry is answered (refused for the full records, or
+// published from the record), never 409 "still under way" for a request that ended.
+func TestKeyTakenNearTheBoundRecordsItsAnswer(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) { c.NATS.MaxBytes = 1 << 20 })
+	tok := e.token("pusher", pushSecret)
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, service.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Leave room for a claim of 1,000 ucsIds (about 29 KB), and not for 4 KB more.
+	bound := service.KeyRecordBytes(e.cfg)
+	filler := []byte(strings.Repeat("x", 900))
+	for i := 0; ; i++ {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(st.Bytes()) >= bound-31_000 {
+			break
+		}
+		if _, err := kv.Put(ctx, fmt.Sprintf("filler-%d", i), filler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := stream.CachedInfo().Config
+	small := sc
+	small.MaxMsgSize = 100 // the queue refuses every push, and not for being full
+	if _, err := e.js.UpdateStream(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	body := batchBody(items...)
+	key := map[string]string{"Idempotency-Key": "near-the-bound"}
+	if a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("a batch the queue refuses: %d %.200s", a.status, a.body)
+	}
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	switch {
+	case again.status == http.StatusOK && again.batch(t).Accepted == len(items):
+	case again.status == http.StatusServiceUnavailable && strings.Contains(string(again.body), "records of keys are full"):
+	default:
+		t.Fatalf("its retry, the queue taking pushes again: %d %.200s", again.status, again.body)
 	}
 }
