@@ -693,3 +693,45 @@ func TestKeyTakenNearTheBoundRecordsItsAnswer(t *testing.T) {
 		t.Fatalf("its retry, the queue taking pushes again: %d %.200s", again.status, again.body)
 	}
 }
+
+// TestKeyedRetryToAFullQueue: a keyed batch and a keyed push the queue refused (not for being
+// full) keep their records; retried while the queue is full, they are told it is full, with
+// the longer Retry-After, as a request without a key is.
+func TestKeyedRetryToAFullQueue(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	ctx := context.Background()
+	stream, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := stream.CachedInfo().Config
+	small := sc
+	small.MaxMsgSize = 100 // the queue refuses every push, and not for being full
+	if _, err := e.js.UpdateStream(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	requests := []struct{ path, body string }{
+		{"/v1/infra/notification/mp/batch", batchBody(goodItemN(0), goodItemN(1))},
+		{"/v1/infra/notification/mp", goodItemN(2)},
+	}
+	for _, r := range requests {
+		a := e.doWith("POST", r.path, tok, r.body, map[string]string{"Idempotency-Key": "retried" + r.path})
+		if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "5" {
+			t.Fatalf("%s refused for its size: %d Retry-After %q %s", r.path, a.status, a.header.Get("Retry-After"), a.body)
+		}
+	}
+	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(99), nil); a.status != http.StatusOK {
+		t.Fatalf("the push that fills the queue: %d %s", a.status, a.body)
+	}
+	e.limitStream(1)
+	for _, r := range requests {
+		a := e.doWith("POST", r.path, tok, r.body, map[string]string{"Idempotency-Key": "retried" + r.path})
+		if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30" || !strings.Contains(string(a.body), "full") {
+			t.Errorf("%s retried to a full queue: %d Retry-After %q %s", r.path, a.status, a.header.Get("Retry-After"), a.body)
+		}
+	}
+}
