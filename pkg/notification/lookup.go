@@ -26,9 +26,12 @@ const LookupTimeout = 5 * time.Second
 // no record of, two for a sent or delivered push). A push of another client is ErrNotFound,
 // as an unknown one. On a queue of several replicas, whose direct gets any replica answers, a
 // ucsId found nowhere is asked of the queue's leader before it is ErrNotFound: a replica may
-// lag behind a push acknowledged a moment ago. A ucsId is a ULID, read in either case; another
-// client's push costs what an unknown one does, so that the time of the answer does not tell
-// them apart either.
+// lag behind a push acknowledged a moment ago. A ucsId is a ULID, read in either case.
+//
+// Two answers may seem to go back: while the store is slow or down, a push still in the queue
+// is answered from the queue alone, as queued, even one already sent, until the store answers
+// again; and a front end reads how far the workers got at most every 250 ms, so that behind a
+// load balancer one front end may answer queued a moment after another answered sent.
 func (s *Service) Result(ctx context.Context, client, id string) (push.Result, error) {
 	id = strings.ToUpper(id)
 	if !push.ValidID(id) {

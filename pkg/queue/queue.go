@@ -357,7 +357,7 @@ func (w *Waiting) Get(ctx context.Context, client, ucsID string) (Waited, error)
 	if err != nil {
 		return Waited{}, err
 	}
-	return Waited{Message: m, Reached: raw.Sequence <= w.handedOut(ctx)}, nil
+	return Waited{Message: m, Reached: reached(raw, func() uint64 { return w.handedOut(ctx) })}, nil
 }
 
 // FromLeader is Get as the stream's leader answers it, for a push Get and the store found
@@ -432,13 +432,22 @@ func (w *Waiting) GetMany(ctx context.Context, client string, ids []string) (map
 			if err != nil {
 				continue // not a push this service wrote: a worker fails it as undecodable
 			}
-			if handedOut == 0 {
-				handedOut = w.handedOut(ctx)
-			}
-			out[m.UcsID] = Waited{Message: m, Reached: raw.Sequence <= handedOut}
+			out[m.UcsID] = Waited{Message: m, Reached: reached(raw, func() uint64 {
+				if handedOut == 0 {
+					handedOut = w.handedOut(ctx)
+				}
+				return handedOut
+			})}
 		}
 	}
 	return out, nil
+}
+
+// reached reports whether a worker may have received the push raw: it is behind what the
+// workers' consumer has handed out (handedOut), or it was moved by Migrate, and so may have
+// a history from before it was moved, whatever its place in the stream.
+func reached(raw *jetstream.RawStreamMsg, handedOut func() uint64) bool {
+	return raw.Header.Get(HeaderMigrated) != "" || raw.Sequence <= handedOut()
 }
 
 // handedOutEvery is how often Waiting reads how far the workers got: a push looked up may have
