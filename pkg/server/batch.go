@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
@@ -69,29 +70,26 @@ func tooLarge(limit int) *Error {
 	return errf(CodeTooLarge, "body: larger than "+strconv.Itoa(limit)+" bytes")
 }
 
-// BatchRoom bounds the memory of the batch bodies a front end reads at once, across requests,
-// in bytes: the buffers they are read into, which take their room as the bodies arrive. A
-// batch holds about two and a half times its body's size until it is answered, so that 64 MiB
-// of bodies fit the 512 MiB the shipped manifests give a front end, however many batches come
-// at once (32 batches of 8 MiB at once grew the heap by 412 MB without the bound, and by 167
-// MB with it).
+// BatchRoom bounds the batch bodies a front end reads and holds at once, across requests, in
+// bytes. A batch holds about two and a half times its body's size until it is answered, so
+// that 64 MiB of bodies fit the 512 MiB the shipped manifests give a front end, however many
+// batches come at once (32 batches of 8 MiB at once grew the heap by 412 MB without the bound,
+// and by 167 MB with it). One client's batches hold at most a quarter of it.
 const BatchRoom = 64 << 20
 
-// batchRoomWait bounds a batch's wait for room among the bodies being read: past it the batch
-// is answered 503, to be sent again shortly.
+// batchRoomWait bounds a batch's wait for room: past it the batch is answered 503, to be sent
+// again shortly.
 const batchRoomWait = 5 * time.Second
 
-// firstRead is the most room a batch takes before any of its body has arrived: a client that
-// declares a large body and then sends nothing holds no more.
-const firstRead = 64 << 10
-
-// readBatch reads a batch body (at most maxBatchBytes of application/json) into a buffer that
-// takes its room from the front end's batch room as the body arrives: the first firstRead
-// bytes, then twice the buffer each time it is full, up to the declared Content-Length. A
-// body that stalls holds only about twice what it sent; a batch that finds no room within
-// batchRoomWait is 503, having accepted nothing. release gives the room back once the batch
-// is answered.
-func (s *Server) readBatch(c echo.Context) (body []byte, release func(), err error) {
+// readBatch reads a batch body: application/json, at most maxBatchBytes, read only once it has
+// room among the bodies held at once (BatchRoom). Its room is its declared Content-Length, or
+// the largest batch's for a body of unknown length (chunked), taken whole, at once, first in
+// its client's quarter of the room, then in the room: a batch that waits holds nothing, so
+// that batches cannot hold the room between them, and one client's batches, however slowly
+// their bodies come, leave three quarters of it to the others. A batch that finds no room
+// within batchRoomWait is 503, having accepted nothing. release gives the room back once the
+// batch is answered.
+func (s *Server) readBatch(c echo.Context, client string) (body []byte, release func(), err error) {
 	r := c.Request()
 	if err := checkJSONRequest(r); err != nil {
 		return nil, nil, err
@@ -99,45 +97,36 @@ func (s *Server) readBatch(c echo.Context) (body []byte, release func(), err err
 	if r.ContentLength > maxBatchBytes {
 		return nil, nil, tooLarge(maxBatchBytes)
 	}
-	var held int64
-	release = func() { s.batchRoom.Release(held) }
-	grow := func(buf []byte) ([]byte, error) {
-		size := min(max(2*cap(buf), firstRead), maxBatchBytes+1)
-		if r.ContentLength >= 0 {
-			size = min(size, int(r.ContentLength)+1) // +1: the read that sees the end
-		}
-		if need := min(int64(size)-held, s.batchRoomSize-held); need > 0 {
-			ctx, cancel := context.WithTimeout(r.Context(), s.batchRoomWait)
-			defer cancel()
-			if err := s.batchRoom.Acquire(ctx, need); err != nil {
-				return nil, &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
-					Message: "too many batches are being read at once; send the batch again shortly"}
-			}
-			held += need
-		}
-		return append(make([]byte, 0, size), buf...), nil
+	n := int64(maxBatchBytes + 1)
+	if r.ContentLength >= 0 {
+		n = r.ContentLength + 1 // +1: the read that sees the end
 	}
-	var buf []byte
-	for {
-		if len(buf) == cap(buf) {
-			if buf, err = grow(buf); err != nil {
-				release()
-				return nil, nil, err
-			}
-		}
-		n, rerr := r.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		switch {
-		case len(buf) > maxBatchBytes:
-			release()
-			return nil, nil, tooLarge(maxBatchBytes)
-		case rerr == io.EOF:
-			return buf, release, nil
-		case rerr != nil:
-			release()
-			return nil, nil, errf(CodeBadRequest, "body: could not be read")
+	share, _ := s.clientRooms.LoadOrStore(client, semaphore.NewWeighted(s.batchRoomSize/4))
+	ctx, cancel := context.WithTimeout(r.Context(), s.batchRoomWait)
+	defer cancel()
+	var held []func()
+	release = func() {
+		for _, f := range held {
+			f()
 		}
 	}
+	for _, room := range []struct {
+		sem  *semaphore.Weighted
+		size int64
+	}{{share.(*semaphore.Weighted), s.batchRoomSize / 4}, {s.batchRoom, s.batchRoomSize}} {
+		w := min(n, room.size)
+		if err := room.sem.Acquire(ctx, w); err != nil {
+			release()
+			return nil, nil, &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
+				Message: "too many batches are being read at once; send the batch again shortly"}
+		}
+		held = append(held, func() { room.sem.Release(w) })
+	}
+	if body, err = readJSON(c, maxBatchBytes); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return body, release, nil
 }
 
 // checkJSONRequest refuses, with 415, a body the data interfaces cannot read as sent: one with
@@ -316,7 +305,7 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, n int, 
 // each item's ucsId or its problems in request order; when the queue did not take the batch,
 // it is 503 and no item has a ucsId.
 func (s *Server) batch(c echo.Context) error {
-	body, release, err := s.readBatch(c)
+	body, release, err := s.readBatch(c, claimsOf(c).Azp)
 	if err != nil {
 		return err
 	}

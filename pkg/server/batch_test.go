@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -611,9 +613,9 @@ func stallBatch(t *testing.T, e *env, tok string, contentLength int) {
 	}
 }
 
-// TestStalledBatchesLockNoOneOut: batches that declare the largest body, or come chunked, and
-// then stall hold only the room of what they sent: one client's 16 such batches, twice what
-// the room would hold at 8 MiB each, leave room for another client's batch, answered at once.
+// TestStalledBatchesLockNoOneOut: one client's batches, here 16 that declare the largest body
+// or come chunked and then stall, hold at most its quarter of the room: another client's batch
+// is answered at once.
 func TestStalledBatchesLockNoOneOut(t *testing.T) {
 	e := newEnv(t)
 	server.SetBatchRoom(e.api.Server, server.BatchRoom, time.Second)
@@ -626,13 +628,86 @@ func TestStalledBatchesLockNoOneOut(t *testing.T) {
 		}
 		stallBatch(t, e, other, size)
 	}
-	const firstRead = 64 << 10
-	embeddedtest.Eventually(t, 10*time.Second, "the 16 stalled batches are being read", func() bool {
-		return !server.BatchRoomFree(e.api.Server, server.BatchRoom-16*firstRead+1)
+	embeddedtest.Eventually(t, 10*time.Second, "a stalled batch holds its room", func() bool {
+		return !server.BatchRoomFree(e.api.Server, server.BatchRoom-8<<20)
 	})
 	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(0), goodItemN(1)), nil)
 	if d := a.batch(t); a.status != http.StatusOK || d.Accepted != 2 {
 		t.Fatalf("a batch of two beside 16 stalled ones of another client: %d %s", a.status, a.body)
+	}
+}
+
+// paddedBatch is a batch of n good items padded with white space to exactly size bytes.
+func paddedBatch(t *testing.T, n, size int) string {
+	t.Helper()
+	items := make([]string, n)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	b := `{"messages":[` + strings.Join(items, ",") + `]`
+	if len(b)+1 > size {
+		t.Fatalf("body too small: %d", len(b))
+	}
+	return b + strings.Repeat(" ", size-len(b)-1) + "}"
+}
+
+// TestConcurrentBatchesShareTheRoom: batches whose bodies arrive together and together need
+// more than the room cannot hold it between them: each takes its room whole, and waits holding
+// none, so they are taken in turn.
+func TestConcurrentBatchesShareTheRoom(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	other := e.token("other", pushSecret)
+	const size = 256 << 10
+	body := paddedBatch(t, 100, size)
+	const room = 8 * (128 << 10) // holds 3 of the bodies whole
+	server.SetBatchRoom(e.api.Server, room, 5*time.Second)
+	const n = 8
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		conns[i] = c
+		auth := tok
+		if i%2 == 1 {
+			auth = other
+		}
+		head := fmt.Sprintf("POST /v1/infra/notification/mp/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: %s\r\nContent-Length: %d\r\n\r\n", auth, size)
+		if _, err := io.WriteString(c, head+body[:100<<10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the batches hold room", func() bool {
+		return !server.BatchRoomFree(e.api.Server, room-size)
+	})
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := io.WriteString(c, body[100<<10:]); err != nil {
+				t.Error(err)
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != http.StatusOK {
+			t.Errorf("batch %d of %d, %d bytes each, a room of %d: %d (all: %v)", i, n, size, room, st, statuses)
+		}
 	}
 }
 

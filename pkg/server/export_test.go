@@ -10,6 +10,7 @@ import (
 // Call it before s serves a request.
 func SetBatchRoom(s *Server, size int64, wait time.Duration) {
 	s.batchRoom, s.batchRoomSize, s.batchRoomWait = semaphore.NewWeighted(size), size, wait
+	s.clientRooms.Clear()
 }
 
 // BatchRoomFree reports whether s's batch room has n bytes free, and no batch waits for room.

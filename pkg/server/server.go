@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,11 +108,13 @@ type Server struct {
 	docs     *apiDocs
 	// activity counts what the operations page shows; nil when it is off.
 	activity *activity.Recorder
-	// batchRoom holds the bytes of the buffers batch bodies are read into, batchRoomSize of
-	// them at most (readBatch); a batch waits batchRoomWait for room.
+	// batchRoom holds the batch bodies being read and answered, batchRoomSize bytes of them at
+	// most, and clientRooms each client's quarter of them, by client (readBatch); a batch waits
+	// batchRoomWait for room.
 	batchRoom     *semaphore.Weighted
 	batchRoomSize int64
 	batchRoomWait time.Duration
+	clientRooms   sync.Map
 }
 
 // New builds the server and its routes.
