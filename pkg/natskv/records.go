@@ -12,7 +12,11 @@ import (
 // Records is a NATS key-value bucket of small records that every front end reads and writes
 // directly (no copy in memory): Idempotency-Key records, and the nonces of the platform's
 // callbacks. Create is atomic across replicas.
-type Records struct{ kv jetstream.KeyValue }
+type Records struct {
+	kv     jetstream.KeyValue
+	stream jetstream.Stream // the bucket's stream, for Forget
+	bucket string
+}
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
 // Records.Create for a key that has one, ErrFull by Create and Put when the bucket has no room
@@ -34,7 +38,11 @@ func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
 	}
-	return &Records{kv: kv}, nil
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
+	}
+	return &Records{kv: kv, stream: st, bucket: bucket}, nil
 }
 
 // Get returns key's record.
@@ -49,16 +57,16 @@ func (r *Records) Get(ctx context.Context, key string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-// Create writes key's record unless one exists (ErrRecordExists).
-func (r *Records) Create(ctx context.Context, key string, value []byte) error {
-	_, err := r.kv.Create(ctx, key, value)
+// Create writes key's record unless one exists (ErrRecordExists), and returns its revision.
+func (r *Records) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := r.kv.Create(ctx, key, value)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return ErrRecordExists
+		return 0, ErrRecordExists
 	}
 	if err != nil {
-		return fmt.Errorf("create %s: %w", key, refusedFull(err))
+		return 0, fmt.Errorf("create %s: %w", key, refusedFull(err))
 	}
-	return nil
+	return rev, nil
 }
 
 // Put writes key's record.
@@ -79,10 +87,13 @@ func refusedFull(err error) error {
 	return err
 }
 
-// Delete removes key's record, so that Create may write it again.
-func (r *Records) Delete(ctx context.Context, key string) error {
-	if err := r.kv.Delete(ctx, key); err != nil {
-		return fmt.Errorf("delete %s: %w", key, err)
+// Forget removes key's record if it is still the one of revision rev, so that Create may write
+// it again; a record written over it since is kept. It leaves no delete marker: the record's
+// room in the bucket is free at once.
+func (r *Records) Forget(ctx context.Context, key string, rev uint64) error {
+	subject := "$KV." + r.bucket + "." + key
+	if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(rev+1)); err != nil {
+		return fmt.Errorf("forget %s: %w", key, err)
 	}
 	return nil
 }

@@ -47,6 +47,8 @@ type keyed struct {
 	hash   string
 	replay *keyRecord // the key's record, when it has one to answer from
 	owner  bool       // this request took the key: it publishes, later ones answer from it
+	rev    uint64     // the revision of the record this request wrote when it took the key
+	took   time.Time  // when it took the key
 }
 
 var errKeyRace = errors.New("another request took the key first")
@@ -116,7 +118,7 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 		}
 	}
 	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: r.s.cfg.Now().UnixMilli(), Failed: all})
-	err := r.s.cfg.Records.Create(ctx, r.key, b)
+	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
 		return errKeyRace
@@ -126,7 +128,7 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
 	}
 	r.replay = &keyRecord{Hash: r.hash, IDs: ids}
-	r.owner = true
+	r.owner, r.rev, r.took = true, rev, r.s.cfg.Now()
 	return nil
 }
 
@@ -161,22 +163,26 @@ func (r *keyed) finish(ctx context.Context, failed []int) {
 }
 
 // refused records that the queue did not take the request's failed items (err): a record to
-// publish them again from, or, when the queue was full, none (forget).
+// publish them again from, or, when the queue was full, none (forget). A request whose key a
+// retry may have taken over by now (its claim gone stale, by another front end's clock too)
+// keeps the record.
 func (r *keyed) refused(ctx context.Context, err error, failed []int) {
-	if errors.Is(err, queue.ErrFull) {
+	if errors.Is(err, queue.ErrFull) && r.s.cfg.Now().Sub(r.took) < KeyStale/2 {
 		r.forget(ctx, failed)
 		return
 	}
 	r.finish(ctx, failed)
 }
 
-// forget deletes the key's record after the queue refused the request's pushes because it is
+// forget removes the key's record after the queue refused the request's pushes because it is
 // full: that refusal is certain, so nothing was stored and no ucsId was answered, and the key
 // is free again. Requests a full queue refused then take no room among the records, where one
-// client's could otherwise keep every client from new keys for a day. A record that cannot be
-// deleted is finished instead, every item to publish again.
+// client's could otherwise keep every client from new keys for a day. Only the record this
+// request wrote goes: a retry that took the key over meanwhile (its claim gone stale) keeps the
+// record it wrote. A record that cannot be removed is finished instead, every item to publish
+// again.
 func (r *keyed) forget(ctx context.Context, failed []int) {
-	if err := r.s.cfg.Records.Delete(context.WithoutCancel(ctx), r.key); err != nil {
+	if err := r.s.cfg.Records.Forget(context.WithoutCancel(ctx), r.key, r.rev); err != nil {
 		r.s.cfg.Logger.Warn("deleting the record of an Idempotency-Key the full queue refused failed", "err", err)
 		r.finish(ctx, failed)
 	}

@@ -52,9 +52,9 @@ type Events interface {
 // natskv.ErrNoRecord when it has none.
 type Records interface {
 	Get(ctx context.Context, key string) ([]byte, error)
-	Create(ctx context.Context, key string, value []byte) error
+	Create(ctx context.Context, key string, value []byte) (uint64, error)
 	Put(ctx context.Context, key string, value []byte) error
-	Delete(ctx context.Context, key string) error
+	Forget(ctx context.Context, key string, rev uint64) error
 }
 
 // Config wires a Service. Publisher, Waiting and Store are required; Events and KeepEvent for

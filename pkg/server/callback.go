@@ -24,7 +24,7 @@ const maxCallbackBytes = 64 << 10
 // Create is atomic across replicas and returns natskv.ErrRecordExists for a key taken before;
 // Get returns natskv.ErrNoRecord for a key no one took.
 type Nonces interface {
-	Create(ctx context.Context, key string, value []byte) error
+	Create(ctx context.Context, key string, value []byte) (uint64, error)
 	Get(ctx context.Context, key string) ([]byte, error)
 }
 
@@ -40,7 +40,7 @@ func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error 
 	key := platform.NonceKey(ts, nonce)
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
-	err := s.cfg.Nonces.Create(ctx, key, mark)
+	_, err := s.cfg.Nonces.Create(ctx, key, mark)
 	if errors.Is(err, natskv.ErrRecordExists) {
 		var held []byte
 		repeatable := !bytes.Equal(mark, platform.AddressCheckMark)

@@ -554,7 +554,7 @@ func TestCallbackRepeatAfterALostRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nonces.Create(ctx, platform.NonceKey(ts, "lost"), platform.NonceMark([]byte(body))); err != nil {
+	if _, err := nonces.Create(ctx, platform.NonceKey(ts, "lost"), platform.NonceMark([]byte(body))); err != nil {
 		t.Fatal(err)
 	}
 	if a := e.callback(e.plainQuery(cbToken, "lost"), body); a.status != 200 || string(a.body) != "success" {
