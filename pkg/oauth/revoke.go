@@ -191,7 +191,8 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 // LogoutClient is Keycloak's logout by a client's back end: the client authenticates and names
 // a session by a refresh token it was issued in it; the session ends, with its refresh tokens
 // and access tokens, and its clients are told (back-channel logout). A token that is unknown,
-// another client's, used up or of an ended session is invalid_grant, and nothing changes.
+// another client's, used up, revoked or of an ended session is invalid_grant, and nothing
+// changes.
 func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 	if Repeated(r.Form) {
 		return errorf(ErrInvalidRequest, "a parameter is given more than once")
@@ -213,6 +214,10 @@ func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 		return errorf(ErrInvalidGrant, "invalid refresh token")
 	case err != nil:
 		return internal("the session could not be ended", fmt.Errorf("read refresh token: %w", err))
+	case t.At.Before(c.TokensNotBefore) || s.familyRevoked(ctx, t.Family) || s.grantRevoked(ctx, t.UserID, c.ID, t.At):
+		// A revoked token (its own revocation, a reuse, the user's or the client's) ends
+		// nothing, as it refreshes nothing.
+		return errorf(ErrInvalidGrant, "invalid refresh token")
 	}
 	se, err := s.Store.Session(ctx, t.SessionKey)
 	switch {

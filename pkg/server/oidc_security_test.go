@@ -485,3 +485,32 @@ func TestRemovedClientsTokensRefused(t *testing.T) {
 		t.Fatalf("userinfo where the client is registered: %d", st)
 	}
 }
+
+// TestLogoutClientWithARevokedRefreshToken: a refresh token revoked by RFC 7009 revocation
+// (its family revoked) must be dead everywhere: the client's server-side logout with it is
+// invalid_grant and ends nothing, as for a used or unknown token.
+func TestLogoutClientWithARevokedRefreshToken(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	rt := tok["refresh_token"].(string)
+	if st, m := e.postForm(t, "/revoke", "portal", url.Values{"token": {rt}}); st != 200 {
+		t.Fatalf("revoke: %d %v", st, m)
+	}
+	if _, errc := e.refresh(t, "portal", rt); errc != "invalid_grant" {
+		t.Fatalf("refresh of the revoked token: %q", errc)
+	}
+	if st, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {rt}}); st != 200 || m["active"] != false {
+		t.Fatalf("introspection of the revoked token: %d %v", st, m)
+	}
+	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret}, "refresh_token": {rt}})
+	if st != http.StatusBadRequest || m["error"] != "invalid_grant" {
+		t.Errorf("server-side logout with a revoked refresh token: %d %v; want 400 invalid_grant", st, m)
+	}
+	if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("code") == "" {
+		t.Errorf("the revoked token ended the user's session: prompt=none answered %v", q)
+	}
+}
