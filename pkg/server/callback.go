@@ -30,6 +30,10 @@ type Nonces interface {
 
 func badSignature() *Error { return errf(CodeUnauthorized, "callback signature invalid") }
 
+// answerWithin bounds the work of answering a callback: the platform waits 5 s for the answer,
+// and pushes a callback it got none for again (counting it against the account's alarms).
+const answerWithin = 4 * time.Second
+
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
 // (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
 // check). A pair taken before by an event push with the same mark is the platform repeating
@@ -38,7 +42,7 @@ func badSignature() *Error { return errf(CodeUnauthorized, "callback signature i
 // platform's repeat then finds its own mark.
 func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error {
 	key := platform.NonceKey(ts, nonce)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
 	defer cancel()
 	_, err := s.cfg.Nonces.Create(ctx, key, mark)
 	if errors.Is(err, natskv.ErrRecordExists) {
@@ -86,6 +90,11 @@ func (s *Server) callbackVerify(c echo.Context) error {
 // cannot take the event, the answer is 503 and the platform, which repeats an event it got no
 // success for, pushes it again.
 func (s *Server) callbackEvent(c echo.Context) error {
+	// One bound for recording the pair and keeping the event, so that the answer comes before
+	// the platform stops waiting for it.
+	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
+	defer cancel()
+	c.SetRequest(c.Request().WithContext(ctx))
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCallbackBytes+1))
 	if err != nil || len(body) > maxCallbackBytes {
 		return errf(CodeBadRequest, "callback body unreadable or too large")
