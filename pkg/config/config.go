@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/campus-it/ucs/pkg/platform/keyword"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
@@ -668,6 +669,8 @@ func (c *Config) Validate(role Role) error {
 		seenUser[u.UserID] = true
 		if (u.Password == "") == (u.PasswordHash == "") {
 			p.add("%s: exactly one of password and password_hash is required", at)
+		} else if _, err := bcrypt.Cost([]byte(u.PasswordHash)); u.PasswordHash != "" && err != nil {
+			p.add("%s.password_hash: not a bcrypt hash", at)
 		}
 	}
 	for i, b := range c.Bindings {

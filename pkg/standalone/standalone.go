@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -186,12 +187,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	// Only the owner may read the data folder: it holds every secret of the stack. Files
 	// the embedded servers create later are the owner's alone too (umask 077); files of an
 	// earlier version are made so.
+	// A folder that is not a stack's is refused as it is, before anything changes it.
+	if err := stackFolder(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	restrictUmask()
 	if err := secretfile.PrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
-	}
-	if err := stackFolder(dir); err != nil {
-		return nil, err
 	}
 	// One stack a folder: two would run NATS and FerretDB on the same files, and lose what
 	// either stored.
@@ -611,8 +613,8 @@ func letters(n int) string {
 }
 
 // redacted is a URL, or a comma-separated list of them (NATS servers, a MongoDB URI's hosts),
-// without the passwords it carries, in its user information or its query; "" when it does not
-// parse.
+// without the passwords and tokens it carries, in its user information or its query; "" when
+// it does not parse.
 func redacted(u string) string {
 	parts := strings.Split(u, ",") // a list of servers, or a MongoDB URI's hosts
 	for i, part := range parts {
@@ -630,6 +632,9 @@ func redacted(u string) string {
 			if masked {
 				p.RawQuery = q.Encode()
 			}
+		}
+		if _, hasPassword := p.User.Password(); p.User != nil && !hasPassword {
+			p.User = url.User("xxxxx") // a user without a password is a token (NATS)
 		}
 		parts[i] = p.Redacted()
 	}
