@@ -19,7 +19,7 @@ type Records struct {
 }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
-// Records.Create for a key that has one, ErrFull by Create and Put when the bucket has no room
+// Records.Create for a key that has one (and by Update for a record changed since), ErrFull by Create and Put when the bucket has no room
 // for the record: nothing is written until records expire. A record written over one of the
 // same key takes the room of the one it replaces.
 var (
@@ -45,16 +45,30 @@ func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 	return &Records{kv: kv, stream: st, bucket: bucket}, nil
 }
 
-// Get returns key's record.
-func (r *Records) Get(ctx context.Context, key string) ([]byte, error) {
+// Get returns key's record and its revision.
+func (r *Records) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	e, err := r.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrNoRecord
+		return nil, 0, ErrNoRecord
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, err)
+		return nil, 0, fmt.Errorf("get %s: %w", key, err)
 	}
-	return e.Value(), nil
+	return e.Value(), e.Revision(), nil
+}
+
+// Update writes key's record over the one of revision rev, and returns the new revision;
+// ErrRecordExists when the record is no longer that one (written over or removed since).
+func (r *Records) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	rev, err := r.kv.Update(ctx, key, value, rev)
+	var apiErr *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, ErrRecordExists
+	}
+	if err != nil {
+		return 0, fmt.Errorf("update %s: %w", key, refusedFull(err))
+	}
+	return rev, nil
 }
 
 // Create writes key's record unless one exists (ErrRecordExists), and returns its revision.

@@ -26,7 +26,7 @@ func TestForgetOnlyItsRevision(t *testing.T) {
 	if err := r.Forget(ctx, "a", rev); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Get(ctx, "a"); !errors.Is(err, natskv.ErrNoRecord) {
+	if _, _, err := r.Get(ctx, "a"); !errors.Is(err, natskv.ErrNoRecord) {
 		t.Fatalf("a forgotten record: %v", err)
 	}
 	kv, err := js.KeyValue(ctx, "records")
@@ -45,7 +45,7 @@ func TestForgetOnlyItsRevision(t *testing.T) {
 	if err := r.Forget(ctx, "b", rev); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := r.Get(ctx, "b"); err != nil || string(v) != "taken over" {
+	if v, _, err := r.Get(ctx, "b"); err != nil || string(v) != "taken over" {
 		t.Fatalf("a record written over the forgotten revision: %q, %v", v, err)
 	}
 }

@@ -49,6 +49,9 @@ type keyed struct {
 	owner  bool       // this request took the key: it publishes, later ones answer from it
 	rev    uint64     // the revision of the record this request wrote when it took the key
 	took   time.Time  // when it took the key
+	// tookOver: this request took over a key whose request left its record pending; it
+	// finishes the record whatever becomes of its publish.
+	tookOver bool
 }
 
 var errKeyRace = errors.New("another request took the key first")
@@ -73,7 +76,7 @@ func (s *Service) keyOf(ctx context.Context, client string, k Key) (*keyed, erro
 // load reads the key's record: replay is set when there is one to answer from.
 func (r *keyed) load(ctx context.Context) error {
 	s := r.s
-	raw, err := s.cfg.Records.Get(ctx, r.key)
+	raw, rev, err := s.cfg.Records.Get(ctx, r.key)
 	if errors.Is(err, natskv.ErrNoRecord) {
 		return nil
 	}
@@ -91,17 +94,40 @@ func (r *keyed) load(ctx context.Context) error {
 		return ErrKeyInUse
 	}
 	if rec.Pending != 0 {
-		// Its request never recorded the queue's answers: publish every item again; the
-		// stream keeps the ones it has (their ucsIds are their message ids).
+		// Its request never recorded the queue's answers: this one takes the key over, and
+		// publishes every item again; the stream keeps the ones it has (their ucsIds are
+		// their message ids).
 		rec.Failed = rec.Failed[:0]
 		for i, id := range rec.IDs {
 			if id != "" {
 				rec.Failed = append(rec.Failed, i)
 			}
 		}
+		if err := r.takeOver(ctx, rec, rev); err != nil {
+			return err
+		}
 	}
 	r.replay = &rec
 	s.cfg.Replayed()
+	return nil
+}
+
+// takeOver takes over the key of a request that left its record pending, before publishing
+// anything: the record is written again, pending from now, over the revision read, so that
+// the request that wrote it, should it still be running, forgets nothing (its Forget is bounded
+// by its own revision), and two retries cannot both take it over (ErrKeyInUse for the second).
+func (r *keyed) takeOver(ctx context.Context, rec keyRecord, rev uint64) error {
+	now := r.s.cfg.Now()
+	rec.Pending = now.UnixMilli()
+	b, _ := json.Marshal(rec)
+	_, err := r.s.cfg.Records.Update(ctx, r.key, b, rev)
+	switch {
+	case errors.Is(err, natskv.ErrRecordExists):
+		return ErrKeyInUse
+	case err != nil:
+		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
+	}
+	r.tookOver = true
 	return nil
 }
 
@@ -117,7 +143,8 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 			all = append(all, i)
 		}
 	}
-	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: r.s.cfg.Now().UnixMilli(), Failed: all})
+	now := r.s.cfg.Now()
+	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: all})
 	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
@@ -128,7 +155,7 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
 	}
 	r.replay = &keyRecord{Hash: r.hash, IDs: ids}
-	r.owner, r.rev, r.took = true, rev, r.s.cfg.Now()
+	r.owner, r.rev, r.took = true, rev, now // took: as the record says, for every front end
 	return nil
 }
 
@@ -188,6 +215,14 @@ func (r *keyed) forget(ctx context.Context, failed []int) {
 	}
 }
 
+// finishTakeOver records, for a request that took the key over, that the items failed are
+// still to publish: its record is no longer pending, and the next retry publishes them.
+func (r *keyed) finishTakeOver(ctx context.Context, failed []int) {
+	if r.tookOver {
+		r.finish(ctx, failed)
+	}
+}
+
 // publishOptions are the queue's options for this request's pushes: the record's key as the
 // message id, so that the queue stores them once however often the request is retried within
 // the key's lifetime (KeyTTL is queue.DedupeWindow).
@@ -228,10 +263,12 @@ func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) (still
 		return nil, nil
 	case !errors.Is(err, ErrNotFound):
 		r.s.cfg.Logger.Warn("looking up a retried request's pushes failed", "err", err)
+		r.finishTakeOver(ctx, at)
 		return at, err
 	}
 	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
 		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
+		r.finishTakeOver(ctx, at)
 		return at, err
 	}
 	r.s.cfg.Accepted(len(again))

@@ -12,6 +12,7 @@ import (
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // gatedPub is the real publisher; the first PublishBatch that the queue refuses as full is
@@ -132,6 +133,156 @@ func TestRefusedLateKeepsATakeOverRecord(t *testing.T) {
 		}
 		if id != b2.Items[i].UcsID {
 			t.Errorf("item %d: retry under the same key answered %s, the take-over %s", i, id, b2.Items[i].UcsID)
+		}
+	}
+}
+
+func fill(t *testing.T, js jetstream.JetStream) {
+	ctx := context.Background()
+	for _, size := range []int{512, 64, 0} {
+		for i := 0; ; i++ {
+			if i > 1000 {
+				t.Fatal("stream never filled")
+			}
+			if _, err := js.Publish(ctx, queue.SubjectPrefix+"filler."+push.NewID(time.Now()), make([]byte, size)); err != nil {
+				break
+			}
+		}
+	}
+}
+
+// TestReviewForgetThenFreshClaim: a keyed request refused by a full queue forgets its key; once
+// the queue drains, a fresh request under the key must have its pushes stored (the refused
+
+// hookPub is the real publisher; after each PublishBatch, hook sees its result (and may hold it).
+type hookPub struct {
+	inner *queue.Publisher
+	hook  func(ms []push.Message, err error)
+}
+
+func (h *hookPub) Publish(ctx context.Context, m push.Message, o queue.PublishOptions) error {
+	return h.inner.Publish(ctx, m, o)
+}
+
+func (h *hookPub) PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) error {
+	err := h.inner.PublishBatch(ctx, ms, o)
+	h.hook(ms, err)
+	return err
+}
+
+// slowCreate is the real records; a Create takes slow of the clock (the key-value write is slow).
+type slowCreate struct {
+	*natskv.Records
+	slow func()
+}
+
+func (s *slowCreate) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	s.slow()
+	return s.Records.Create(ctx, key, value)
+}
+
+// TestSlowClaimKeepsATakenOverKey: a request whose claim write was slow (20 s between the
+// pending time it wrote and the return of its write) is refused by the full queue 31 s after
+// that time, when a retry has taken the key over and stored the pushes under the key's message
+// id. The late request does not forget the record, and the next request under the key is
+// answered the ucsIds that were stored.
+func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 8 << 10, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	slowOnce := true
+	records := &slowCreate{Records: recs, slow: func() {
+		if slowOnce {
+			slowOnce = false
+			advance(20 * time.Second)
+		}
+	}}
+	refusedA, gateA := make(chan struct{}), make(chan struct{})
+	storedB, gateB := make(chan struct{}), make(chan struct{})
+	var calls int
+	pub := &hookPub{inner: inner, hook: func(ms []push.Message, err error) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		switch n {
+		case 1: // A: refused as full
+			if !errors.Is(err, queue.ErrFull) {
+				t.Errorf("A: %v", err)
+			}
+			close(refusedA)
+			<-gateA
+		case 2: // B: the take-over, stored
+			if err != nil {
+				t.Errorf("B: %v", err)
+			}
+			close(storedB)
+			<-gateB
+		}
+	}}
+	svc, err := notification.New(notification.Config{
+		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer),
+		Store: embeddedtest.Store(t, nil), Records: records, Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, js)
+	items := []notification.Item{{Req: request(t, body)}, {Req: request(t, body)}}
+	key := notification.Key{Name: "slow-key", Body: []byte("the batch body")}
+	type res struct {
+		b   notification.Batch
+		err error
+	}
+	rA, rB := make(chan res, 1), make(chan res, 1)
+	go func() { b, err := svc.PushBatch(ctx, "pusher", items, key); rA <- res{b, err} }()
+	<-refusedA
+	advance(11 * time.Second) // 31 s after A's Pending stamp, 11 s after its Create returned
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b, err := svc.PushBatch(ctx, "pusher", items, key); rB <- res{b, err} }()
+	select {
+	case <-storedB:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the retry did not take the key over")
+	}
+	close(gateA)
+	a := <-rA
+	t.Logf("A: unavailable=%v full=%v err=%v", a.b.Unavailable, a.b.Full, a.err)
+	d, err := svc.PushBatch(ctx, "pusher", items, key)
+	close(gateB)
+	b := <-rB
+	if err != nil {
+		t.Fatalf("D: %v", err)
+	}
+	t.Logf("B (take-over) answered %s %s", b.b.Items[0].UcsID, b.b.Items[1].UcsID)
+	t.Logf("D (next request, same key) answered %s %s, accepted %d", d.Items[0].UcsID, d.Items[1].UcsID, d.Accepted)
+	for i, it := range d.Items {
+		if it.UcsID == "" {
+			continue
+		}
+		if _, err := svc.Result(ctx, "pusher", it.UcsID); errors.Is(err, notification.ErrNotFound) {
+			t.Errorf("D: item %d answered ucsId %s, which was never stored", i, it.UcsID)
+		}
+		if it.UcsID != b.b.Items[i].UcsID {
+			t.Errorf("item %d: two requests under one key answered %s and %s", i, b.b.Items[i].UcsID, it.UcsID)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func keyedRetry(t *testing.T, restart bool) {
 	// Wait until the first request's answer is recorded in the key's record: not taken.
 	sum := sha256.Sum256([]byte("pusher\x00" + key.Name))
 	embeddedtest.Eventually(t, 10*time.Second, "the key's record says the push was not taken", func() bool {
-		raw, err := records.Get(ctx, hex.EncodeToString(sum[:]))
+		raw, _, err := records.Get(ctx, hex.EncodeToString(sum[:]))
 		return err == nil && !strings.Contains(string(raw), `"pending"`) && strings.Contains(string(raw), `"failed":[0]`)
 	})
 	lastBefore, _ := wst.Info(ctx)

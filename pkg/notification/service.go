@@ -51,8 +51,9 @@ type Events interface {
 // implements it. Create fails with natskv.ErrRecordExists when the key has a record, Get with
 // natskv.ErrNoRecord when it has none.
 type Records interface {
-	Get(ctx context.Context, key string) ([]byte, error)
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	Create(ctx context.Context, key string, value []byte) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
 	Put(ctx context.Context, key string, value []byte) error
 	Forget(ctx context.Context, key string, rev uint64) error
 }

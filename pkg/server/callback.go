@@ -25,7 +25,7 @@ const maxCallbackBytes = 64 << 10
 // Get returns natskv.ErrNoRecord for a key no one took.
 type Nonces interface {
 	Create(ctx context.Context, key string, value []byte) (uint64, error)
-	Get(ctx context.Context, key string) ([]byte, error)
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
 }
 
 func badSignature() *Error { return errf(CodeUnauthorized, "callback signature invalid") }
@@ -48,7 +48,7 @@ func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error 
 	if errors.Is(err, natskv.ErrRecordExists) {
 		var held []byte
 		repeatable := !bytes.Equal(mark, platform.AddressCheckMark)
-		if held, err = s.cfg.Nonces.Get(ctx, key); err == nil && (!repeatable || !bytes.Equal(held, mark)) {
+		if held, _, err = s.cfg.Nonces.Get(ctx, key); err == nil && (!repeatable || !bytes.Equal(held, mark)) {
 			s.securityEvent(c, metrics.EventCallbackReplayed, "callback refused: timestamp and nonce already used", "timestamp", ts)
 			return errf(CodeConflict, "callback already received: timestamp and nonce are used")
 		}
