@@ -19,8 +19,9 @@ type Records struct {
 }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
-// Records.Create for a key that has one (and by Update for a record changed since), ErrFull by Create and Put when the bucket has no room
-// for the record: nothing is written until records expire. A record written over one of the
+// Records.Create for a key that has one (and by Update for a record changed since), ErrFull by
+// Create and Put when the bucket has no room for the record: nothing is written until records
+// expire. A record written over one of the
 // same key takes the room of the one it replaces.
 var (
 	ErrNoRecord     = errors.New("no record")
@@ -61,8 +62,7 @@ func (r *Records) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 // ErrRecordExists when the record is no longer that one (written over or removed since).
 func (r *Records) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	rev, err := r.kv.Update(ctx, key, value, rev)
-	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.Is(err, jetstream.ErrKeyExists) { // a wrong revision, on one replica or several
 		return 0, ErrRecordExists
 	}
 	if err != nil {
@@ -91,11 +91,17 @@ func (r *Records) Put(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
-// refusedFull names err ErrFull when the bucket refused a write for its bound (JetStream's
-// "store failed", 10077) or the server for its storage (10047).
+// JetStream's codes of a write refused for room: the bucket's bound ("store failed"), or the
+// server's storage.
+const (
+	codeStoreFailed     jetstream.ErrorCode = 10077
+	codeStorageExceeded jetstream.ErrorCode = 10047
+)
+
+// refusedFull names err ErrFull when the bucket or the server had no room for the write.
 func refusedFull(err error) error {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10077 || apiErr.ErrorCode == 10047) {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeStoreFailed || apiErr.ErrorCode == codeStorageExceeded) {
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	}
 	return err

@@ -97,12 +97,7 @@ func (r *keyed) load(ctx context.Context) error {
 		// Its request never recorded the queue's answers: this one takes the key over, and
 		// publishes every item again; the stream keeps the ones it has (their ucsIds are
 		// their message ids).
-		rec.Failed = rec.Failed[:0]
-		for i, id := range rec.IDs {
-			if id != "" {
-				rec.Failed = append(rec.Failed, i)
-			}
-		}
+		rec.Failed = published(rec.IDs)
 		if err := r.takeOver(ctx, rec, rev); err != nil {
 			return err
 		}
@@ -137,14 +132,8 @@ func (r *keyed) takeOver(ctx context.Context, rec keyRecord, rev uint64) error {
 // answer written over it (finish) never needs more room than the claim took: a bucket with
 // room for the claim has room for the answer.
 func (r *keyed) claim(ctx context.Context, ids []string) error {
-	var all []int
-	for i, id := range ids {
-		if id != "" {
-			all = append(all, i)
-		}
-	}
 	now := r.s.cfg.Now()
-	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: all})
+	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: published(ids)})
 	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
@@ -157,6 +146,17 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 	r.replay = &keyRecord{Hash: r.hash, IDs: ids}
 	r.owner, r.rev, r.took = true, rev, now // took: as the record says, for every front end
 	return nil
+}
+
+// published lists the items a request publishes: those given a ucsId.
+func published(ids []string) []int {
+	var out []int
+	for i, id := range ids {
+		if id != "" {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // claimOrLoad claims the key, or, when another request took it first, reads its record to

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // gatedPub is the real publisher; the first PublishBatch that the queue refuses as full is
@@ -46,42 +48,22 @@ func (g *gatedPub) PublishBatch(ctx context.Context, ms []push.Message, o queue.
 // batch, keeps the take-over's record: the next retry under the key is answered the ucsIds
 // that were stored, not fresh ones the stream's dedupe would never store.
 func TestRefusedLateKeepsATakeOverRecord(t *testing.T) {
-	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
-	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 8 << 10, MaxAge: time.Hour, AckWait: 5 * time.Second}
-	st, err := queue.EnsureStream(ctx, js, qc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := queue.NewPublisher(js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, st, inner := smallQueue(t)
 	pub := &gatedPub{inner: inner, refused: make(chan struct{}), gate: make(chan struct{})}
 	records, err := natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	clock := clocktest.New(time.Now())
 	svc, err := notification.New(notification.Config{
-		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer),
-		Store: embeddedtest.Store(t, nil), Records: records, Now: now,
+		Publisher: pub, Waiting: queue.NewWaiting(js, st, "d"),
+		Store: embeddedtest.Store(t, nil), Records: records, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fill the stream until it refuses.
-	for i := 0; ; i++ {
-		if i > 1000 {
-			t.Fatal("stream never filled")
-		}
-		_, err := js.Publish(ctx, queue.SubjectPrefix+"filler."+push.NewID(time.Now()), make([]byte, 512))
-		if err != nil {
-			break
-		}
-	}
+	fill(t, js)
 	items := []notification.Item{{Req: request(t, body)}, {Req: request(t, body)}}
 	key := notification.Key{Name: "late-key", Body: []byte("the batch body")}
 
@@ -101,9 +83,7 @@ func TestRefusedLateKeepsATakeOverRecord(t *testing.T) {
 	}
 	// The first request is slow to handle its refusal: its claim goes stale, the queue
 	// drains, and a retry takes over.
-	mu.Lock()
-	clock = clock.Add(notification.KeyStale + time.Second)
-	mu.Unlock()
+	clock.Advance(notification.KeyStale + time.Second)
 	if err := st.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -187,30 +167,19 @@ func (s *slowCreate) Create(ctx context.Context, key string, value []byte) (uint
 // id. The late request does not forget the record, and the next request under the key is
 // answered the ucsIds that were stored.
 func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
-	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
-	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 8 << 10, MaxAge: time.Hour, AckWait: 5 * time.Second}
-	st, err := queue.EnsureStream(ctx, js, qc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := queue.NewPublisher(js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, st, inner := smallQueue(t)
 	recs, err := natskv.OpenRecords(ctx, js, "keys", notification.KeyTTL, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	clock := clocktest.New(time.Now())
+	var mu sync.Mutex // guards calls
 	slowOnce := true
 	records := &slowCreate{Records: recs, slow: func() {
 		if slowOnce {
 			slowOnce = false
-			advance(20 * time.Second)
+			clock.Advance(20 * time.Second)
 		}
 	}}
 	refusedA, gateA := make(chan struct{}), make(chan struct{})
@@ -237,8 +206,8 @@ func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
 		}
 	}}
 	svc, err := notification.New(notification.Config{
-		Publisher: pub, Waiting: queue.NewWaiting(js, st, qc.Consumer),
-		Store: embeddedtest.Store(t, nil), Records: records, Now: now,
+		Publisher: pub, Waiting: queue.NewWaiting(js, st, "d"),
+		Store: embeddedtest.Store(t, nil), Records: records, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +222,7 @@ func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
 	rA, rB := make(chan res, 1), make(chan res, 1)
 	go func() { b, err := svc.PushBatch(ctx, "pusher", items, key); rA <- res{b, err} }()
 	<-refusedA
-	advance(11 * time.Second) // 31 s after A's Pending stamp, 11 s after its Create returned
+	clock.Advance(11 * time.Second) // 31 s after A's Pending stamp, 11 s after its Create returned
 	if err := st.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -285,4 +254,20 @@ func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
 			t.Errorf("item %d: two requests under one key answered %s and %s", i, b.b.Items[i].UcsID, it.UcsID)
 		}
 	}
+}
+
+// smallQueue starts NATS with a push stream of 8 KiB, consumer "d", and the real publisher.
+func smallQueue(t *testing.T) (jetstream.JetStream, jetstream.Stream, *queue.Publisher) {
+	t.Helper()
+	_, js := embeddedtest.JetStream(t)
+	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 8 << 10, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(context.Background(), js, qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, st, pub
 }

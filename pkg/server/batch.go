@@ -45,13 +45,26 @@ type batchAnswer struct {
 
 // readJSON reads a JSON body of at most limit bytes for a data interface.
 func readJSON(c echo.Context, limit int) ([]byte, error) {
-	r := c.Request()
-	if err := checkJSONRequest(r); err != nil {
+	if err := checkJSON(c.Request(), limit); err != nil {
 		return nil, err
 	}
-	if r.ContentLength > int64(limit) {
-		return nil, tooLarge(limit)
+	return readJSONBody(c.Request(), limit)
+}
+
+// checkJSON refuses a body the data interfaces cannot read (checkJSONRequest), or one declared
+// longer than limit, before it is read.
+func checkJSON(r *http.Request, limit int) *Error {
+	if err := checkJSONRequest(r); err != nil {
+		return err
 	}
+	if r.ContentLength > int64(limit) {
+		return tooLarge(limit)
+	}
+	return nil
+}
+
+// readJSONBody reads a body of at most limit bytes that checkJSON let through.
+func readJSONBody(r *http.Request, limit int) ([]byte, error) {
 	size := 64 << 10
 	if r.ContentLength >= 0 {
 		size = int(r.ContentLength) + 1 // read to the end in one buffer
@@ -91,38 +104,33 @@ const batchRoomWait = 5 * time.Second
 // batch is answered.
 func (s *Server) readBatch(c echo.Context, client string) (body []byte, release func(), err error) {
 	r := c.Request()
-	if err := checkJSONRequest(r); err != nil {
+	if err := checkJSON(r, maxBatchBytes); err != nil {
 		return nil, nil, err
-	}
-	if r.ContentLength > maxBatchBytes {
-		return nil, nil, tooLarge(maxBatchBytes)
 	}
 	n := int64(maxBatchBytes + 1)
 	if r.ContentLength >= 0 {
 		n = r.ContentLength + 1 // +1: the read that sees the end
 	}
-	share, _ := s.clientRooms.LoadOrStore(client, semaphore.NewWeighted(s.batchRoomSize/4))
+	shareSize := s.batchRoomSize / 4
+	v, _ := s.clientRooms.LoadOrStore(client, semaphore.NewWeighted(shareSize))
+	share := v.(*semaphore.Weighted)
+	inShare, inRoom := min(n, shareSize), min(n, s.batchRoomSize)
 	ctx, cancel := context.WithTimeout(r.Context(), s.batchRoomWait)
 	defer cancel()
-	var held []func()
+	busy := &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
+		Message: "too many batches are being read at once; send the batch again shortly"}
+	if share.Acquire(ctx, inShare) != nil {
+		return nil, nil, busy
+	}
+	if s.batchRoom.Acquire(ctx, inRoom) != nil {
+		share.Release(inShare)
+		return nil, nil, busy
+	}
 	release = func() {
-		for _, f := range held {
-			f()
-		}
+		s.batchRoom.Release(inRoom)
+		share.Release(inShare)
 	}
-	for _, room := range []struct {
-		sem  *semaphore.Weighted
-		size int64
-	}{{share.(*semaphore.Weighted), s.batchRoomSize / 4}, {s.batchRoom, s.batchRoomSize}} {
-		w := min(n, room.size)
-		if err := room.sem.Acquire(ctx, w); err != nil {
-			release()
-			return nil, nil, &Error{Code: CodeUnavailable, Header: http.Header{"Retry-After": {"5"}},
-				Message: "too many batches are being read at once; send the batch again shortly"}
-		}
-		held = append(held, func() { room.sem.Release(w) })
-	}
-	if body, err = readJSON(c, maxBatchBytes); err != nil {
+	if body, err = readJSONBody(r, maxBatchBytes); err != nil {
 		release()
 		return nil, nil, err
 	}

@@ -422,10 +422,7 @@ func TestBatchWithNoGoodItemTakesNoKey(t *testing.T) {
 func TestBatchBodiesShareARoom(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	items := make([]string, 50)
-	for i := range items {
-		items[i] = goodItemN(i)
-	}
+	items := goodItems(50)
 	body := batchBody(items...)
 	server.SetBatchRoom(e.api.Server, int64(len(body))*3/2, 200*time.Millisecond)
 
@@ -500,10 +497,7 @@ func TestKeyRecordsBounded(t *testing.T) {
 	if _, err := e.js.UpdateStream(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
-	items := make([]string, 1000)
-	for i := range items {
-		items[i] = goodItemN(i)
-	}
+	items := goodItems(1000)
 	body := batchBody(items...)
 	var first []answer
 	keysFull := false
@@ -636,10 +630,7 @@ func TestStalledBatchesLockNoOneOut(t *testing.T) {
 // paddedBatch is a batch of n good items padded with white space to exactly size bytes.
 func paddedBatch(t *testing.T, n, size int) string {
 	t.Helper()
-	items := make([]string, n)
-	for i := range items {
-		items[i] = goodItemN(i)
-	}
+	items := goodItems(n)
 	b := `{"messages":[` + strings.Join(items, ",") + `]`
 	if len(b)+1 > size {
 		t.Fatalf("body too small: %d", len(b))
@@ -734,28 +725,14 @@ func TestKeyTakenNearTheBoundRecordsItsAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stream, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := stream.CachedInfo().Config
-	small := sc
-	small.MaxMsgSize = 100 // the queue refuses every push, and not for being full
-	if _, err := e.js.UpdateStream(ctx, small); err != nil {
-		t.Fatal(err)
-	}
-	items := make([]string, 1000)
-	for i := range items {
-		items[i] = goodItemN(i)
-	}
+	restore := e.refuseEveryPush()
+	items := goodItems(1000)
 	body := batchBody(items...)
 	key := map[string]string{"Idempotency-Key": "near-the-bound"}
 	if a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key); a.status != http.StatusServiceUnavailable {
 		t.Fatalf("a batch the queue refuses: %d %.200s", a.status, a.body)
 	}
-	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
 	switch {
 	case again.status == http.StatusOK && again.batch(t).Accepted == len(items):
@@ -771,17 +748,7 @@ func TestKeyTakenNearTheBoundRecordsItsAnswer(t *testing.T) {
 func TestKeyedRetryToAFullQueue(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	ctx := context.Background()
-	stream, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := stream.CachedInfo().Config
-	small := sc
-	small.MaxMsgSize = 100 // the queue refuses every push, and not for being full
-	if _, err := e.js.UpdateStream(ctx, small); err != nil {
-		t.Fatal(err)
-	}
+	restore := e.refuseEveryPush()
 	requests := []struct{ path, body string }{
 		{"/v1/infra/notification/mp/batch", batchBody(goodItemN(0), goodItemN(1))},
 		{"/v1/infra/notification/mp", goodItemN(2)},
@@ -792,9 +759,7 @@ func TestKeyedRetryToAFullQueue(t *testing.T) {
 			t.Fatalf("%s refused for its size: %d Retry-After %q %s", r.path, a.status, a.header.Get("Retry-After"), a.body)
 		}
 	}
-	if _, err := e.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(99), nil); a.status != http.StatusOK {
 		t.Fatalf("the push that fills the queue: %d %s", a.status, a.body)
 	}
@@ -803,6 +768,38 @@ func TestKeyedRetryToAFullQueue(t *testing.T) {
 		a := e.doWith("POST", r.path, tok, r.body, map[string]string{"Idempotency-Key": "retried" + r.path})
 		if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30" || !strings.Contains(string(a.body), "full") {
 			t.Errorf("%s retried to a full queue: %d Retry-After %q %s", r.path, a.status, a.header.Get("Retry-After"), a.body)
+		}
+	}
+}
+
+// goodItems is n good batch items.
+func goodItems(n int) []string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = goodItemN(i)
+	}
+	return items
+}
+
+// refuseEveryPush makes the push stream refuse every push, and not for being full (each is
+// larger than the stream takes); restore takes its configuration back.
+func (e *env) refuseEveryPush() (restore func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	stream, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sc := stream.CachedInfo().Config
+	small := sc
+	small.MaxMsgSize = 100
+	if _, err := e.js.UpdateStream(ctx, small); err != nil {
+		e.t.Fatal(err)
+	}
+	return func() {
+		e.t.Helper()
+		if _, err := e.js.UpdateStream(context.Background(), sc); err != nil {
+			e.t.Fatal(err)
 		}
 	}
 }

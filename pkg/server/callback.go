@@ -40,10 +40,8 @@ const answerWithin = 4 * time.Second
 // the same push (it got no timely answer, or a 503), and is taken again; any other pair taken
 // before is a replay, refused. A record whose write failed may have been written all the same: the
 // platform's repeat then finds its own mark.
-func (s *Server) takeNonce(c echo.Context, ts, nonce string, mark []byte) error {
+func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
 	key := platform.NonceKey(ts, nonce)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
-	defer cancel()
 	_, err := s.cfg.Nonces.Create(ctx, key, mark)
 	if errors.Is(err, natskv.ErrRecordExists) {
 		var held []byte
@@ -75,7 +73,9 @@ func (s *Server) callbackVerify(c echo.Context) error {
 		s.securityEvent(c, metrics.EventCallbackSignatureInvalid, "callback address check refused", "reason", reason(err))
 		return badSignature()
 	}
-	if err := s.takeNonce(c, ts, nonce, platform.AddressCheckMark); err != nil {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
+	defer cancel()
+	if err := s.takeNonce(ctx, c, ts, nonce, platform.AddressCheckMark); err != nil {
 		return err
 	}
 	return c.String(http.StatusOK, q.Get("echostr"))
@@ -94,7 +94,6 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	// the platform stops waiting for it.
 	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
 	defer cancel()
-	c.SetRequest(c.Request().WithContext(ctx))
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCallbackBytes+1))
 	if err != nil || len(body) > maxCallbackBytes {
 		return errf(CodeBadRequest, "callback body unreadable or too large")
@@ -108,10 +107,10 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	if err := s.takeNonce(c, ts, nonce, platform.NonceMark(body)); err != nil {
+	if err := s.takeNonce(ctx, c, ts, nonce, platform.NonceMark(body)); err != nil {
 		return err
 	}
-	if err := s.notify.KeepEvent(c.Request().Context(), ev); err != nil {
+	if err := s.notify.KeepEvent(ctx, ev); err != nil {
 		// Not "success": the platform pushes the event again, and its repeat takes the
 		// pair again.
 		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err,

@@ -2,12 +2,8 @@ package server_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/campus-it/ucs/pkg/config"
-	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 )
 
 // TestCallbackAnsweredWithin5sWhileNATSSlow: the platform waits 5 s for a callback's answer and
@@ -15,12 +11,7 @@ import (
 // the callback's pair and keeping its event take longer than that together: the answer (a 503,
 // the event not kept) still comes within 5 s.
 func TestCallbackAnsweredWithin5sWhileNATSSlow(t *testing.T) {
-	var proxy *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		target := strings.TrimPrefix(c.NATS.URL, "nats://")
-		proxy = embeddedtest.NewProxy(t, target)
-		c.NATS.URL = "nats://" + proxy.Addr()
-	})
+	e, proxy := newEnvBehindProxy(t)
 	const delay = 2600 * time.Millisecond
 	proxy.SetDelay(delay)
 	start := time.Now()

@@ -17,7 +17,6 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/server"
 	"github.com/campus-it/ucs/pkg/service"
@@ -253,12 +252,7 @@ func TestAnswersDescribed(t *testing.T) {
 // TestNATSDownAnswersDescribed: while the front end's NATS is down, every answer of the
 // data interfaces is one the served description describes, with the headers it declares.
 func TestNATSDownAnswersDescribed(t *testing.T) {
-	var proxy *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		target := strings.TrimPrefix(c.NATS.URL, "nats://")
-		proxy = embeddedtest.NewProxy(t, target)
-		c.NATS.URL = "nats://" + proxy.Addr()
-	})
+	e, proxy := newEnvBehindProxy(t)
 	tok := e.token("pusher", pushSecret)
 	id := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, goodItemN(1)).json(t)["data"].(map[string]any)["ucsId"].(string)
 	proxy.SetDown(true)

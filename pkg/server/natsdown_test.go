@@ -15,12 +15,7 @@ import (
 // back once the connection comes back; otherwise the user gets it twice (the caller's retry
 // and the refused one).
 func TestPushRefusedWhileNATSDownIsNotStoredLater(t *testing.T) {
-	var proxy *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		target := strings.TrimPrefix(c.NATS.URL, "nats://")
-		proxy = embeddedtest.NewProxy(t, target)
-		c.NATS.URL = "nats://" + proxy.Addr()
-	})
+	e, proxy := newEnvBehindProxy(t)
 	tok := e.token("pusher", pushSecret)
 	if n := e.streamPushes(); n != 0 {
 		t.Fatalf("stream holds %d before the test", n)
@@ -80,4 +75,16 @@ func TestReadyWhileTheStoreIsDown(t *testing.T) {
 	if a := e.do("GET", "/readyz", "", "", ""); a.status != 200 || string(a.body) != "ready\n" {
 		t.Fatalf("/readyz with the store back: %d %q", a.status, a.body)
 	}
+}
+
+// newEnvBehindProxy is newEnv with the front end's NATS connection through a proxy the test
+// can slow down or cut.
+func newEnvBehindProxy(t *testing.T) (*env, *embeddedtest.Proxy) {
+	t.Helper()
+	var proxy *embeddedtest.Proxy
+	e := newEnvWith(t, func(c *config.Config) {
+		proxy = embeddedtest.NewProxy(t, strings.TrimPrefix(c.NATS.URL, "nats://"))
+		c.NATS.URL = "nats://" + proxy.Addr()
+	})
+	return e, proxy
 }
