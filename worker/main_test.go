@@ -302,14 +302,14 @@ func TestWorkerProbes(t *testing.T) {
 	}
 	// A refusal of the account is: the worker is not ready until an operator acts, and says
 	// what the cause is and what to do.
-	account := sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "40164 invalid ip, not in whitelist",
-		Action: "add the workers' outgoing IP addresses to the official account's IP whitelist, then run `worker -resume`"}
+	account := sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "48001 api unauthorized",
+		Action: "enable the template message feature for the account, then run `worker -resume`"}
 	if err := p.Set(context.Background(), account); err != nil {
 		t.Fatal(err)
 	}
 	embeddedtest.Eventually(t, 10*time.Second, "/readyz names the account's refusal", func() bool {
 		st, body := get("/readyz")
-		return st == 503 && strings.Contains(body, "40164") && strings.Contains(body, "IP whitelist")
+		return st == 503 && strings.Contains(body, "48001") && strings.Contains(body, "template message feature")
 	})
 	if err := p.Resume(context.Background()); err != nil {
 		t.Fatal(err)
@@ -360,4 +360,54 @@ func TestCloseAwaitsDeliveries(t *testing.T) {
 			t.Errorf("%s: the platform accepted it, the store says %+v %v", m.ClientMsgID, res, err)
 		}
 	}
+}
+
+// TestAddressRefusedWorkerNotReady: a worker whose address the platform refuses (40164) says
+// so on /readyz, as its own pause, not every worker's; the messages it met wait queued, their
+// refused calls not counted.
+func TestAddressRefusedWorkerNotReady(t *testing.T) {
+	r := newWorkerRig(t)
+	r.sim.SetFaults(simulator.Faults{AddressRefused: true})
+	w, err := service.NewWorker(context.Background(), r.cfg, service.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+		w.Close()
+	})
+	probes := httptest.NewServer(w.Handler())
+	t.Cleanup(probes.Close)
+	var body string
+	embeddedtest.Eventually(t, 10*time.Second, "/readyz names the refused address", func() bool {
+		resp, err := http.Get(probes.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "40164")
+	})
+	if !strings.Contains(body, "this worker's sending paused") || !strings.Contains(body, "IP whitelist") {
+		t.Fatalf("/readyz says %q", body)
+	}
+	if r.sim.Stats().Accepted != 0 {
+		t.Fatal("the platform accepted a send from a refused address")
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "a refused message shown queued, its call not counted", func() bool {
+		for _, id := range r.ids {
+			res, err := r.st.Current(context.Background(), id)
+			if err == nil && res.State == push.StateQueued && res.Attempts == 0 && strings.Contains(res.LastError, "40164") {
+				return true
+			}
+		}
+		return false
+	})
 }

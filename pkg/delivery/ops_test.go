@@ -304,8 +304,8 @@ func (s *refusingSender) SendTemplate(ctx context.Context, m platform.TemplateMe
 	return s.Sender.SendTemplate(ctx, m)
 }
 
-// TestAccountRefusalPauses: the platform refusing the account itself (the IP whitelist, the
-// interface banned, the account restricted, the per-minute limit) pauses sending for every
+// TestAccountRefusalPauses: the platform refusing the account itself (the interface banned,
+// the account restricted, the per-minute limit, a wrong AppSecret) pauses sending for every
 // worker, with the cause and what the operator must do, instead of retrying each message; the
 // messages wait without spending attempts, and once an operator resumes, each is sent with its
 // first attempt.
@@ -316,12 +316,11 @@ func TestAccountRefusalPauses(t *testing.T) {
 		endsByItself bool
 		notSent      bool
 	}{
-		{code: platform.CodeIPNotWhitelisted, action: "IP whitelist"},
 		{code: platform.CodeAPIForbidden, msg: "api forbidden for irregularities", action: "banned"},
 		{code: platform.CodeAccountLimited, msg: "user limited", action: "restricted"},
 		{code: platform.CodeMinuteQuota, msg: "api minute-quota reach limit  mush slower  retry next minute", endsByItself: true},
 		// The token endpoint refusing the account pauses as the send endpoint would.
-		{code: platform.CodeIPNotWhitelisted, msg: "invalid ip, not in whitelist", action: "IP whitelist", notSent: true},
+		{code: platform.CodeInvalidAppSecret, msg: "invalid appsecret", action: "AppSecret", notSent: true},
 	} {
 		t.Run(fmt.Sprintf("%d from the %s endpoint", c.code, map[bool]string{false: "send", true: "token"}[c.notSent]), func(t *testing.T) {
 			r := newRig(t)
@@ -385,6 +384,67 @@ func TestAccountRefusalPauses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAddressRefusalPausesOnlyThatWorker: 40164 refuses the address of the worker that
+// called, not the account. That worker alone stops sending and hands its messages back to
+// the queue, without counting the refused call; the other workers deliver them, the shared
+// pause is never set, and the refused worker tries again by itself after AddressPauseFor.
+func TestAddressRefusalPausesOnlyThatWorker(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	p, err := sending.OpenPause(ctx, r.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	mA := metrics.New(prometheus.NewRegistry())
+	refused := &refusingSender{Sender: r.pc, refuse: true} // 40164 for every call
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause, c.Metrics, c.Platform, c.AddressPauseFor = p, mA, refused, 3*time.Second
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	first := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "the refused worker paused itself and handed the message back", func() bool {
+		res, err := r.st.Current(ctx, first)
+		return err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
+			strings.Contains(res.LastError, "40164") && strings.Contains(res.LastError, "IP whitelist") &&
+			testutil.ToFloat64(mA.SendingPaused) == 1
+	})
+	if st, paused := p.Paused(); paused {
+		t.Fatalf("one worker's refused address paused every worker: %+v", st)
+	}
+
+	stopB := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause = p
+		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+	})
+	ids := []string{first}
+	for i := range 4 {
+		ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
+	}
+	for _, id := range ids {
+		if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
+			t.Errorf("%s sent after %d attempts, want 1: the refused worker's call counted", id, res.Attempts)
+		}
+	}
+	if st, paused := p.Paused(); paused {
+		t.Fatalf("one worker's refused address paused every worker: %+v", st)
+	}
+
+	// The other worker stops, the address is added to the whitelist: the refused worker
+	// sends again by itself once its pause ends, with no operator's resume.
+	stopB()
+	refused.mu.Lock()
+	refused.refuse = false
+	refused.mu.Unlock()
+	last := r.publish("u-follows", "JML", jml)
+	if res := r.waitState(last, push.StateSent); res.Attempts != 1 {
+		t.Errorf("%s sent after %d attempts, want 1", last, res.Attempts)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the worker's pause shown ended", func() bool {
+		return testutil.ToFloat64(mA.SendingPaused) == 0
+	})
 }
 
 // quotaUsedUp is a rig whose platform answers every send 45009, with the pause its workers

@@ -81,6 +81,10 @@ type Config struct {
 	MaxAge time.Duration
 	// Budget, when set, caps the sends of every worker together (platform.max_rate).
 	Budget Budget
+	// AddressPauseFor is how long this worker alone stops sending when the platform refuses
+	// its address (40164): it hands its messages back to the queue for the other workers, and
+	// then tries again. Default 1 minute.
+	AddressPauseFor time.Duration
 	// Metrics counts attempts, failures and platform calls; nil counts nothing.
 	Metrics *metrics.Metrics
 	Now     func() time.Time
@@ -112,6 +116,10 @@ type Worker struct {
 	// before one is not cached after it.
 	forgetMu sync.Mutex
 	forgets  uint64
+	// refused is this worker's own pause: the platform refused its address (40164), and
+	// other workers may still send.
+	refusedMu sync.Mutex
+	refused   sending.PauseState
 }
 
 // maxCachedBindings bounds the binding cache (about 100 bytes an entry).
@@ -139,6 +147,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AddressPauseFor <= 0 {
+		cfg.AddressPauseFor = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -253,14 +264,53 @@ func (w *Worker) fetch(n int, jobs chan<- held) int {
 // pausePoll is how often a paused worker looks whether sending may resume.
 const pausePoll = 250 * time.Millisecond
 
-// paused reports the pause in force, and shows it in the metrics.
+// paused reports the pause in force, every worker's or this worker's own, and shows it in
+// the metrics.
 func (w *Worker) paused() (sending.PauseState, bool) {
-	if w.cfg.Pause == nil {
-		return sending.PauseState{}, false
+	st, ok := w.addressRefused()
+	if !ok && w.cfg.Pause != nil {
+		st, ok = w.cfg.Pause.Paused()
 	}
-	st, ok := w.cfg.Pause.Paused()
 	w.cfg.Metrics.Paused(ok)
 	return st, ok
+}
+
+// addressRefused reports this worker's own pause: the platform refused its address, and it
+// sends nothing until the pause ends.
+func (w *Worker) addressRefused() (sending.PauseState, bool) {
+	w.refusedMu.Lock()
+	defer w.refusedMu.Unlock()
+	return w.refused, w.cfg.Now().Before(w.refused.Until)
+}
+
+// addressHandBack is how long a message this worker hands back for its refused address waits
+// in the queue: past the pull this worker may have under way, so that it goes to another.
+const addressHandBack = fetchWait
+
+// AddressRefused reports that the platform refuses this worker's address (40164), with the
+// cause and what an operator must do: the worker sends nothing for now, and tries again after
+// Config.AddressPauseFor.
+func (w *Worker) AddressRefused() (string, bool) {
+	st, ok := w.addressRefused()
+	return st.Reason + "; " + st.Action, ok
+}
+
+// errAddressRefused is returned by gate while the platform refuses this worker's address: the
+// message goes back to the queue at once, for a worker the platform takes calls from.
+var errAddressRefused = errors.New("the platform refuses this worker's address")
+
+// refuseAddress starts this worker's own pause after a 40164 (see Config.AddressPauseFor), and
+// returns the record of a message handed back meanwhile. The call that met it does not count.
+func (w *Worker) refuseAddress(reason, action string) string {
+	w.refusedMu.Lock()
+	defer w.refusedMu.Unlock()
+	now := w.cfg.Now()
+	if !now.Before(w.refused.Until) {
+		w.refused = sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}
+		w.cfg.Logger.Error("the platform refuses this worker's address; it hands its messages to the other workers and tries again later",
+			"reason", reason, "action", action, "until", w.refused.Until)
+	}
+	return reason + "; handed to another worker: " + action
 }
 
 // waitUnpaused returns once sending is not paused (true), or when ctx ends (false).
@@ -298,6 +348,9 @@ var errStopping = errors.New("the worker is stopping")
 // gets it next asks the platform again rather than take that call for failed.
 func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 	for {
+		if _, refused := w.addressRefused(); refused {
+			return errAddressRefused
+		}
 		if st, paused := w.paused(); paused {
 			if !inDoubt {
 				w.showHeld(ctx, r, st)
@@ -309,7 +362,9 @@ func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 					poll.Stop()
 					return errStopping
 				case <-poll.C:
+					_, refused := w.addressRefused()
 					_, paused = w.paused()
+					paused = paused && !refused
 				}
 			}
 			poll.Stop()
@@ -347,6 +402,12 @@ const heartbeat = 2 * time.Second
 // platform takes, the queue gives it to no other worker, which would call the platform again.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	defer stop()
+	if _, refused := w.addressRefused(); refused {
+		// Fetched just before the platform refused this worker's address: another worker
+		// delivers it.
+		_ = msg.NakWithDelay(addressHandBack)
+		return
+	}
 	m, err := push.DecodeMessage(msg.Data())
 	if err != nil {
 		w.poison(ctx, msg, err)
@@ -655,7 +716,9 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
 		}
 		if gerr := w.gate(ctx, *r, inDoubt); errors.Is(gerr, errStopping) {
-			return attemptResult{out: Snooze("the worker is stopping", 0)}
+			return attemptResult{out: Snooze(gerr.Error(), 0)}
+		} else if errors.Is(gerr, errAddressRefused) {
+			return attemptResult{out: Snooze(gerr.Error(), addressHandBack)}
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
@@ -679,11 +742,23 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// earlier call whose outcome is unknown: that doubt stays.
 		wasInDoubt := inDoubt
 		inDoubt = false
+		if reason, action, ok := platform.AddressRefused(err); ok {
+			// This worker's address, not the message nor the account: the call does not
+			// count, and the message goes back to the queue at once, for another worker.
+			if !errors.As(err, new(*platform.NotSentError)) {
+				w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
+			}
+			held := w.refuseAddress(reason, action)
+			if err := w.takeBack(ctx, msg, r, held, time.Time{}, wasInDoubt); err != nil {
+				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+			}
+			return attemptResult{out: Snooze(held, addressHandBack)}
+		}
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
 			inDoubt = wasInDoubt
-			if err := w.takeBack(ctx, msg, r, st, inDoubt); err != nil {
+			if err := w.takeBack(ctx, msg, r, st.Explain(), st.Until, inDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
@@ -692,7 +767,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// No access token (and no shared pause to wait at), so no send: the attempt
 			// recorded before the call is taken back, and the message handed back.
 			held := sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()}
-			if err := w.takeBack(ctx, msg, r, held, wasInDoubt); err != nil {
+			if err := w.takeBack(ctx, msg, r, held.Explain(), held.Until, wasInDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			return attemptResult{out: Snooze(ns.Error(), w.cfg.StoreRetry)}
@@ -849,17 +924,18 @@ func untried(r push.Result, inDoubt bool, now time.Time) push.Result {
 var errExhausted = errors.New("its attempts are used up")
 
 // takeBack takes back the attempt recorded before a call that did not count (the platform
-// refused the account, not the message; or no call went out) and records the message held
-// as st says. The record is written again until the store has it, so that the recorded
-// attempts stay the calls made; an error only when the worker stops first. When the call
-// before was in doubt, the record keeps saying sending, as gate explains.
-func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, st sending.PauseState, inDoubt bool) error {
+// refused the account or this worker, not the message; or no call went out) and records the
+// message held, why (lastError) and until when (retryAt). The record is written again until
+// the store has it, so that the recorded attempts stay the calls made; an error only when the
+// worker stops first. When the call before was in doubt, the record keeps saying sending, as
+// gate explains.
+func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, retryAt time.Time, inDoubt bool) error {
 	now := w.cfg.Now()
 	held := untried(*r, inDoubt, now)
 	r.Attempts = held.Attempts
-	held.LastError = st.Explain()
+	held.LastError = lastError
 	if !inDoubt {
-		held.RetryAt = st.Until
+		held.RetryAt = retryAt
 	}
 	return w.keepTrying("recording a call that did not count", msg, func() error {
 		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))

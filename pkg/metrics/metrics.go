@@ -130,7 +130,7 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 		}),
 		SendingPaused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ucs_sending_paused",
-			Help: "1 while sending is paused for every worker (the platform's daily quota, 45009, or a refusal of the account such as 40164 or 48001), else 0.",
+			Help: "1 while this worker sends nothing: sending paused for every worker (the platform's daily quota, 45009, or a refusal of the account such as 48001), or the platform refusing this worker's address (40164); else 0.",
 		}),
 		IdempotentReplay: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ucs_push_idempotent_replays_total",

@@ -32,7 +32,7 @@ const (
 	// CodeAppSecretMissing is 41004: no appsecret was sent.
 	CodeAppSecretMissing = 41004
 	// CodeIPNotWhitelisted is 40164: the caller's address is not on the account's IP
-	// whitelist.
+	// whitelist. It refuses one worker's address, not the account (see AddressRefused).
 	CodeIPNotWhitelisted = 40164
 	// CodeAPIUnauthorized is 48001: the account lacks the permission for the interface.
 	CodeAPIUnauthorized = 48001
@@ -46,8 +46,6 @@ const (
 
 // accountActions says, for each account-level code, what an operator must do.
 var accountActions = map[int]string{
-	CodeIPNotWhitelisted: "add the workers' outgoing IP addresses to the official account's IP whitelist " +
-		"(the platform's console: Settings and Development, Basic Configuration), then run `worker -resume`",
 	CodeAPIUnauthorized: "the official account lacks the permission for template messages: " +
 		"enable the template message feature for the account, then run `worker -resume`",
 	CodeInvalidAppSecret: "platform.secret is not the account's current AppSecret: " +
@@ -62,7 +60,7 @@ var accountActions = map[int]string{
 		"read the reason in the platform's console, have the restriction lifted, then run `worker -resume`",
 }
 
-// AccountProblem reports whether err is a refusal of the account itself (40164, 48001, 48004,
+// AccountProblem reports whether err is a refusal of the account itself (48001, 48004,
 // 50002, 40125, 40013, 41004), which no retry of a message can cure: every send fails alike until an
 // operator acts. reason starts with the code; action says what the operator must do.
 func AccountProblem(err error) (reason, action string, ok bool) {
@@ -79,4 +77,17 @@ func AccountProblem(err error) (reason, action string, ok bool) {
 		text = "account refused"
 	}
 	return strconv.Itoa(pe.Code) + " " + text, action, true
+}
+
+// AddressRefused reports whether err is the platform refusing the caller's address (40164: not
+// on the account's IP whitelist). That refuses one worker, not the account: workers on other
+// hosts may still send. reason starts with the code; action says what the operator must do.
+func AddressRefused(err error) (reason, action string, ok bool) {
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != CodeIPNotWhitelisted {
+		return "", "", false
+	}
+	return strconv.Itoa(pe.Code) + " " + stripRequestID(pe.Msg),
+		"add this worker's outgoing IP address to the official account's IP whitelist " +
+			"(the platform's console: Settings and Development, Basic Configuration)", true
 }

@@ -53,6 +53,7 @@ type faultsJSON struct {
 	SystemFailRate  float64 `json:"system_fail_rate"`
 	ServerErrorRate float64 `json:"server_error_rate"`
 	QuotaUsedUp     bool    `json:"quota_used_up"`
+	AddressRefused  bool    `json:"address_refused"`
 }
 
 // MarshalJSON writes f with its latency as a duration string ("50ms").
@@ -64,6 +65,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		SystemFailRate:  f.SystemFailRate,
 		ServerErrorRate: f.ServerErrorRate,
 		QuotaUsedUp:     f.QuotaUsedUp,
+		AddressRefused:  f.AddressRefused,
 	})
 }
 
@@ -107,6 +109,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		SystemFailRate:  j.SystemFailRate,
 		ServerErrorRate: j.ServerErrorRate,
 		QuotaUsedUp:     j.QuotaUsedUp,
+		AddressRefused:  j.AddressRefused,
 	}
 	return nil
 }

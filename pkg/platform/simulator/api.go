@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 const (
 	codeBusy              = -1    // system error
 	codeDailyQuota        = 45009 // the account's daily quota is used up
+	codeIPNotWhitelisted  = 40164 // the caller's address is not on the IP whitelist
 	codeInvalidCredential = 40001 // token replaced by a forced refresh
 	codeInvalidGrantType  = 40002
 	codeInvalidOpenID     = 40003
@@ -249,6 +251,11 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	if busy {
 		s.answerError(w, codeBusy, "system error")
+		return
+	}
+	if f.AddressRefused {
+		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+		s.answerError(w, codeIPNotWhitelisted, "invalid ip "+ip+", not in whitelist")
 		return
 	}
 	if f.QuotaUsedUp {

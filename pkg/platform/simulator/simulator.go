@@ -138,6 +138,9 @@ type Faults struct {
 	ServerErrorRate float64
 	// QuotaUsedUp answers every send 45009: the account's daily quota is used up.
 	QuotaUsedUp bool
+	// AddressRefused answers every send 40164: the caller's address is not on the account's
+	// IP whitelist.
+	AddressRefused bool
 }
 
 // SentMessage is a send the simulator accepted (not a de-duplicated repeat).
