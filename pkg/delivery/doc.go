@@ -52,8 +52,13 @@
 // A redelivered message whose history shows its attempts used up, the last one failed (its
 // worker stopped before the final record), fails and is dead-lettered without another call. A
 // history whose last attempt was under way leaves that call's outcome unknown: the call is made
-// again, with the same client_msg_id, which the platform answers for a message it took with the
-// first send's msgid, sending nothing twice; the call counts.
+// again, with the same client_msg_id, and counts. The platform answers a repeat within 10
+// minutes of a call it took with that call's msgid, sending nothing twice; backoff_max (at most
+// 9 minutes) keeps a retry after a lost answer inside that window. A pause or a store outage
+// longer than the window between the two calls is not bounded, though: the platform then takes
+// the repeat for a new message, and the user may get it twice. The platform offers no way to ask
+// whether it took the first call, so the choice is between calling again and giving the message
+// up, and a duplicate is chosen over a loss.
 //
 // # Timeouts
 //

@@ -449,7 +449,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			// The last attempt failed, and its worker stopped before the final record: the
 			// message fails as it would have, without calling the platform again. (A record
 			// that says sending leaves the last call's outcome unknown: the call is made
-			// again, and the platform's duplicate check answers one it took with its msgid.)
+			// again, and the platform's duplicate check answers one it took with its msgid,
+			// within its 10 minutes: see the package doc.)
 			w.answer(ctx, msg, r, w.cfg.Policy.GiveUp(r.Attempts, r.LastError), attemptResult{})
 			return
 		}
