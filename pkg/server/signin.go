@@ -142,6 +142,9 @@ func (s *Server) authorize(c echo.Context) error {
 		ClientID: req.ClientID, RedirectURI: req.RedirectURI, ResponseMode: req.ResponseMode, State: req.State,
 		Nonce: req.Nonce, Scope: req.Scope, CodeChallenge: req.CodeChallenge, IDP: req.IDP, Prompt: req.Prompt,
 	}
+	if req.MaxAge >= 0 {
+		ar.MaxAge = &req.MaxAge
+	}
 	if req.CodeChallenge != "" {
 		ar.CodeChallengeMethod = "S256"
 	}
@@ -523,6 +526,12 @@ func (s *Server) consent(c echo.Context) error {
 		}
 		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
 	}
+	if ar.MaxAge != nil && se.AuthTime.Before(ar.At) && !(&oauth.AuthRequest{MaxAge: *ar.MaxAge}).SignInFresh(se.AuthTime, s.now()) {
+		// A sign-in from before this request that grew older than max_age while the consent
+		// page was open answers it no longer: the user signs in again, then consents.
+		ar.Passed, ar.Session, ar.Renew = nil, "", true
+		return s.startLogin(c, ar, "")
+	}
 	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
@@ -682,6 +691,11 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	idc, target := lr.Hint, lr.Target
 	key := cookieValue(c, cookieSession)
+	if key == "" && idc == nil && s.cfg.SignIn != nil && c.Request().Method == http.MethodPost {
+		// A POST from another site's page does not carry the session cookie (SameSite=Lax):
+		// the same request as a GET does, a top-level navigation, and the user confirms there.
+		return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/logout?"+q.Encode())
+	}
 	if key == "" || s.cfg.SignIn == nil {
 		if idc != nil && s.cfg.SignIn != nil {
 			// No session cookie (a cross-site POST does not carry it): the hint names the
@@ -725,7 +739,6 @@ func (s *Server) clientLogout(c echo.Context) error {
 		return err
 	}
 	if e := s.cfg.OAuth.LogoutClient(c.Request().Context(), req); e != nil {
-		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -738,10 +751,14 @@ func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
+	var formActions []string
+	if lc.Target != "" {
+		formActions = append(formActions, lc.Target) // the form's answer redirects there, which form-action must allow
+	}
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		return pages.LogoutConfirm(b, pages.LogoutConfirmData{
 			Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
-	})
+	}, formActions...)
 }
 
 // logoutConfirmed takes the confirmation form: it ends the session it was shown for, in the
@@ -805,19 +822,9 @@ func (s *Server) revoke(c echo.Context) error {
 		return err
 	}
 	if e := s.cfg.OAuth.Revoke(c.Request().Context(), req); e != nil {
-		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	return c.NoContent(http.StatusOK)
-}
-
-// basicChallenge names the Basic scheme when a client that authenticated with it is refused,
-// as RFC 6749 §5.2 requires of every endpoint that authenticates clients (POST /v1/token
-// does the same).
-func (s *Server) basicChallenge(c echo.Context, req oauth.ClientRequest, e *oauth.Error) {
-	if e.Code == oauth.ErrInvalidClient && req.Basic {
-		c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
-	}
 }
 
 // introspect is RFC 7662 token introspection.
@@ -828,7 +835,6 @@ func (s *Server) introspect(c echo.Context) error {
 	}
 	out, e := s.cfg.OAuth.Introspect(c.Request().Context(), req)
 	if e != nil {
-		s.basicChallenge(c, req, e)
 		return s.oauthError(c, e)
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")

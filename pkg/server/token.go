@@ -24,9 +24,6 @@ func (s *Server) token(c echo.Context) error {
 	}
 	resp, oerr := s.cfg.OAuth.Token(c.Request().Context(), req)
 	if oerr != nil {
-		if oerr.Code == oauth.ErrInvalidClient && req.Basic {
-			c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
-		}
 		return s.oauthError(c, oerr)
 	}
 	s.cfg.Metrics.Grant(req.Form.Get("grant_type"))
@@ -43,6 +40,11 @@ func (s *Server) oauthError(c echo.Context, e *oauth.Error) error {
 	}
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter/time.Second)))
+	}
+	if status == http.StatusUnauthorized {
+		// A client refused its authentication, however it sent its credentials (HTTP Basic
+		// or the form): a 401 names the scheme to use (RFC 6749 §5.2, RFC 9110 §15.5.2).
+		c.Response().Header().Set("WWW-Authenticate", `Basic realm="`+s.cfg.Realm+`"`)
 	}
 	return c.JSON(status, e)
 }

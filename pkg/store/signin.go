@@ -81,6 +81,9 @@ type AuthRequest struct {
 	// Renew asks the campus sign-on for a new sign-in rather than its single sign-on: the
 	// request asked for one (prompt=login, or a max_age).
 	Renew bool `json:"renew,omitempty"`
+	// MaxAge is the request's max_age in seconds, nil without one: a sign-in from before the
+	// request must still be no older when the code is issued.
+	MaxAge *int64 `json:"max_age,omitempty"`
 	// Account marks the sign-in to the account page: it ends there, with no client and no code.
 	Account bool `json:"account,omitempty"`
 	// Return, with Account, is the service's own page the sign-in ends at instead (the

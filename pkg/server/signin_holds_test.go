@@ -1,0 +1,150 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/campus-it/ucs/pkg/config"
+)
+
+// TestMaxAgeRecheckedAtConsent: with max_age, a sign-in older than max_age must not answer
+// the request (OpenID Connect Core §3.1.2.1). A sign-in fresh enough when the request came
+// but older by the time the consent page is submitted (it may stay open for 10 minutes) no
+// longer is: the user signs in again, then consents, and the ID token's auth_time is within
+// max_age of the code.
+func TestMaxAgeRecheckedAtConsent(t *testing.T) {
+	e := newSignInEnv(t)
+	r := newRP(t, e) // portal
+	b := browser(t)
+	// Signed in through trusted (no consent there); portal's consent is not given yet.
+	if _, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted")); errc != "" {
+		t.Fatal(errc)
+	}
+	e.clock.Advance(30 * time.Second)
+	p := get(t, b, e.authURL("portal", "ma", "max_age", "60"))
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("expected the consent page (sign-in 30 s old, max_age 60): %d %q", p.status, p.location)
+	}
+	e.clock.Advance(5 * time.Minute) // the user reads the consent page
+	p = submit(t, b, p, url.Values{"accept": {"yes"}})
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("consent to a sign-in older than max_age answered %d %q, not the login form", p.status, p.location)
+	}
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if strings.Contains(p.body, `name="accept"`) {
+		p = submit(t, b, p, url.Values{"accept": {"yes"}})
+	}
+	tok, errc := e.exchange(t, "portal", callback(t, p).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	if age := e.clock.Now().Unix() - authTime(t, r, tok); age > 60 {
+		t.Fatalf("code issued for max_age=60 with an ID token whose auth_time is %d s old", age)
+	}
+}
+
+// TestCrossSitePostLogoutEndsTheSession: RP-Initiated Logout 1.0 lets a relying party send
+// the browser to the end_session_endpoint by POST. From another site's page (here localhost,
+// the service being 127.0.0.1) the POST carries no session cookie (SameSite=Lax), and no
+// id_token_hint names a session: it is turned into a GET of the same request, which carries
+// the cookie, the user confirms, and the session ends with its tokens.
+func TestCrossSitePostLogoutEndsTheSession(t *testing.T) {
+	rpSite := http.NewServeMux()
+	rpSrv := httptest.NewServer(rpSite)
+	t.Cleanup(rpSrv.Close)
+	// Another site than the service's 127.0.0.1: localhost.
+	rpBase := strings.Replace(rpSrv.URL, "127.0.0.1", "localhost", 1)
+	bye := rpBase + "/bye"
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "webapp", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, RedirectURIs: []string{bye},
+			PostLogoutRedirectURIs: []string{bye}})
+	})
+	rpSite.HandleFunc("/signout", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><form id="f" method="post" action="` + e.issuer + `/protocol/openid-connect/logout">` +
+			`<input type="hidden" name="client_id" value="webapp">` +
+			`<input type="hidden" name="post_logout_redirect_uri" value="` + bye + `"></form>` +
+			`<script>document.getElementById("f").submit()</script>`))
+	})
+	rpSite.HandleFunc("/bye", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><p id="bye">signed out, says the application</p>`))
+	})
+
+	ctx, _ := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	signedIn := func() bool {
+		tb.run(chromedp.Navigate(e.issuer + "/account"))
+		waitFor(t, func() bool {
+			return tb.eval(`document.getElementById("username") ? "form" : (document.body && document.body.innerText.includes("`+userID+`") ? "in" : "")`) != ""
+		})
+		return tb.eval(`document.getElementById("username") ? "no" : "yes"`) == "yes"
+	}
+	tb.run(chromedp.Navigate(e.issuer+"/account"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), userID),
+		chromedp.SendKeys(chromedp.ID("password"), userPass),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	waitFor(t, func() bool {
+		return tb.eval(`document.readyState === "complete" && !document.getElementById("password") && document.body.innerText.includes("`+userID+`") ? "y" : ""`) == "y"
+	})
+	if !signedIn() {
+		t.Fatal("the sign-in on the account page did not hold")
+	}
+
+	// The application signs the user in (single sign-on: straight back with a code) and keeps
+	// its tokens; so would any other application of the session.
+	tb.run(chromedp.Navigate(e.issuer + "/protocol/openid-connect/auth?" + url.Values{"client_id": {"webapp"},
+		"response_type": {"code"}, "redirect_uri": {bye}, "scope": {"openid"}, "kc_idp_hint": {"local"}, "state": {"s"}}.Encode()))
+	waitFor(t, func() bool { return strings.HasPrefix(tb.eval(`location.href`), bye) })
+	back, _ := url.Parse(tb.eval(`location.href`))
+	tok, errc := e.tokenGrant(t, "webapp", url.Values{"grant_type": {"authorization_code"}, "code": {back.Query().Get("code")}, "redirect_uri": {bye}})
+	if errc != "" {
+		t.Fatal(errc)
+	}
+
+	tb.run(chromedp.Navigate(rpBase + "/signout"))
+	waitFor(t, func() bool {
+		return strings.HasPrefix(tb.eval(`location.href`), bye) || strings.Contains(tb.eval(`document.body ? document.body.innerHTML : ""`), `name="confirm"`)
+	})
+	if strings.HasPrefix(tb.eval(`location.href`), bye) {
+		t.Fatal("the cross-site POST logout went back to the application without the user's confirmation")
+	}
+	tb.run(chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	waitFor(t, func() bool { return strings.HasPrefix(tb.eval(`location.href`), bye) })
+	where := tb.eval(`location.href`)
+	_, errc = e.refresh(t, "webapp", tok["refresh_token"].(string))
+	st, intro := e.postForm(t, "/token/introspect", "webapp", url.Values{"token": {tok["access_token"].(string)}})
+	if errc == "" || intro["active"] == true {
+		t.Fatalf("after the application's cross-site POST logout the browser was sent to %s; the session lives on: "+
+			"its refresh token still refreshes (error %q), its access token is active (%d %v)", where, errc, st, intro)
+	}
+}
+
+// TestFormClientRefusedHasChallenge: a client refused its credentials sent in the form
+// (client_secret_post) gets 401 with WWW-Authenticate, as with HTTP Basic: RFC 9110 §15.5.2
+// wants a challenge on every 401.
+func TestFormClientRefusedHasChallenge(t *testing.T) {
+	e := newSignInEnv(t)
+	for _, path := range []string{"/token", "/revoke", "/token/introspect", "/logout"} {
+		form := url.Values{"client_id": {"portal"}, "client_secret": {"wrong-secret"}, "grant_type": {"client_credentials"},
+			"token": {"whatever"}, "refresh_token": {"whatever"}}
+		req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect"+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic realm=") {
+			t.Errorf("%s with a wrong client_secret in the form: %d, WWW-Authenticate %q", path, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+}
