@@ -37,7 +37,8 @@
 // shared pause of package sending) instead of retrying each message: 45009 (the daily quota)
 // until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 48001
 // (no permission for the interface), 48004 and 50002 (the interface banned, the account
-// restricted), 40125, 40013 and 41004 (wrong or missing appid or secret) until an operator
+// restricted), 40125, 40013 and 41004 (wrong or missing appid or secret) and 40037 (a template
+// id the account does not have: every push of its type would fail alike) until an operator
 // runs `worker -resume` (at most 24 h, then sending is tried again).
 //
 // 40164 refuses the calling worker's address (not on the account's IP whitelist), not the

@@ -317,6 +317,9 @@ func TestAccountRefusalPauses(t *testing.T) {
 		notSent      bool
 	}{
 		{code: platform.CodeAPIForbidden, msg: "api forbidden for irregularities", action: "banned"},
+		// A template the account no longer has fails every push of its type alike: the
+		// backlog waits for the operator rather than failing.
+		{code: platform.CodeInvalidTemplateID, msg: "invalid template_id", action: "template ids"},
 		{code: platform.CodeAccountLimited, msg: "user limited", action: "restricted"},
 		{code: platform.CodeMinuteQuota, msg: "api minute-quota reach limit  mush slower  retry next minute", endsByItself: true},
 		// The token endpoint refusing the account pauses as the send endpoint would.
@@ -445,6 +448,25 @@ func TestAddressRefusalPausesOnlyThatWorker(t *testing.T) {
 	embeddedtest.Eventually(t, 5*time.Second, "the worker's pause shown ended", func() bool {
 		return testutil.ToFloat64(mA.SendingPaused) == 0
 	})
+}
+
+// TestFollowingAgainSeenAtOnce: a student who left the account fails as not following; once
+// the platform's subscribe event is applied (the store says following again), the next
+// message to them is sent, not failed from what the worker read a moment before.
+func TestFollowingAgainSeenAtOnce(t *testing.T) {
+	r := newRig(t)
+	r.startWorker(quick)
+	ctx := context.Background()
+	if res := r.waitState(r.publish("u-left", "JML", jml), push.StateFailed); !strings.HasPrefix(res.Reason, "not following") {
+		t.Fatalf("result %+v", res)
+	}
+	r.sim.AddFollower("oLeft")
+	if err := r.st.SetFollowing(ctx, "oLeft", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.waitState(r.publish("u-left", "JML", jml), push.StateSent); res.Attempts != 1 {
+		t.Fatalf("result %+v", res)
+	}
 }
 
 // quotaUsedUp is a rig whose platform answers every send 45009, with the pause its workers

@@ -1103,7 +1103,9 @@ func (w *Worker) binding(ctx context.Context, userID string) (store.Binding, err
 	}
 	w.forgetMu.Lock()
 	defer w.forgetMu.Unlock()
-	if w.forgets == forgets {
+	// A follower who left is not cached: the platform's subscribe event, when they follow
+	// again, changes the store and tells no worker, and their next message must see it.
+	if w.forgets == forgets && (err != nil || b.Following) {
 		w.bindings.Add(userID, cachedBinding{b: b, err: err, expires: now.Add(w.cfg.BindingTTL)})
 	}
 	return b, err

@@ -120,6 +120,11 @@ func (a *CallbackAuth) fresh(ts, nonce string) error {
 // refusal is a *CallbackRefused.
 func (a *CallbackAuth) Open(q url.Values, body []byte) (ts, nonce string, event []byte, err error) {
 	if a.cipher == nil {
+		if one(q, "encrypt_type") == "aes" || q.Has("msg_signature") {
+			// The account was put in safe mode, and this service has no key to read it with: a
+			// push taken for an event with no type would be answered success and lost.
+			return "", "", nil, refused("an encrypted push, and no EncodingAESKey is configured (platform.encoding_aes_key)")
+		}
 		ts, nonce, err = a.VerifyURL(q)
 		return ts, nonce, body, err
 	}

@@ -221,7 +221,7 @@ func TestPermanentAnswers(t *testing.T) {
 		{"not following", exam("oLeft", ""), 43004, "43004 require subscribe"},
 		{"unknown openid", exam("oStranger", ""), 40003, "40003 invalid openid"},
 		{"refuses messages", exam("oRefusing", ""), 43101, "43101 user refuse to accept the msg"},
-		{"unknown template", unknownTemplate, 40037, "40037 invalid template_id"},
+		{"unknown template: the account's configuration, not the message", unknownTemplate, 40037, ""},
 		{"value breaks the rule", tooLong, 47003, "47003 argument invalid! data.thing1.value invalid"},
 	}
 	for _, tt := range tests {
@@ -232,8 +232,11 @@ func TestPermanentAnswers(t *testing.T) {
 				t.Fatalf("SendTemplate = %d, %v; want errcode %d", id, err, tt.code)
 			}
 			reason, ok := platform.Permanent(err)
-			if !ok || reason != tt.reason {
-				t.Errorf("Permanent = %q, %v; want %q, true", reason, ok, tt.reason)
+			if ok != (tt.reason != "") || reason != tt.reason {
+				t.Errorf("Permanent = %q, %v; want %q", reason, ok, tt.reason)
+			}
+			if _, _, account := platform.AccountProblem(err); account != (tt.reason == "") {
+				t.Errorf("AccountProblem = %v", account)
 			}
 		})
 	}

@@ -51,21 +51,21 @@ const (
 	CodeArgumentInvalid = 47003
 )
 
-// permanentCodes are the answers that no retry can change: the recipient or
-// the template is wrong, or the content breaks the template's rules. The
-// text is used when the platform sent no message of its own.
+// permanentCodes are the answers that no retry can change: the recipient is
+// wrong, or the content breaks the template's rules. (A template id the
+// platform does not know, 40037, is the configuration's fault, not the
+// message's: see AccountProblem.) The text is used when the platform sent no
+// message of its own.
 var permanentCodes = map[int]string{
-	CodeRequireSubscribe:  "require subscribe",
-	CodeInvalidOpenID:     "invalid openid",
-	CodeUserRefused:       "user refuse to accept the msg",
-	CodeInvalidTemplateID: "invalid template_id",
-	CodeArgumentInvalid:   "argument invalid",
+	CodeRequireSubscribe: "require subscribe",
+	CodeInvalidOpenID:    "invalid openid",
+	CodeUserRefused:      "user refuse to accept the msg",
+	CodeArgumentInvalid:  "argument invalid",
 }
 
 // Permanent reports whether err is an answer of the platform that must never
 // be retried: 43004 (the user does not follow the account), 40003 (invalid
-// openid), 43101 (the user refuses messages), 40037 (invalid template id) and
-// 47003 (argument invalid). reason is a short readable text that starts with
+// openid), 43101 (the user refuses messages) and 47003 (argument invalid). reason is a short readable text that starts with
 // the code, e.g. "43004 require subscribe".
 //
 // Everything else is retryable and answers ok=false: -1 (busy), 45009

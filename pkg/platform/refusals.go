@@ -56,12 +56,16 @@ var accountActions = map[int]string{
 		"set the account's AppSecret in the configuration, restart the workers, then run `worker -resume`",
 	CodeAPIForbidden: "the platform banned template messages for the official account: " +
 		"read the reason in the platform's console, have the ban lifted, then run `worker -resume`",
+	CodeInvalidTemplateID: "a template_id of platform.templates is not one of the account's templates " +
+		"(the platform deletes them all when the account changes its service category): " +
+		"set the account's template ids in the configuration, restart the workers, then run `worker -resume`",
 	CodeAccountLimited: "the platform restricted the official account after a violation: " +
 		"read the reason in the platform's console, have the restriction lifted, then run `worker -resume`",
 }
 
 // AccountProblem reports whether err is a refusal of the account itself (48001, 48004,
-// 50002, 40125, 40013, 41004), which no retry of a message can cure: every send fails alike until an
+// 50002, 40125, 40013, 41004), or of its configuration here (40037, a template id the
+// account does not have), which no retry of a message can cure: every send fails alike until an
 // operator acts. reason starts with the code; action says what the operator must do.
 func AccountProblem(err error) (reason, action string, ok bool) {
 	var pe *Error
