@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
@@ -58,6 +59,10 @@ type Records interface {
 	Forget(ctx context.Context, key string, rev uint64) error
 }
 
+// DefaultReceiptWait is Config.ReceiptWait's default: the platform's duplicate window and a
+// minute, so that a receipt waits for every attempt that may still learn its msgid.
+const DefaultReceiptWait = platform.DuplicateWindow + time.Minute
+
 // Config wires a Service. Publisher, Waiting and Store are required; Events and KeepEvent for
 // the platform's events.
 type Config struct {
@@ -81,8 +86,10 @@ type Config struct {
 	// ReceiptWait bounds how long a delivery receipt whose msgid no message has waits for it
 	// (held in the stream of platform events, answered already): its sent record may be
 	// written late, or the platform took an attempt whose answer the worker never got and
-	// gives the worker's next attempt the same msgid. Then it is dropped as a receipt for a
-	// message this service did not send. Default 2 minutes.
+	// gives the worker's next attempt the same msgid, which it does only within its duplicate
+	// window of the first call (platform.DuplicateWindow): past that a retry is a new message
+	// with a msgid of its own. Then it is dropped as a receipt for a message this service did
+	// not send. Default DefaultReceiptWait, 11 minutes.
 	ReceiptWait time.Duration
 	// Announce, when set, tells every front end of a final result this one recorded (a
 	// delivery receipt), so that each serves the first lookup of it from memory (Remember).
@@ -159,7 +166,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.SentCache = 100_000
 	}
 	if cfg.ReceiptWait <= 0 {
-		cfg.ReceiptWait = 2 * time.Minute
+		cfg.ReceiptWait = DefaultReceiptWait
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

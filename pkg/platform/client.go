@@ -30,6 +30,11 @@ const (
 	defaultHTTPTimeout = 10 * time.Second
 )
 
+// DuplicateWindow is how long after a send the platform answers a send with the same
+// client_msg_id with the first one's msgid, sending nothing twice. Past it, the same
+// client_msg_id makes a new message.
+const DuplicateWindow = 10 * time.Minute
+
 // Config configures a Client.
 type Config struct {
 	// APIBase is the platform's API origin, e.g. https://api.weixin.qq.com,

@@ -285,8 +285,6 @@ func readItems[T listItem](dec *jsontext.Decoder, key string) (list []T, n int, 
 			item = v.Clone() // v is valid only until the next read
 		case string:
 			switch v.Kind() {
-			case 'n':
-				item = ""
 			case '"':
 				s, err := jsontext.AppendUnquote(nil, v)
 				if err != nil {

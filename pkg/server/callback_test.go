@@ -19,6 +19,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/natskv"
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/safemode"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -222,18 +223,15 @@ func TestCallbackReplayRefused(t *testing.T) {
 		t.Fatalf("receipt before its sent record: %d %s", a.status, a.body)
 	}
 	e.applied(1)
-	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
-	e.markSent(id, 777, "oA")
-	e.clock.Advance(2*time.Minute + time.Second)
-	e.applied(0)
-	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
-		t.Fatalf("after its wait: %v", d)
-	}
-	// The same query with the same body is the platform's repeat of the push: taken again,
-	// and applying it again changes nothing.
+	// The same query with the same body, seconds later, is the platform's repeat of the push:
+	// taken again, and applying it again changes nothing.
 	if a := e.callback(repeat, body); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("the platform's repeat of a kept event: %d %s", a.status, a.body)
 	}
+	e.applied(2)
+	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
+	e.markSent(id, 777, "oA")
+	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
 	e.applied(0)
 	if d := e.result(e.token("pusher", pushSecret), id); d["state"] != "delivered" {
 		t.Fatalf("after the repeat: %v", d)
@@ -298,7 +296,7 @@ func TestForgedReceiptsIgnored(t *testing.T) {
 	// wait ends now, came before that send and is not its receipt.
 	e.clock.Advance(time.Minute)
 	e.markSent(laterID, 556, "oA")
-	e.clock.Advance(time.Minute + time.Second)
+	e.clock.Advance(notification.DefaultReceiptWait - time.Minute + time.Second)
 	e.applied(0)
 	if d := e.result(tok, laterID); d["state"] != "sent" {
 		t.Fatalf("the later message picked up a planted receipt: %v", d)
@@ -564,4 +562,34 @@ func TestCallbackRepeatAfterALostRecord(t *testing.T) {
 	if e.following("2020000001") {
 		t.Fatal("the repeated unsubscribe was not applied")
 	}
+}
+
+// TestReceiptHeldThroughTheDuplicateWindow: the platform takes a send whose answer the worker
+// never gets, and pushes its receipt at once; the worker's retry learns the msgid as late as
+// the platform's duplicate window allows. The receipt waits that long, and is then applied,
+// while a receipt of a message this service never sent (another system on the account) is
+// still dropped once its wait is over.
+func TestReceiptHeldThroughTheDuplicateWindow(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	const id, msgID, foreign = "01KEEEEEEEEEEEEEEEEEEEEEEG", 779, 990
+	if a := e.callback(e.plainQuery(cbToken, "t1"), receiptEvent("oA", foreign, simulator.StatusSuccess)); a.status != 200 {
+		t.Fatalf("foreign receipt: %d %s", a.status, a.body)
+	}
+	e.applied(1) // held: its wait counts from now
+	e.clock.Advance(2 * time.Minute)
+	if a := e.callback(e.plainQuery(cbToken, "t2"), receiptEvent("oA", msgID, simulator.StatusSuccess)); a.status != 200 {
+		t.Fatalf("receipt ahead of its message: %d %s", a.status, a.body)
+	}
+	e.applied(2)
+	// The foreign receipt's wait ends; the other has waited as long as a retry may take to
+	// come within the duplicate window.
+	e.clock.Advance(platform.DuplicateWindow)
+	embeddedtest.Eventually(t, 10*time.Second, "the foreign receipt dropped, the other held", func() bool {
+		return e.api.Notify.ReceiptsWaiting() == 1
+	})
+	e.announceSent(id, msgID, "oA", 3)
+	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
+		return e.result(tok, id)["state"] == "delivered"
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -339,7 +340,7 @@ func TestReceiptBurstAcrossFrontEnds(t *testing.T) {
 	wg.Wait()
 	write(0, late)
 	e.applied(2 * late)
-	e.clock.Advance(2*time.Minute + time.Second)
+	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
 	e.applied(0)
 	missing := 0
 	for _, id := range ids {

@@ -181,9 +181,9 @@ func TestBatchBodiesAreJSONTextAsAPushIs(t *testing.T) {
 	if d := a.batch(t); a.status != 200 || d.Accepted != 1 || len(d.Results[1].Errors) != 1 || d.Results[1].Errors[0] != "userId: duplicate key" {
 		t.Fatalf("duplicate key in an item: %d %s", a.status, a.body)
 	}
-	// null ids read as "", an id that does not exist.
+	// A null id is no string, as the description says.
 	a = e.doWith("POST", "/v1/infra/notification/mp/results", tok, `{"ucsIds":[null]}`, nil)
-	if a.status != 200 || !strings.Contains(string(a.body), `"state":"not_found"`) {
+	if a.status != 400 || !strings.Contains(string(a.body), "ucsIds: must be an array of strings") {
 		t.Fatalf("null id: %d %s", a.status, a.body)
 	}
 }

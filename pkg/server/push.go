@@ -19,7 +19,12 @@ var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b
 // queue has stored the message. A bad body changes nothing.
 func (s *Server) push(c echo.Context) error {
 	r := c.Request()
-	if err := checkJSONRequest(r); err != nil {
+	// A declared length past the limit is refused before the body is read (and before a
+	// client that expects 100-continue sends it).
+	if err := checkJSON(r, push.MaxBodyBytes); err != nil {
+		if err.Code == CodeTooLarge {
+			s.cfg.Metrics.Rejected(string(push.RuleKindBody))
+		}
 		return err
 	}
 	bp := bodyPool.Get().(*[]byte)

@@ -16,6 +16,7 @@ import (
 	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
@@ -146,7 +147,7 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 	if got := reads.N(); got != 3 {
 		t.Fatalf("%d reads of msgids while 3 receipts wait, want 3", got)
 	}
-	e.clock.Advance(time.Minute + time.Second)
+	e.clock.Advance(notification.DefaultReceiptWait - time.Minute + time.Second)
 	e.applied(0)
 	if got := reads.N(); got != 6 {
 		t.Fatalf("%d reads of msgids for 3 dropped receipts, want 6", got)
@@ -160,7 +161,7 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 	// A minute later, the next drop is logged again.
 	post(9004)
 	e.applied(1)
-	e.clock.Advance(2*time.Minute + time.Second)
+	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
 	e.applied(0)
 	if v := e.metricValue("ucs_callback_receipts_unknown_total"); v != 4 {
 		t.Fatalf("ucs_callback_receipts_unknown_total %v, want 4", v)
