@@ -105,6 +105,8 @@ type app struct {
 	// cfg is the configuration of -config, or the defaults; baseURL the front end's address.
 	cfg     *config.Config
 	baseURL string
+	// natsUser and natsPassword are a standalone stack's NATS credentials (standalone.json).
+	natsUser, natsPassword string
 }
 
 // Run runs `api admin` with args (what follows "admin" on the command line) and returns the
@@ -259,6 +261,10 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 			return nil, err
 		}
 		cfg.MongoDB.URI = info.MongoDBURI
+		cfg.NATS.URL = info.NATSURL
+		if info.NATS != nil {
+			a.natsUser, a.natsPassword = info.NATS.User, info.NATS.Password
+		}
 		if cfg.PublicURL == "" || a.config == "" {
 			cfg.PublicURL = info.BaseURL
 		}
@@ -286,6 +292,11 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 type standaloneInfo struct {
 	BaseURL    string `json:"base_url"`
 	MongoDBURI string `json:"mongodb_uri"`
+	NATSURL    string `json:"nats_url"`
+	NATS       *struct {
+		User     string `json:"user"`
+		Password string `json:"password"`
+	} `json:"nats"`
 }
 
 func readStandalone(dir string) (standaloneInfo, error) {

@@ -10,14 +10,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/campus-it/ucs/pkg/announce"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -87,7 +90,7 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 		// on across lines, swallowing good rows into one rejection with the wrong line number.
 		sc := bufio.NewScanner(br)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		header := true
+		header, swapped := true, false
 		for line := 1; sc.Scan(); line++ {
 			text := strings.TrimSpace(sc.Text())
 			if text == "" {
@@ -102,14 +105,30 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 				}
 				rec[i] = field
 			}
-			if header && len(rec) == 2 && strings.EqualFold(rec[0], "userid") && strings.EqualFold(rec[1], "openid") {
+			if header {
 				header = false
-				continue
+				// A first line that names a column is a header: it must name both, in either
+				// order, and the rows are read by it. Taken for data, it would bind a user
+				// "openid", or every row backwards.
+				names, named := make([]string, len(rec)), false
+				for i, field := range rec {
+					names[i] = columnName(field)
+					named = named || names[i] != ""
+				}
+				if named {
+					if len(rec) != 2 || names[0] == "" || names[1] == "" || names[0] == names[1] {
+						return nil, fmt.Errorf("line %d: a header names the two columns userid and openid, in either order, not %q", line, text)
+					}
+					swapped = names[0] == "openid"
+					continue
+				}
 			}
-			header = false
 			if len(rec) != 2 {
 				f.Rejected = append(f.Rejected, Rejection{line, fmt.Sprintf("%d fields, want 2: userid,openid", len(rec))})
 				continue
+			}
+			if swapped {
+				rec[0], rec[1] = rec[1], rec[0]
 			}
 			add(line, rec[0], rec[1])
 		}
@@ -199,7 +218,8 @@ func bindingsImport() *command {
 		name: "import", args: "FILE", nargs: 1,
 		summary: "Bind many campus user numbers at once, from CSV (userid,openid) or JSON lines.",
 		help: `
-FILE is CSV with the columns userid,openid (a first line "userid,openid" is a header) or JSON lines
+FILE is CSV with the columns userid,openid (a first line naming them, in either order, is a
+header: "openid,userid" or "user_id,open_id" too; one naming anything else is refused) or JSON lines
 {"userid":"…","openid":"…"}; - reads standard input. Valid rows are written in bulk: a user number
 not bound yet is inserted, one bound to another openid updated, one bound as given left unchanged.
 Importing the same file again changes nothing. A follower is bound to one user number: a row
@@ -246,6 +266,11 @@ exit code is then 1.`,
 			if err != nil {
 				return err
 			}
+			changed := make([]string, 0, len(f.Rows))
+			for _, b := range f.Rows {
+				changed = append(changed, b.UserID)
+			}
+			a.tellWorkers(changed...)
 			for _, c := range res.Conflicts {
 				f.Rejected = append(f.Rejected, Rejection{f.Lines[c.Row], fmt.Sprintf(
 					"openid %s: bound to user number %s; unbind it first (bindings delete %s)", f.Rows[c.Row].OpenID, c.UserID, c.UserID)})
@@ -411,10 +436,52 @@ func bindingsShow() *command {
 	}
 }
 
+// columnName is a CSV header field as a column's name, "userid" or "openid", whatever its case
+// and its '_', '-' or spaces; "" when it names neither.
+func columnName(field string) string {
+	n := strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(field))
+	if n == "userid" || n == "openid" {
+		return n
+	}
+	return ""
+}
+
+// tellWorkers tells every worker that the bindings of userIDs changed, as the binding page does,
+// so that none sends on what it cached of them (for 30 s). Best effort: the store has the
+// change, and a worker not told reads it within those 30 s, which the warning on standard error
+// says.
+func (a *app) tellWorkers(userIDs ...string) {
+	err := func() error {
+		if a.cfg.NATS.URL == "" {
+			return errors.New("no nats.url in the configuration, nor NATS_URL")
+		}
+		opts := []nats.Option{nats.Name("ucs admin"), nats.Timeout(5 * time.Second)}
+		if a.natsUser != "" {
+			opts = append(opts, nats.UserInfo(a.natsUser, a.natsPassword))
+		}
+		nc, err := nats.Connect(a.cfg.NATS.URL, opts...)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return ue.Err // url.Error quotes the URL, and with it any password
+		} else if err != nil {
+			return err
+		}
+		defer nc.Close()
+		for _, u := range userIDs {
+			if err := nc.Publish(announce.BindingsSubject, []byte(u)); err != nil {
+				return err
+			}
+		}
+		return nc.FlushTimeout(5 * time.Second)
+	}()
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "warning: the workers were not told of the change (%v): they may use the binding they read before for up to 30 s\n", err)
+	}
+}
+
 func bindingsDelete() *command {
 	return &command{
 		name: "delete", args: "USERID", nargs: 1,
-		summary: "Remove the binding of a campus user number: pushes to the user fail with \"no binding\".",
+		summary: "Remove the binding of a campus user number: pushes to the user fail with \"no binding\" (the workers are told at once).",
 		run: func(ctx context.Context, a *app, args []string) error {
 			st, err := a.open(ctx)
 			if err != nil {
@@ -425,6 +492,7 @@ func bindingsDelete() *command {
 			} else if err != nil {
 				return err
 			}
+			a.tellWorkers(args[0])
 			a.out(map[string]any{"userid": args[0], "deleted": true}, func(w io.Writer) {
 				fmt.Fprintf(w, "Deleted the binding of user %s.\n", args[0])
 			})

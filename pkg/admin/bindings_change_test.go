@@ -1,0 +1,121 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/admin"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/standalone"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// bindingsEnv is a FerretDB database with a configuration file naming it, as the operators'
+// commands use it, and a store on the same database to look at what they did.
+func bindingsEnv(t *testing.T) (cfgPath, dir string, st *store.Store) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts FerretDB")
+	}
+	f := embeddedtest.FerretDB(t)
+	dir = t.TempDir()
+	cfgPath = dir + "/config.yaml"
+	db := embeddedtest.DBName(t)
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("mongodb:\n  uri: %s\n  database: %s\n", f.URI(), db)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db, ConnectTimeout: 10 * time.Second, Tool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	return cfgPath, dir, st
+}
+
+// TestImportReadsColumnsByTheHeader: a CSV header names the two columns in either order and
+// spelling, and the rows are read by it; a first line that names something else is refused,
+// and nothing is written. Taken for data, such a line bound a user "openid", and a file with
+// its columns the other way round bound every row backwards.
+func TestImportReadsColumnsByTheHeader(t *testing.T) {
+	cfgPath, dir, st := bindingsEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct{ name, body, userID, openID string }{
+		{"swapped", "openid,userid\noSwapped00000000000000000001,2022000001\n", "2022000001", "oSwapped00000000000000000001"},
+		{"spelt apart", "User_ID,Open-ID\n2022000002,oSpelt000000000000000000002\n", "2022000002", "oSpelt000000000000000000002"},
+	} {
+		p := dir + "/" + strings.ReplaceAll(c.name, " ", "_") + ".csv"
+		if err := os.WriteFile(p, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o := runAdmin(t, nil, "-config", cfgPath, "bindings", "import", p)
+		if o.code != admin.ExitOK {
+			t.Fatalf("%s: exit %d %s %s", c.name, o.code, o.stdout, o.stderr)
+		}
+		if b, err := st.Binding(ctx, c.userID); err != nil || b.OpenID != c.openID {
+			t.Errorf("%s: %s bound to %+v (%v), want %s", c.name, c.userID, b, err, c.openID)
+		}
+		for _, header := range []string{"openid", "userid", "user_id", "User_ID", c.openID} {
+			if _, err := st.Binding(ctx, header); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: user number %q is bound (%v)", c.name, header, err)
+			}
+		}
+	}
+	p := dir + "/other.csv"
+	if err := os.WriteFile(p, []byte("userid,name\n2022000003,oOther000000000000000000003\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o := runAdmin(t, nil, "-config", cfgPath, "bindings", "import", p); o.code != admin.ExitFailure || !strings.Contains(o.stderr, "header") {
+		t.Fatalf("a header naming another column: exit %d %s %s", o.code, o.stdout, o.stderr)
+	}
+	if _, err := st.Binding(ctx, "2022000003"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused file wrote a binding: %v", err)
+	}
+}
+
+// TestBindingsDeleteStopsPushesAtOnce: `bindings delete` tells the workers, as the binding
+// page does, so that a push accepted right after it fails with "no binding" instead of going
+// to the follower a worker read a moment before.
+func TestBindingsDeleteStopsPushesAtOnce(t *testing.T) {
+	st := runningStack(t)
+	data := st.DataDir
+	user := standalone.DemoUsers[2]
+	secret := ""
+	for _, c := range st.Info.Clients {
+		if c.ClientID == standalone.DemoClient {
+			secret = c.ClientSecret
+		}
+	}
+	env := map[string]string{"UCS_CLIENT_SECRET": secret}
+	type trace struct {
+		State  string `json:"state"`
+		Reason string `json:"reason"`
+	}
+	// A push the worker delivers: it has read (and cached) the binding.
+	o := runAdmin(t, env, "-data", data, "push", "test", user, "-client", standalone.DemoClient, "--json")
+	if tr := decode[trace](t, o); o.code != admin.ExitOK || tr.State != "delivered" {
+		t.Fatalf("first push: exit %d %s %s", o.code, o.stdout, o.stderr)
+	}
+	shown := decode[struct {
+		OpenID string `json:"openid"`
+	}](t, mustRun(t, "-data", data, "bindings", "show", user, "--json"))
+	t.Cleanup(func() {
+		p := t.TempDir() + "/back.csv"
+		if err := os.WriteFile(p, []byte(user+","+shown.OpenID+"\n"), 0o600); err == nil {
+			mustRun(t, "-data", data, "bindings", "import", p)
+		}
+	})
+	if o := mustRun(t, "-data", data, "bindings", "delete", user); strings.Contains(o.stderr, "warning") {
+		t.Fatalf("the workers were not told: %s", o.stderr)
+	}
+	o = runAdmin(t, env, "-data", data, "push", "test", user, "-client", standalone.DemoClient, "--json")
+	if tr := decode[trace](t, o); tr.State != "failed" || !strings.Contains(tr.Reason, "no binding") {
+		t.Errorf("a push accepted after `bindings delete %s` ended %q (%s), want failed with \"no binding\"", user, tr.State, tr.Reason)
+	}
+}
