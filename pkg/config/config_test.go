@@ -72,7 +72,7 @@ oauth:
     - {client_id: "", grants: [], scopes: []}
 directory:
   users: [{userid: "1"}, {userid: "1", password: x, password_hash: y}]
-bindings: [{userid: "1"}]
+bindings: [{userid: "1"}, {userid: "a@b", openid: oX}]
 platform:
   api_base: not a url
   templates:
@@ -110,6 +110,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   directory.users[1].userid: "1" appears twice
   directory.users[1]: exactly one of password and password_hash is required
   bindings[0]: userid and openid are required
+  bindings[1].userid: "a@b" is no user number a push can name (1 to 64 of A-Z a-z 0-9 . _ -)
   platform.api_base: "not a url" is not an absolute http(s) URL
   platform.appid: required with api_base
   platform.secret: required with api_base

@@ -508,6 +508,20 @@ func (b *bodyReader) checkUserID() string {
 	return s
 }
 
+// ValidUserID reports whether s is a campus user number a push may name: 1 to 64 letters,
+// digits, '.', '_' and '-'. A binding of any other user number could never be used.
+func ValidUserID(s string) bool {
+	if s == "" || len(s) > maxUserIDRunes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isIDByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func isIDByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '.' || c == '_' || c == '-'

@@ -15,6 +15,7 @@ import (
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/pages"
 	"github.com/campus-it/ucs/pkg/platform"
+	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -285,6 +286,12 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 	// The ticket is taken once: replayed after the consent, it would bind again with no sign-in.
 	if ok, err := s.bindTakeOnce(c, "bindticket."+t.ID, t.Expires); !ok {
 		return err
+	}
+	if !push.ValidUserID(t.UserID) {
+		// A sign-in may name anything; a push names 1 to 64 of A-Z a-z 0-9 . _ -: a binding
+		// of this user number could never carry a message.
+		return s.errorPage(c, http.StatusBadRequest, "无法绑定 Cannot bind",
+			"Your campus account's user number cannot receive messages here (it may hold only letters, digits, '.', '_' and '-'). Ask the IT service desk.", "invalid_user")
 	}
 	bs.UserID = t.UserID
 	if err := s.setBindSession(c, bs); err != nil {

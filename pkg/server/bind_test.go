@@ -22,12 +22,14 @@ import (
 )
 
 const (
-	simAppID     = "wx0123456789abcdef"
-	simSecret    = "platform-app-secret-0123456789ab"
-	followerA    = "oFollowerA000000000000000001"
-	followerB    = "oFollowerB000000000000000002"
-	casUser      = "2020000042"
-	casUserPass  = "cas-password"
+	simAppID    = "wx0123456789abcdef"
+	simSecret   = "platform-app-secret-0123456789ab"
+	followerA   = "oFollowerA000000000000000001"
+	followerB   = "oFollowerB000000000000000002"
+	casUser     = "2020000042"
+	casUserPass = "cas-password"
+	// casMailUser is a CAS account whose user number no push can name.
+	casMailUser  = "zhang.san@campus.example"
 	bindBoundMsg = "已绑定到此微信"
 )
 
@@ -48,7 +50,7 @@ func newBindEnv(t *testing.T) *bindEnv {
 	}
 	t.Cleanup(n.Shutdown)
 	f := embeddedtest.FerretDB(t)
-	casSrv := castest.New(map[string]string{casUser: casUserPass})
+	casSrv := castest.New(map[string]string{casUser: casUserPass, casMailUser: casUserPass})
 	t.Cleanup(casSrv.Close)
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
@@ -432,4 +434,21 @@ func TestBindRefusals(t *testing.T) {
 			t.Fatalf("an authorization answered after 11 minutes: %d", p.status)
 		}
 	})
+}
+
+// TestBindRefusesAUserNumberNoPushNames: a sign-in whose user number holds characters no push
+// can name ('@' here) is told it cannot bind, and nothing is stored: such a binding would never
+// carry a message, and export would write what import refuses.
+func TestBindRefusesAUserNumberNoPushNames(t *testing.T) {
+	e := newBindEnv(t)
+	b := phone(t)
+	e.authorizedAs(t, b, followerA)
+	casForm := get(t, b, e.base+"/bind/signin?idp=cas")
+	p := submit(t, b, casForm, url.Values{"username": {casMailUser}, "password": {casUserPass}})
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "cannot receive messages") || strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("sign-in as %s from the binding page: %d %s", casMailUser, p.status, p.body)
+	}
+	if _, ok := e.bindingOf(t, casMailUser); ok {
+		t.Fatal("a user number no push can name was bound")
+	}
 }
