@@ -269,11 +269,13 @@ exit code is then 1.`,
 			if err != nil {
 				return err
 			}
-			changed := make([]string, 0, len(f.Rows))
-			for _, b := range f.Rows {
-				changed = append(changed, b.UserID)
+			if res.Inserted+res.Updated > 0 {
+				changed := make([]string, 0, len(f.Rows))
+				for _, b := range f.Rows {
+					changed = append(changed, b.UserID)
+				}
+				a.tellWorkers(changed...)
 			}
-			a.tellWorkers(changed...)
 			for _, c := range res.Conflicts {
 				f.Rejected = append(f.Rejected, Rejection{f.Lines[c.Row], fmt.Sprintf(
 					"openid %s: bound to user number %s; unbind it first (bindings delete %s)", f.Rows[c.Row].OpenID, c.UserID, c.UserID)})
@@ -483,7 +485,7 @@ func (a *app) tellWorkers(userIDs ...string) {
 		}
 		nc, err := nats.Connect(a.cfg.NATS.URL, opts...)
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			return ue.Err // url.Error quotes the URL, and with it any password
+			return errors.New("nats.url does not parse") // its errors quote the URL, and any password in it
 		} else if err != nil {
 			return err
 		}

@@ -362,9 +362,11 @@ func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 					poll.Stop()
 					return errStopping
 				case <-poll.C:
-					_, refused := w.addressRefused()
+					if _, refused := w.addressRefused(); refused {
+						poll.Stop()
+						return errAddressRefused // to another worker, which obeys the shared pause too
+					}
 					_, paused = w.paused()
-					paused = paused && !refused
 				}
 			}
 			poll.Stop()
@@ -746,9 +748,6 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		if reason, action, ok := platform.AddressRefused(err); ok {
 			// This worker's address, not the message nor the account: the call does not
 			// count, and the message goes back to the queue at once, for another worker.
-			if !errors.As(err, new(*platform.NotSentError)) {
-				w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
-			}
 			held := w.refuseAddress(reason, action)
 			if err := w.takeBack(ctx, msg, r, held, time.Time{}, wasInDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/xml"
@@ -120,9 +121,10 @@ func (a *CallbackAuth) fresh(ts, nonce string) error {
 // refusal is a *CallbackRefused.
 func (a *CallbackAuth) Open(q url.Values, body []byte) (ts, nonce string, event []byte, err error) {
 	if a.cipher == nil {
-		if one(q, "encrypt_type") == "aes" || q.Has("msg_signature") {
+		if (one(q, "encrypt_type") == "aes" || q.Has("msg_signature")) && !bytes.Contains(body, []byte("<MsgType>")) {
 			// The account was put in safe mode, and this service has no key to read it with: a
-			// push taken for an event with no type would be answered success and lost.
+			// push taken for an event with no type would be answered success and lost. (In the
+			// compatible mode the body carries the plain fields beside the encrypted copy.)
 			return "", "", nil, refused("an encrypted push, and no EncodingAESKey is configured (platform.encoding_aes_key)")
 		}
 		ts, nonce, err = a.VerifyURL(q)

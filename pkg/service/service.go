@@ -124,8 +124,9 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	if err != nil {
 		_ = st.Close(context.Background())
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			// url.Error quotes the URL, and with it any password: left out.
-			err = fmt.Errorf("a server's URL does not parse: %w", ue.Err)
+			// url.Error quotes the URL, and so does the error it wraps, with any password in it:
+			// left out.
+			err = errors.New("a server's URL does not parse")
 		}
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
