@@ -120,7 +120,7 @@ func TestRetryCountedOncePerAttempt(t *testing.T) {
 	m := metrics.NewWorker(prometheus.NewRegistry())
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Pause = brokenPause{}
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+		c.QuotaReset = quotaInAnHour
 		c.Metrics = m
 	})
 	id := r.publish("u-follows", "JML", jml)

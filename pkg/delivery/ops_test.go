@@ -133,11 +133,7 @@ func TestQuotaPause(t *testing.T) {
 	var pauses []*sending.Pause
 	var ms []*metrics.Metrics
 	for range 2 {
-		p, err := sending.OpenPause(ctx, r.js, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
+		p := r.openPause()
 		m := metrics.New(prometheus.NewRegistry())
 		pauses, ms = append(pauses, p), append(ms, m)
 		r.startWorkerWith(quick, func(c *delivery.Config) {
@@ -262,7 +258,7 @@ func TestQuotaWithoutPause(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Pause = brokenPause{}
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+		c.QuotaReset = quotaInAnHour
 	})
 	id := r.publish("u-follows", "JML", jml)
 	res := r.waitState(id, push.StateFailed)
@@ -328,16 +324,12 @@ func TestAccountRefusalPauses(t *testing.T) {
 		t.Run(fmt.Sprintf("%d from the %s endpoint", c.code, map[bool]string{false: "send", true: "token"}[c.notSent]), func(t *testing.T) {
 			r := newRig(t)
 			ctx := context.Background()
-			p, err := sending.OpenPause(ctx, r.js, 1, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(p.Close)
+			p := r.openPause()
 			m := metrics.New(prometheus.NewRegistry())
 			sender := &refusingSender{Sender: r.pc, refuse: true, code: c.code, msg: c.msg, notSent: c.notSent}
 			r.startWorkerWith(quick, func(cfg *delivery.Config) {
 				cfg.Pause, cfg.Metrics, cfg.Platform = p, m, sender
-				cfg.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+				cfg.QuotaReset = quotaInAnHour
 			})
 			code := strconv.Itoa(c.code)
 			var ids []string
@@ -396,16 +388,12 @@ func TestAccountRefusalPauses(t *testing.T) {
 func TestAddressRefusalPausesOnlyThatWorker(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := r.openPause()
 	mA := metrics.New(prometheus.NewRegistry())
 	refused := &refusingSender{Sender: r.pc, refuse: true} // 40164 for every call
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Pause, c.Metrics, c.Platform, c.AddressPauseFor = p, mA, refused, 3*time.Second
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+		c.QuotaReset = quotaInAnHour
 	})
 	first := r.publish("u-follows", "JML", jml)
 	embeddedtest.Eventually(t, 10*time.Second, "the refused worker paused itself and handed the message back", func() bool {
@@ -420,7 +408,7 @@ func TestAddressRefusalPausesOnlyThatWorker(t *testing.T) {
 
 	stopB := r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Pause = p
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+		c.QuotaReset = quotaInAnHour
 	})
 	ids := []string{first}
 	for i := range 4 {
@@ -475,11 +463,7 @@ func quotaUsedUp(t *testing.T) (*rig, *sending.Pause) {
 	t.Helper()
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
-	p, err := sending.OpenPause(context.Background(), r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := r.openPause()
 	return r, p
 }
 
@@ -665,14 +649,10 @@ func (r *rig) tokenOutage(t *testing.T, m *metrics.Metrics) (tokenDown *atomic.B
 	tokenDown = &atomic.Bool{}
 	tokenDown.Store(true)
 	pc := r.tokenRefused(tokenDown, nil)
-	p, err := sending.OpenPause(context.Background(), r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p = r.openPause()
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Platform, c.Pause, c.Metrics = pc, p, m
-		c.QuotaReset = func(now time.Time) time.Time { return now.Add(time.Hour) }
+		c.QuotaReset = quotaInAnHour
 	})
 	return tokenDown, p
 }

@@ -44,11 +44,7 @@ func TestPauseKeepsAnAttemptInDoubt(t *testing.T) {
 	if res, err := r.st.Current(ctx, id); err != nil || res.State != push.StateSending || msgID == 0 {
 		t.Fatalf("the killed call: record %+v %v, platform msgid %d", res, err, msgID)
 	}
-	p, err := sending.OpenPause(ctx, r.js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := r.openPause()
 	b := &heldBudget{at: make(chan struct{}), release: make(chan struct{})}
 	reset := func(now time.Time) time.Time { return now.Add(time.Hour) }
 	stop := r.startWorkerWith(lastOnly, func(c *delivery.Config) { c.Pause, c.QuotaReset, c.Budget = p, reset, b })
@@ -73,6 +69,7 @@ func TestPauseKeepsAnAttemptInDoubt(t *testing.T) {
 	r.startWorker(lastOnly)
 	var res push.Result
 	embeddedtest.Eventually(t, 30*time.Second, "the push has an outcome", func() bool {
+		var err error
 		res, err = r.st.Current(ctx, id)
 		return err == nil && (res.State == push.StateSent || res.State.Final())
 	})

@@ -748,11 +748,11 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		if reason, action, ok := platform.AddressRefused(err); ok {
 			// This worker's address, not the message nor the account: the call does not
 			// count, and the message goes back to the queue at once, for another worker.
-			held := w.refuseAddress(reason, action)
-			if err := w.takeBack(ctx, msg, r, held, time.Time{}, wasInDoubt); err != nil {
+			why := w.refuseAddress(reason, action)
+			if err := w.takeBack(ctx, msg, r, why, time.Time{}, wasInDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
-			return attemptResult{out: Snooze(held, addressHandBack)}
+			return attemptResult{out: Snooze(why, addressHandBack)}
 		}
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits

@@ -24,6 +24,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -80,6 +81,20 @@ func newRig(t testing.TB) *rig {
 	}
 	return &rig{t: t, st: st, sim: sim, pub: pub, js: js, qcfg: qc, pc: pc}
 }
+
+// openPause opens the pause of sending the rig's workers share, closed when the test ends.
+func (r *rig) openPause() *sending.Pause {
+	r.t.Helper()
+	p, err := sending.OpenPause(context.Background(), r.js, 1, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(p.Close)
+	return p
+}
+
+// quotaInAnHour is the QuotaReset of a worker whose test does not wait for the daily quota.
+func quotaInAnHour(now time.Time) time.Time { return now.Add(time.Hour) }
 
 // startWorker runs a worker until the test ends.
 func (r *rig) startWorker(policy delivery.RetryPolicy, concurrency ...int) {

@@ -43,6 +43,22 @@ func (g *gatedPub) PublishBatch(ctx context.Context, ms []push.Message, o queue.
 	return err
 }
 
+// fullQueueService is a front end's push service on the queue js and stream st, publishing
+// through pub and keeping its keys in records, with the queue filled to its bound.
+func fullQueueService(t *testing.T, js jetstream.JetStream, st jetstream.Stream, pub notification.Publisher,
+	records notification.Records, now func() time.Time) *notification.Service {
+	t.Helper()
+	svc, err := notification.New(notification.Config{
+		Publisher: pub, Waiting: queue.NewWaiting(js, st, "d"),
+		Store: embeddedtest.Store(t, nil), Records: records, Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, js)
+	return svc
+}
+
 // TestRefusedLateKeepsATakeOverRecord: a request that took a key and handles the full queue's
 // refusal only after its claim went stale, when a retry has taken the key over and stored the
 // batch, keeps the take-over's record: the next retry under the key is answered the ucsIds
@@ -56,14 +72,7 @@ func TestRefusedLateKeepsATakeOverRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := clocktest.New(time.Now())
-	svc, err := notification.New(notification.Config{
-		Publisher: pub, Waiting: queue.NewWaiting(js, st, "d"),
-		Store: embeddedtest.Store(t, nil), Records: records, Now: clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(t, js)
+	svc := fullQueueService(t, js, st, pub, records, clock.Now)
 	items := []notification.Item{{Req: request(t, body)}, {Req: request(t, body)}}
 	key := notification.Key{Name: "late-key", Body: []byte("the batch body")}
 
@@ -205,14 +214,7 @@ func TestSlowClaimKeepsATakenOverKey(t *testing.T) {
 			<-gateB
 		}
 	}}
-	svc, err := notification.New(notification.Config{
-		Publisher: pub, Waiting: queue.NewWaiting(js, st, "d"),
-		Store: embeddedtest.Store(t, nil), Records: records, Now: clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(t, js)
+	svc := fullQueueService(t, js, st, pub, records, clock.Now)
 	items := []notification.Item{{Req: request(t, body)}, {Req: request(t, body)}}
 	key := notification.Key{Name: "slow-key", Body: []byte("the batch body")}
 	type res struct {

@@ -149,7 +149,13 @@ func validChallenge(s string) bool {
 // SignInFresh reports whether a sign-in made at authTime may answer ar at now: always,
 // unless ar's max_age has passed since (auth_time changes only on a real sign-in).
 func (ar *AuthRequest) SignInFresh(authTime, now time.Time) bool {
+	return FreshFor(ar.MaxAge, authTime, now)
+}
+
+// FreshFor reports whether a sign-in made at authTime is within maxAge seconds of now; a
+// negative maxAge (none asked) is met by any sign-in.
+func FreshFor(maxAge int64, authTime, now time.Time) bool {
 	// A max_age past what a Duration holds (some 292 years) is met by any sign-in.
-	return ar.MaxAge < 0 || ar.MaxAge > int64(math.MaxInt64/time.Second) ||
-		!now.After(authTime.Add(time.Duration(ar.MaxAge)*time.Second))
+	return maxAge < 0 || maxAge > int64(math.MaxInt64/time.Second) ||
+		!now.After(authTime.Add(time.Duration(maxAge)*time.Second))
 }

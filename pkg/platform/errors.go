@@ -80,10 +80,7 @@ func Permanent(err error) (reason string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	if msg := stripRequestID(pe.Msg); msg != "" {
-		text = msg
-	}
-	return strconv.Itoa(pe.Code) + " " + text, true
+	return refusal(pe, text), true
 }
 
 // stripRequestID drops the " rid: …" suffix the platform appends to every

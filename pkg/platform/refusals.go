@@ -76,11 +76,16 @@ func AccountProblem(err error) (reason, action string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	text := stripRequestID(pe.Msg)
-	if text == "" {
-		text = "account refused"
+	return refusal(pe, "account refused"), action, true
+}
+
+// refusal is how a refusal reads in a reason: its code, then the platform's message without
+// its request id, or text when it sent none.
+func refusal(pe *Error, text string) string {
+	if msg := stripRequestID(pe.Msg); msg != "" {
+		text = msg
 	}
-	return strconv.Itoa(pe.Code) + " " + text, action, true
+	return strconv.Itoa(pe.Code) + " " + text
 }
 
 // AddressRefused reports whether err is the platform refusing the caller's address (40164: not
@@ -91,7 +96,7 @@ func AddressRefused(err error) (reason, action string, ok bool) {
 	if !errors.As(err, &pe) || pe.Code != CodeIPNotWhitelisted {
 		return "", "", false
 	}
-	return strconv.Itoa(pe.Code) + " " + stripRequestID(pe.Msg),
+	return refusal(pe, "address refused"),
 		"add this worker's outgoing IP address to the official account's IP whitelist " +
 			"(the platform's console: Settings and Development, Basic Configuration)", true
 }

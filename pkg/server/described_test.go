@@ -84,12 +84,10 @@ func TestKeyInUseRetryAfterDescribed(t *testing.T) {
 	}
 }
 
-// checkDescribed sends each request and checks the answer with libopenapi-validator against
-// the served description.
-func checkDescribed(t *testing.T, e *env, reqs []describedReq) []string {
+// servedValidator is libopenapi-validator with the description the front end serves.
+func servedValidator(t *testing.T, e *env) validator.Validator {
 	t.Helper()
-	spec := e.do("GET", server.OpenAPIPath, "", "", "").body
-	doc, err := libopenapi.NewDocument(spec)
+	doc, err := libopenapi.NewDocument(e.do("GET", server.OpenAPIPath, "", "", "").body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +95,38 @@ func checkDescribed(t *testing.T, e *env, reqs []describedReq) []string {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	return v
+}
+
+// agreesWithValidator sends each body to path and checks that the front end takes it (200)
+// exactly when the served description's validator does.
+func agreesWithValidator(t *testing.T, e *env, tok, path string, bodies []string) {
+	t.Helper()
+	v := servedValidator(t, e)
+	for _, b := range bodies {
+		a := e.do("POST", path, "application/json", tok, b)
+		req, _ := http.NewRequest(http.MethodPost, "http://x"+path, strings.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", tok)
+		ok, verrs := v.ValidateHttpRequest(req)
+		if (a.status == http.StatusOK) != ok {
+			var msgs []string
+			for _, ve := range verrs {
+				msgs = append(msgs, ve.Message+": "+ve.Reason)
+				for _, f := range ve.SchemaValidationErrors {
+					msgs = append(msgs, "  "+f.FieldPath+": "+f.Reason)
+				}
+			}
+			t.Errorf("%s: the front end answers %d %s; the served description's validator accepts %v %v", b, a.status, a.body, ok, msgs)
+		}
+	}
+}
+
+// checkDescribed sends each request and checks the answer with libopenapi-validator against
+// the served description.
+func checkDescribed(t *testing.T, e *env, reqs []describedReq) []string {
+	t.Helper()
+	v := servedValidator(t, e)
 	var bad []string
 	desc := e.description(t)
 	for _, r := range reqs {
@@ -366,15 +396,6 @@ func TestMetricsMove(t *testing.T) {
 func TestPushBodyValidatorAgrees(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
-	spec := e.do("GET", server.OpenAPIPath, "", "", "").body
-	doc, err := libopenapi.NewDocument(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, errs := validator.NewValidator(doc)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
 	data := func(content string) string {
 		b, _ := json.Marshal(map[string]string{"type": "请假", "list": "学生", "step": "审批", "content": content})
 		return string(b)
@@ -387,23 +408,20 @@ func TestPushBodyValidatorAgrees(t *testing.T) {
 	bodies = append(bodies, `{"userId":"2020000001","type":"TDL","time":"1700000000000","url":"https://a.b/c?d#e","data":`+data("x")+`}`,
 		`{"userId":"2020000001","type":"TDL","time":1.7e9,"data":`+data("x")+`}`,
 		`{"userId":"2020000001","type":"TDL","url":null,"time":null,"data":`+data("x")+`}`)
-	for _, b := range bodies {
-		a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, b)
-		req, _ := http.NewRequest(http.MethodPost, "http://x/v1/infra/notification/mp", strings.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", tok)
-		ok, verrs := v.ValidateHttpRequest(req)
-		if (a.status == 200) != ok {
-			var msgs []string
-			for _, ve := range verrs {
-				msgs = append(msgs, ve.Message+": "+ve.Reason)
-				for _, f := range ve.SchemaValidationErrors {
-					msgs = append(msgs, "  "+f.FieldPath+": "+f.Reason)
-				}
-			}
-			t.Errorf("%s: the front end answers %d %s; the served description's validator accepts %v %v", b, a.status, a.body, ok, msgs)
-		}
-	}
+	agreesWithValidator(t, e, tok, "/v1/infra/notification/mp", bodies)
+}
+
+// TestResultsBodyAgreesWithDescription: the served description says ucsIds is an array of
+// strings; the server and the description's validator judge each body the same way (a null
+// id, like a number, is refused).
+func TestResultsBodyAgreesWithDescription(t *testing.T) {
+	e := newEnv(t)
+	agreesWithValidator(t, e, e.token("pusher", pushSecret), "/v1/infra/notification/mp/results", []string{
+		`{"ucsIds":["01KAW3J5M7Q9S2V4X6Z8B0D2F4"]}`,
+		`{"ucsIds":[1]}`,
+		`{"ucsIds":[null]}`,
+		`{"ucsIds":["01KAW3J5M7Q9S2V4X6Z8B0D2F4",null]}`,
+	})
 }
 
 // TestHeadWithToken: HEAD of the GETs that need a token, called with one, answers as

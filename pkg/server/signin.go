@@ -526,7 +526,7 @@ func (s *Server) consent(c echo.Context) error {
 		}
 		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
 	}
-	if ar.MaxAge != nil && se.AuthTime.Before(ar.At) && !(&oauth.AuthRequest{MaxAge: *ar.MaxAge}).SignInFresh(se.AuthTime, s.now()) {
+	if ar.MaxAge != nil && se.AuthTime.Before(ar.At) && !oauth.FreshFor(*ar.MaxAge, se.AuthTime, s.now()) {
 		// A sign-in from before this request that grew older than max_age while the consent
 		// page was open answers it no longer: the user signs in again, then consents.
 		ar.Passed, ar.Session, ar.Renew = nil, "", true
