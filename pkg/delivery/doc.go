@@ -45,10 +45,13 @@
 // account: workers on other hosts may still send. That worker alone pauses, for
 // Config.AddressPauseFor (a minute), hands the messages it holds back to the queue for the
 // others (the call does not count), reports not ready, and then tries again by itself, so a
-// node added without its address on the whitelist stops nobody else, and needs no resume. An access token that cannot be had (the platform's token
-// endpoint failing) pauses sending for 30 s at a time. The call that met the refusal does not
-// count as an attempt (taking it back is written until the store has it); the messages wait
-// at the gate, shown queued with the cause and the operator's action.
+// node added without its address on the whitelist stops nobody else, and needs no resume. A
+// worker that can get no access token for another cause than the account's (the platform's
+// token endpoint failing, or this worker's way to it) pauses itself alike, for
+// Config.TokenPauseFor (30 s): one worker cut off from the token endpoint stops nobody else.
+// The call that met a refusal does not count as an attempt (taking it back is written until
+// the store has it); the messages wait at the gate, or in the queue for another worker, shown
+// queued with the cause and the operator's action.
 //
 // A redelivered message whose history shows its attempts used up, the last one failed (its
 // worker stopped before the final record), fails and is dead-lettered without another call. A

@@ -533,7 +533,9 @@ func TestTokenOutageCountsNoAttempt(t *testing.T) {
 		}
 	})
 	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3},
-		func(c *delivery.Config) { c.Platform = pc; c.StoreRetry = 20 * time.Millisecond })
+		func(c *delivery.Config) {
+			c.Platform, c.StoreRetry, c.TokenPauseFor = pc, 20*time.Millisecond, 20*time.Millisecond
+		})
 	id := r.publish("u-follows", "JML", jml)
 	// More refusals than the message may have attempts: it is still waiting, with none. (Each
 	// try records its attempt before the call and takes it back after: the record is read
@@ -542,7 +544,7 @@ func TestTokenOutageCountsNoAttempt(t *testing.T) {
 	embeddedtest.Eventually(t, 10*time.Second, "more token refusals than the message may have attempts, the message queued with none", func() bool {
 		var err error
 		res, err = r.st.Current(t.Context(), id)
-		return refused.Load() > 10 && err == nil && res.State == push.StateQueued && strings.Contains(res.LastError, "502")
+		return refused.Load() > 5 && err == nil && res.State == push.StateQueued && strings.Contains(res.LastError, "502")
 	})
 	if res.Attempts != 0 || r.sim.Stats().Sends != 0 {
 		t.Fatalf("after %d token refusals and no send: %s with %d attempts (%q)", refused.Load(), res.State, res.Attempts, res.Reason)
@@ -615,46 +617,68 @@ func TestKilledLastAttemptAskedAgain(t *testing.T) {
 	}
 }
 
-// TestTokenOutagePausesSending: with the shared pause, an access token that cannot be had
-// pauses sending for every worker, a little at a time, rather than each message asking for a
-// token; the message waits without an attempt, and is sent with its first once a token can be
-// had.
-func TestTokenOutagePausesSending(t *testing.T) {
+// TestTokenOutagePausesOnlyThatWorker: a worker that can get no access token (the platform's
+// token endpoint failing, or this worker's way to it) stops sending by itself and hands its
+// messages back to the queue, each without an attempt; the other workers deliver them, the
+// shared pause is never set, and the worker sends again by itself once a token can be had.
+func TestTokenOutagePausesOnlyThatWorker(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	tokenDown, p := r.tokenOutage(t, nil)
-	id := r.publish("u-follows", "JML", jml)
-	embeddedtest.Eventually(t, 10*time.Second, "sending paused for want of a token, the message held", func() bool {
-		st, paused := p.Paused()
-		res, err := r.st.Current(ctx, id)
-		return paused && strings.HasPrefix(st.Reason, "no access token") && st.Action == "" &&
-			err == nil && res.State == push.StateQueued && strings.Contains(res.LastError, "no access token")
+	tokenDown, p, _ := r.tokenOutage(t, nil, 2*time.Second)
+	first := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "the worker without a token paused itself and handed the message back", func() bool {
+		res, err := r.st.Current(ctx, first)
+		return err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
+			strings.Contains(res.LastError, "no access token")
 	})
-	if res, _ := r.st.Current(ctx, id); res.Attempts != 0 || r.sim.Stats().Sends != 0 {
-		t.Fatalf("held for want of a token with %d attempts, %d sends", res.Attempts, r.sim.Stats().Sends)
+	if st, paused := p.Paused(); paused {
+		t.Fatalf("one worker's token outage paused every worker: %+v", st)
 	}
+
+	stopB := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Pause = p
+		c.QuotaReset = quotaInAnHour
+	})
+	ids := []string{first}
+	for i := range 4 {
+		ids = append(ids, r.publish("u-follows", "JML", map[string]string{"class": "课程", "info": fmt.Sprintf("作业%d", i)}))
+	}
+	for _, id := range ids {
+		if res := r.waitState(id, push.StateSent); res.Attempts != 1 {
+			t.Errorf("%s sent after %d attempts, want 1", id, res.Attempts)
+		}
+	}
+	if st, paused := p.Paused(); paused {
+		t.Fatalf("one worker's token outage paused every worker: %+v", st)
+	}
+
+	// The other worker stops and the token endpoint answers again: the first worker sends by
+	// itself once its pause ends, with no operator's resume.
+	stopB()
 	tokenDown.Store(false)
-	if err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
+	last := r.publish("u-follows", "JML", jml)
+	if res := r.waitState(last, push.StateSent); res.Attempts != 1 {
+		t.Errorf("%s sent after %d attempts, want 1", last, res.Attempts)
 	}
-	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != 1 {
-		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends)
+	if sends := r.sim.Stats().Sends; sends != int64(len(ids)+1) {
+		t.Errorf("%d pushes sent with %d template sends", len(ids)+1, sends)
 	}
 }
 
 // tokenOutage starts a worker with the shared pause on a platform whose token endpoint fails
-// until the flag it returns is cleared; m, if not nil, counts what the worker does.
-func (r *rig) tokenOutage(t *testing.T, m *metrics.Metrics) (tokenDown *atomic.Bool, p *sending.Pause) {
+// until the flag it returns is cleared, pausing itself for pauseFor at each failure; m, if not
+// nil, counts what the worker does. tokenCalls counts the calls of the token endpoint.
+func (r *rig) tokenOutage(t *testing.T, m *metrics.Metrics, pauseFor time.Duration) (tokenDown *atomic.Bool, p *sending.Pause, tokenCalls *atomic.Int64) {
 	t.Helper()
-	tokenDown = &atomic.Bool{}
+	tokenDown, tokenCalls = &atomic.Bool{}, &atomic.Int64{}
 	tokenDown.Store(true)
-	pc := r.tokenRefused(tokenDown, nil)
+	pc := r.tokenRefused(tokenDown, func() { tokenCalls.Add(1) })
 	p = r.openPause()
 	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Platform, c.Pause, c.Metrics = pc, p, m
+		c.Platform, c.Pause, c.Metrics, c.TokenPauseFor = pc, p, m, pauseFor
 		c.QuotaReset = quotaInAnHour
 	})
-	return tokenDown, p
+	return tokenDown, p, tokenCalls
 }
 
 // TestAttemptTakenBackWhileTheStoreIsDown: a send that never went out for want of an access

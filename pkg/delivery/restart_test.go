@@ -70,7 +70,7 @@ func (r *rig) startOnCut(cs *cutStore, pc delivery.Sender, policy delivery.Retry
 	r.t.Cleanup(wr.Close)
 	stop = r.startWorkerWith(policy, func(c *delivery.Config) {
 		c.Platform, c.Store, c.Events = pc, cs.ws, wr
-		c.StoreRetry = 100 * time.Millisecond
+		c.StoreRetry, c.TokenPauseFor = 100*time.Millisecond, 100*time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	return stop, logs

@@ -85,6 +85,10 @@ type Config struct {
 	// its address (40164): it hands its messages back to the queue for the other workers, and
 	// then tries again. Default 1 minute.
 	AddressPauseFor time.Duration
+	// TokenPauseFor is how long this worker alone stops sending when it cannot get an access
+	// token (the platform's token endpoint failing, or this worker's way to it): it hands its
+	// messages back as for AddressPauseFor, and then tries again. Default 30 s.
+	TokenPauseFor time.Duration
 	// Metrics counts attempts, failures and platform calls; nil counts nothing.
 	Metrics *metrics.Metrics
 	Now     func() time.Time
@@ -116,10 +120,10 @@ type Worker struct {
 	// before one is not cached after it.
 	forgetMu sync.Mutex
 	forgets  uint64
-	// refused is this worker's own pause: the platform refused its address (40164), and
-	// other workers may still send.
-	refusedMu sync.Mutex
-	refused   sending.PauseState
+	// own is this worker's own pause: the platform refused its address (40164), or it could
+	// get no access token; other workers may still send.
+	ownMu sync.Mutex
+	own   sending.PauseState
 }
 
 // maxCachedBindings bounds the binding cache (about 100 bytes an entry).
@@ -150,6 +154,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.AddressPauseFor <= 0 {
 		cfg.AddressPauseFor = time.Minute
+	}
+	if cfg.TokenPauseFor <= 0 {
+		cfg.TokenPauseFor = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -267,7 +274,7 @@ const pausePoll = 250 * time.Millisecond
 // paused reports the pause in force, every worker's or this worker's own, and shows it in
 // the metrics.
 func (w *Worker) paused() (sending.PauseState, bool) {
-	st, ok := w.addressRefused()
+	st, ok := w.ownPause()
 	if !ok && w.cfg.Pause != nil {
 		st, ok = w.cfg.Pause.Paused()
 	}
@@ -275,42 +282,63 @@ func (w *Worker) paused() (sending.PauseState, bool) {
 	return st, ok
 }
 
-// addressRefused reports this worker's own pause: the platform refused its address, and it
-// sends nothing until the pause ends.
-func (w *Worker) addressRefused() (sending.PauseState, bool) {
-	w.refusedMu.Lock()
-	defer w.refusedMu.Unlock()
-	return w.refused, w.cfg.Now().Before(w.refused.Until)
+// ownPause reports this worker's own pause: the platform refused its address, or it could get
+// no access token, and it sends nothing until the pause ends.
+func (w *Worker) ownPause() (sending.PauseState, bool) {
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	return w.own, w.cfg.Now().Before(w.own.Until)
 }
 
-// addressHandBack is how long a message this worker hands back for its refused address waits
-// in the queue: past the pull this worker may have under way, so that it goes to another.
-const addressHandBack = fetchWait
+// handBack is how long a message this worker hands back for its own pause waits in the queue:
+// past the pull this worker may have under way, so that it goes to another.
+const handBack = fetchWait
 
-// AddressRefused reports that the platform refuses this worker's address (40164), with the
-// cause and what an operator must do: the worker sends nothing for now, and tries again after
-// Config.AddressPauseFor.
-func (w *Worker) AddressRefused() (string, bool) {
-	st, ok := w.addressRefused()
-	return st.Reason + "; " + st.Action, ok
-}
-
-// errAddressRefused is returned by gate while the platform refuses this worker's address: the
-// message goes back to the queue at once, for a worker the platform takes calls from.
-var errAddressRefused = errors.New("the platform refuses this worker's address")
-
-// refuseAddress starts this worker's own pause after a 40164 (see Config.AddressPauseFor), and
-// returns the record of a message handed back meanwhile. The call that met it does not count.
-func (w *Worker) refuseAddress(reason, action string) string {
-	w.refusedMu.Lock()
-	defer w.refusedMu.Unlock()
-	now := w.cfg.Now()
-	if !now.Before(w.refused.Until) {
-		w.refused = sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}
-		w.cfg.Logger.Error("the platform refuses this worker's address; it hands its messages to the other workers and tries again later",
-			"reason", reason, "action", action, "until", w.refused.Until)
+// OwnPause reports that this worker alone sends nothing for now, with the cause and what an
+// operator can do: the platform refuses its address (40164), or it can get no access token.
+// It tries again after Config.AddressPauseFor or Config.TokenPauseFor.
+func (w *Worker) OwnPause() (string, bool) {
+	st, ok := w.ownPause()
+	if st.Action != "" {
+		return st.Reason + "; " + st.Action, ok
 	}
-	return reason + "; handed to another worker: " + action
+	return st.Reason, ok
+}
+
+// selfPause reports the pause of this worker alone that err calls for: the platform refused
+// this worker's address (40164), or it could get no access token for a cause other than the
+// account's (the token endpoint failing, or this worker's way to it); false for any other err.
+func (w *Worker) selfPause(err error) (sending.PauseState, bool) {
+	now := w.cfg.Now()
+	if reason, action, ok := platform.AddressRefused(err); ok {
+		return sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}, true
+	}
+	if _, _, account := platform.AccountProblem(err); !account && errors.As(err, new(*platform.NotSentError)) {
+		return sending.PauseState{Until: now.Add(w.cfg.TokenPauseFor), Reason: "no access token: " + err.Error()}, true
+	}
+	return sending.PauseState{}, false
+}
+
+// errOwnPause is returned by gate while this worker's own pause holds: the message goes back
+// to the queue at once, for another worker.
+var errOwnPause = errors.New("this worker's sending is paused")
+
+// pauseSelf starts this worker's own pause for st (see Config.AddressPauseFor and
+// Config.TokenPauseFor), unless one holds already, and returns the record of a message handed
+// back meanwhile. The call that met it does not count.
+func (w *Worker) pauseSelf(st sending.PauseState) string {
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	if !w.cfg.Now().Before(w.own.Until) {
+		w.own = st
+		w.cfg.Logger.Error("this worker hands its messages to the other workers and tries again later",
+			"reason", st.Reason, "action", st.Action, "until", st.Until)
+	}
+	why := st.Reason + "; handed to another worker"
+	if st.Action != "" {
+		why += ": " + st.Action
+	}
+	return why
 }
 
 // waitUnpaused returns once sending is not paused (true), or when ctx ends (false).
@@ -348,8 +376,8 @@ var errStopping = errors.New("the worker is stopping")
 // gets it next asks the platform again rather than take that call for failed.
 func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 	for {
-		if _, refused := w.addressRefused(); refused {
-			return errAddressRefused
+		if _, own := w.ownPause(); own {
+			return errOwnPause
 		}
 		if st, paused := w.paused(); paused {
 			if !inDoubt {
@@ -362,9 +390,9 @@ func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
 					poll.Stop()
 					return errStopping
 				case <-poll.C:
-					if _, refused := w.addressRefused(); refused {
+					if _, own := w.ownPause(); own {
 						poll.Stop()
-						return errAddressRefused // to another worker, which obeys the shared pause too
+						return errOwnPause // to another worker, which obeys the shared pause too
 					}
 					_, paused = w.paused()
 				}
@@ -404,10 +432,9 @@ const heartbeat = 2 * time.Second
 // platform takes, the queue gives it to no other worker, which would call the platform again.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	defer stop()
-	if _, refused := w.addressRefused(); refused {
-		// Fetched just before the platform refused this worker's address: another worker
-		// delivers it.
-		_ = msg.NakWithDelay(addressHandBack)
+	if _, own := w.ownPause(); own {
+		// Fetched just before this worker paused itself: another worker delivers it.
+		_ = msg.NakWithDelay(handBack)
 		return
 	}
 	m, err := push.DecodeMessage(msg.Data())
@@ -720,8 +747,8 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		if gerr := w.gate(ctx, *r, inDoubt); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze(gerr.Error(), 0)}
-		} else if errors.Is(gerr, errAddressRefused) {
-			return attemptResult{out: Snooze(gerr.Error(), addressHandBack)}
+		} else if errors.Is(gerr, errOwnPause) {
+			return attemptResult{out: Snooze(gerr.Error(), handBack)}
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
@@ -745,14 +772,15 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// earlier call whose outcome is unknown: that doubt stays.
 		wasInDoubt := inDoubt
 		inDoubt = false
-		if reason, action, ok := platform.AddressRefused(err); ok {
-			// This worker's address, not the message nor the account: the call does not
-			// count, and the message goes back to the queue at once, for another worker.
-			why := w.refuseAddress(reason, action)
+		if st, ok := w.selfPause(err); ok {
+			// This worker's address or its access token, not the message nor the account:
+			// the call, if one was made, does not count, and the message goes back to the
+			// queue at once, for another worker.
+			why := w.pauseSelf(st)
 			if err := w.takeBack(ctx, msg, r, why, time.Time{}, wasInDoubt); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
-			return attemptResult{out: Snooze(why, addressHandBack)}
+			return attemptResult{out: Snooze(why, handBack)}
 		}
 		if st, ok := w.accountPause(ctx, err); ok {
 			// Not the message's doing: the call does not count, and the message waits
@@ -762,15 +790,6 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
-		}
-		if ns := (*platform.NotSentError)(nil); errors.As(err, &ns) {
-			// No access token (and no shared pause to wait at), so no send: the attempt
-			// recorded before the call is taken back, and the message handed back.
-			held := sending.PauseState{Until: w.cfg.Now().Add(w.cfg.StoreRetry), Reason: ns.Error()}
-			if err := w.takeBack(ctx, msg, r, held.Explain(), held.Until, wasInDoubt); err != nil {
-				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
-			}
-			return attemptResult{out: Snooze(ns.Error(), w.cfg.StoreRetry)}
 		}
 		code := errCode(err)
 		res := attemptResult{openID: b.OpenID, platformCode: code}
@@ -970,9 +989,6 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 // it even if no operator resumed it.
 const accountPauseFor = 24 * time.Hour
 
-// tokenPauseFor is how long sending pauses when no access token can be had.
-const tokenPauseFor = 30 * time.Second
-
 // quotaRenewalGrace is how long after the daily quota's renewal a 45009 is taken for the
 // platform not having renewed it yet, and pauses sending for quotaRenewalRetry only.
 const (
@@ -982,7 +998,7 @@ const (
 
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), its per-minute
-// limit hit (until the next minute), no access token to be had (for tokenPauseFor), or an
+// limit hit (until the next minute), or an
 // account problem an operator must fix (platform.AccountProblem). It reports the pause in
 // force; false when err is no such refusal, or the pause could not be set (the message is then
 // retried as usual rather than calling the platform again at once).
@@ -1010,10 +1026,6 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 			// be wrong; a short one lets a send after the renewal tell.
 			st.Until = now.Add(quotaRenewalRetry)
 		}
-	case errors.As(err, new(*platform.NotSentError)):
-		// The platform's token endpoint fails: every send would, so every worker waits a
-		// little, and one send then tries again, rather than each message asking for a token.
-		st = sending.PauseState{Until: now.Add(tokenPauseFor), Reason: "no access token: " + err.Error()}
 	default:
 		return sending.PauseState{}, false
 	}

@@ -857,8 +857,9 @@ func (w *Worker) ready(ctx context.Context) error {
 	if st, paused := w.pause.Paused(); paused && st.Action != "" {
 		return errors.New("sending paused: " + st.Reason + "; " + st.Action)
 	}
-	// The platform refuses this worker's address: the others may still send, this one not.
-	if why, refused := w.w.AddressRefused(); refused {
+	// The platform refuses this worker's address, or it can get no access token: the others
+	// may still send, this one not.
+	if why, own := w.w.OwnPause(); own {
 		return errors.New("this worker's sending paused: " + why)
 	}
 	return nil
