@@ -156,7 +156,8 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 // tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
 // lifetime and are not revocable one by one: a valid access token of this issuer is refused
 // with unsupported_token_type rather than pretended revoked. An unknown or invalid token is
-// not an error (RFC 7009 §2.2).
+// not an error (RFC 7009 §2.2); another client's refresh token is invalid_request, and
+// nothing changes (§2.1).
 func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	form := r.Form
 	c, e := s.authenticateClient(ctx, r)
@@ -176,10 +177,14 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 		return nil
 	}
 	t, err := s.Store.RefreshToken(ctx, Hash(tok))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && t.ClientID != c.ID) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return nil
-	}
-	if err != nil {
+	case err == nil && t.ClientID != c.ID:
+		// RFC 7009 §2.1: refused, and the client told, rather than answered as if revoked;
+		// the token stays as it was (Keycloak: "Unmatching clients").
+		return errorf(ErrInvalidRequest, "the token was issued to another client")
+	case err != nil:
 		return internal("the token could not be revoked", fmt.Errorf("read refresh token: %w", err))
 	}
 	if err := s.revokeFamily(ctx, t.Family); err != nil {

@@ -295,8 +295,9 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 // When ok is false the request has been answered (an error page) and the handler must return
 // err at once: nothing after a refusal may run.
 func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, ok bool, err error) {
-	// A request of no known kind was sealed before kinds were recorded: start again.
-	if err := s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar); err != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
+	// A request of no known kind was sealed before kinds were recorded: start again. A front end
+	// without sign-in began no flow.
+	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
 		return ar, false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
 			"This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
 	}

@@ -148,3 +148,43 @@ func TestFormClientRefusedHasChallenge(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInStepsWithoutSignInRefused: a front end without identity providers (push
+// only: SignIn is nil) still routes the sign-in steps; any outsider's request to them must be
+// refused with a 4xx page, never run into a nil SignIn (a recovered panic, 500).
+func TestSignInStepsWithoutSignInRefused(t *testing.T) {
+	e := newEnv(t)
+	r := "/auth/realms/campus"
+	for _, c := range []struct{ method, path, ct, body string }{
+		{"POST", r + "/login-actions/authenticate?req=x", form, "csrf=a&username=u&password=p"},
+		{"POST", r + "/login-actions/consent?req=x", form, "csrf=a&accept=yes"},
+		{"GET", r + "/broker/cas/endpoint?req=x&ticket=ST-1", "", ""},
+	} {
+		a := e.do(c.method, c.path, c.ct, "", c.body)
+		if a.status >= http.StatusInternalServerError {
+			t.Errorf("%s %s: %d, want a 4xx refusal: %.200s", c.method, c.path, a.status, a.body)
+		}
+	}
+}
+
+// TestRevokeOfAnotherClientsTokenRefused: RFC 7009 §2.1: the server "verifies whether the
+// token was issued to the client making the revocation request. If this validation fails, the
+// request is refused and the client is informed of the error". Revoking another client's
+// refresh token is refused (invalid_request, as Keycloak's "Unmatching clients"), not answered
+// 200 as if revoked while the token stays alive.
+func TestRevokeOfAnotherClientsTokenRefused(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatalf("exchange: %s", errc)
+	}
+	rt, _ := tok["refresh_token"].(string)
+	st, m := e.postForm(t, "/revoke", "library", url.Values{"token": {rt}, "token_type_hint": {"refresh_token"}})
+	if _, errc := e.refresh(t, "portal", rt); errc != "" {
+		t.Fatalf("the refresh token should be untouched: %s", errc)
+	}
+	if st != http.StatusBadRequest || m["error"] != "invalid_request" {
+		t.Errorf("revoking portal's refresh token as library: %d %v; the token is still alive (want 400 invalid_request, RFC 7009 §2.1)", st, m)
+	}
+}
