@@ -611,8 +611,11 @@ func (c *Config) Validate(role Role) error {
 	if !validHostPort(c.Listen) {
 		p.add("listen: %q is not host:port (port 0 to 65535)", c.Listen)
 	}
-	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
+	// The issuer is public_url with a path appended: it has no query, fragment or user info
+	// (OpenID Connect Discovery 1.0 §3).
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.PublicURL, "#") {
+		p.add("public_url: %q is not an absolute http(s) URL without query, fragment or user info", c.PublicURL)
 	}
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		p.add("time_zone: %q is not a known time zone", c.TimeZone)
@@ -656,6 +659,8 @@ func (c *Config) Validate(role Role) error {
 	if c.MongoDB.Retention.D() < max(time.Hour, c.NATS.MaxAge.D()) {
 		// A waiting message's record holds its attempts: it must outlive the message.
 		p.add("mongodb.retention: %s, at least 1h and at least nats.max_age (%s)", c.MongoDB.Retention.D(), c.NATS.MaxAge.D())
+	} else if c.MongoDB.Retention.D() > MaxRetention {
+		p.add("mongodb.retention: %s, at most %s (MongoDB's TTL index holds at most 2^31-1 seconds)", c.MongoDB.Retention.D(), MaxRetention)
 	}
 	c.validateOAuth(&p)
 	seenUser := map[string]bool{}
@@ -673,12 +678,18 @@ func (c *Config) Validate(role Role) error {
 			p.add("%s.password_hash: not a bcrypt hash", at)
 		}
 	}
+	bound := map[string]bool{}
 	for i, b := range c.Bindings {
-		if b.UserID == "" || b.OpenID == "" {
+		switch {
+		case b.UserID == "" || b.OpenID == "":
 			p.add("bindings[%d]: userid and openid are required", i)
-		} else if !push.ValidUserID(b.UserID) {
+		case !push.ValidUserID(b.UserID):
 			p.add("bindings[%d].userid: %q is no user number a push can name (1 to 64 of A-Z a-z 0-9 . _ -)", i, b.UserID)
+		case bound[b.UserID]:
+			// Loaded one over the other, the first would be dropped without a word.
+			p.add("bindings[%d].userid: %q appears twice", i, b.UserID)
 		}
+		bound[b.UserID] = true
 	}
 	c.validatePlatform(role, &p)
 	c.validateOps(&p)
@@ -948,6 +959,10 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 // client_msg_id within ten minutes, and a retry after a lost answer (its send timeout and
 // clock differences added) must come within them.
 const MaxBackoff = 9 * time.Minute
+
+// MaxRetention is the longest mongodb.retention, ten years: MongoDB's TTL index takes at most
+// 2^31-1 seconds (some 68 years), and a longer value would wrap around to a short one.
+const MaxRetention = 10 * 365 * 24 * time.Hour
 
 // callbackToken is the form of the Token the platform's console accepts.
 var callbackToken = regexp.MustCompile(`^[A-Za-z0-9]{3,32}$`)

@@ -87,7 +87,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
 	err = c.Validate(config.RoleWorker)
 	want := `invalid configuration:
   listen: "nowhere" is not host:port (port 0 to 65535)
-  public_url: "ftp://x" is not an absolute http(s) URL
+  public_url: "ftp://x" is not an absolute http(s) URL without query, fragment or user info
   time_zone: "Mars/Olympus" is not a known time zone
   nats.url: required (or set NATS_URL)
   nats.replicas: 7, must be 1 to 5
@@ -316,6 +316,9 @@ func TestSchemaAgrees(t *testing.T) {
 		"platform: {appid: wx1, encoding_aes_key: tooShort}",
 		"platform: {oauth_base: 'open.weixin.qq.com'}",
 		"platform: {oauth_base: 'https://open.weixin.qq.com/?x=1'}",
+		"public_url: 'https://ucs.example.edu/?tenant=campus'",
+		"public_url: 'https://ucs.example.edu/#top'",
+		"public_url: 'https://admin:pw@ucs.example.edu'",
 		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
@@ -452,6 +455,26 @@ worker: {listen: "127.0.0.1:-1"}
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("validate: %v\nwant %q", err, want)
+		}
+	}
+}
+
+// TestRefusedBeforeItBreaksLater: values that start but break something later are refused at
+// start: a user number bound twice (the later binding would replace the first without a word),
+// and a retention past what MongoDB's TTL index holds (it would wrap around to a short one).
+func TestRefusedBeforeItBreaksLater(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"bindings:\n  - {userid: '2020000001', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n  - {userid: '2020000001', openid: oBBBBBBBBBBBBBBBBBBBBBBBBBB2}\n",
+			`bindings[1].userid: "2020000001" appears twice`},
+		{"mongodb: {retention: 1193047h}\n", "mongodb.retention: 1193047h0m0s, at most"},
+	} {
+		cfg, err := config.Parse([]byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Defaults()
+		if err := cfg.Validate(config.RoleStandalone); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
 		}
 	}
 }

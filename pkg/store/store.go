@@ -177,6 +177,13 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			Keys:    bson.D{{Key: "at", Value: 1}},
 			Options: options.Index().SetName("at_ttl").SetExpireAfterSeconds(secs),
 		})
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == 85 { // IndexOptionsConflict: retention changed
+			// MongoDB keeps an index's options: the new retention is set on the index there
+			// is, rather than refused at every start.
+			err = s.db.RunCommand(ctx, bson.D{{Key: "collMod", Value: c.Name()},
+				{Key: "index", Value: bson.D{{Key: "name", Value: "at_ttl"}, {Key: "expireAfterSeconds", Value: secs}}}}).Err()
+		}
 		switch {
 		case err == nil:
 			s.ttl = true
