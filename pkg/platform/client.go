@@ -160,7 +160,8 @@ type sendAnswer struct {
 // whether to retry. When no access token could be had, nothing was sent: the
 // error wraps a *NotSentError. When the platform rejects the access token (40001, 42001,
 // 40014), SendTemplate fetches a token again and retries the send exactly
-// once; a persistent rejection is returned as a retryable *Error.
+// once; a persistent rejection is returned as a retryable *Error, and no new token to be had
+// as a *NotSentError.
 func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
 	body := appendSendBody(make([]byte, 0, 512), &m)
 	tok, err := c.tokens.get(ctx, "")
@@ -175,7 +176,10 @@ func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int
 	c.log.Warn("the platform rejected the access token; fetching it again", "errcode", pe.Code)
 	tok, terr := c.tokens.get(ctx, tok)
 	if terr != nil {
-		return 0, fmt.Errorf("%w; then getting a new access token: %w", err, terr)
+		// The rejected send sent nothing, and no other can be made: as when no token could be
+		// had at first, with the token's error (an account's refusal such as 40125 among them)
+		// in the chain, not the rejection's.
+		return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr})
 	}
 	return c.send(ctx, tok, body)
 }

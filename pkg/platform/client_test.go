@@ -446,12 +446,12 @@ func TestStubbornTokenIsForcedAtMostOncePerMinute(t *testing.T) {
 		t.Fatalf("stats %+v: want normal fetch, normal refetch, then one forced refresh", st)
 	}
 
-	// The next stubborn token within a minute: no second forced refresh.
+	// The next stubborn token within a minute: no second forced refresh, and no token to send
+	// with: nothing was sent.
 	poisoned.Store(e.platformToken(t, false))
 	_, err := e.client.SendTemplate(ctx, exam(follower, ""))
-	var pe *platform.Error
-	if !errors.As(err, &pe) || pe.Code != 40001 {
-		t.Fatalf("second stubborn token within a minute: %v, want errcode 40001", err)
+	if !errors.As(err, new(*platform.NotSentError)) || !strings.Contains(err.Error(), "40001") {
+		t.Fatalf("second stubborn token within a minute: %v, want a NotSentError naming the 40001", err)
 	}
 	if _, ok := platform.Permanent(err); ok {
 		t.Error("a persistent token failure classified permanent")

@@ -1,0 +1,117 @@
+package delivery_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/delivery"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
+)
+
+// tokenRejectedWithoutNew starts a worker (with the shared pause and dead letters) whose
+// platform, once broken is set, rejects the access token it holds at every send (40001: the
+// token was invalidated) and answers the token endpoint with tokenAnswer. A first push is sent
+// with the good token before broken is set; the push returned is published after. tokenCalls
+// counts the calls of the token endpoint while broken.
+func (r *rig) tokenRejectedWithoutNew(t *testing.T, tokenAnswer func(w http.ResponseWriter)) (id string, broken *atomic.Bool, p *sending.Pause, tokenCalls *atomic.Int64) {
+	t.Helper()
+	ctx := context.Background()
+	broken, tokenCalls = &atomic.Bool{}, &atomic.Int64{}
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !broken.Load() {
+			return false
+		}
+		if strings.Contains(req.URL.Path, "token") {
+			tokenCalls.Add(1)
+			tokenAnswer(w)
+			return true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1"}`))
+		return true
+	})
+	p = r.openPause()
+	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+		t.Fatal(err)
+	}
+	policy := delivery.RetryPolicy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2, MaxAttempts: 3}
+	r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.Platform, c.Pause, c.QuotaReset, c.TokenPauseFor = pc, p, quotaInAnHour, 100*time.Millisecond
+		c.DeadLetter = queue.NewDeadLetters(r.js).Copy
+	})
+	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
+	broken.Store(true)
+	return r.publish("u-follows", "JML", jml), broken, p, tokenCalls
+}
+
+// deadLetters counts the messages of the dead-letter stream.
+func (r *rig) deadLetters(t *testing.T) uint64 {
+	t.Helper()
+	s, err := r.js.Stream(context.Background(), queue.DeadLetterStream(r.qcfg.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// TestRejectedTokenWithoutNewSendsLater: the platform rejects the access token a worker holds
+// (40001) and its token endpoint fails (502). No message can be sent until a token can be had
+// again, which is no message's doing: each waits without spending an attempt (here three times
+// as many tries as max_attempts), none fails or is dead-lettered, and each is sent with its first
+// attempt once a token can be had.
+func TestRejectedTokenWithoutNewSendsLater(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	id, broken, _, tokenCalls := r.tokenRejectedWithoutNew(t, func(w http.ResponseWriter) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	})
+	before := r.sim.Stats().Sends
+	embeddedtest.Eventually(t, 30*time.Second, "the push held, without an attempt, through 9 tries", func() bool {
+		res, err := r.st.Current(ctx, id)
+		if err == nil && res.State.Final() {
+			t.Fatalf("the push ended %s after %d attempts: %q", res.State, res.Attempts, res.Reason)
+		}
+		return tokenCalls.Load() >= 9 && err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
+			strings.Contains(res.LastError, "no access token")
+	})
+	if n := r.deadLetters(t); n != 0 {
+		t.Fatalf("%d dead letters while no token could be had", n)
+	}
+	broken.Store(false)
+	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {
+		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends-before)
+	}
+}
+
+// TestRejectedTokenWithWrongSecretPausesForTheOperator: as above, but the token endpoint
+// answers 40125 (platform.secret is no longer the account's AppSecret: an administrator reset
+// it). That is a problem of the account: sending pauses for every worker, with the operator's
+// action, as when the token endpoint says so first, and the push waits without an attempt.
+func TestRejectedTokenWithWrongSecretPausesForTheOperator(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	id, _, p, _ := r.tokenRejectedWithoutNew(t, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":40125,"errmsg":"invalid appsecret rid: 2"}`))
+	})
+	embeddedtest.Eventually(t, 10*time.Second, "sending paused for the operator, the push held without an attempt", func() bool {
+		st, paused := p.Paused()
+		res, err := r.st.Current(ctx, id)
+		return paused && strings.HasPrefix(st.Reason, "40125") && st.Action != "" &&
+			err == nil && res.State == push.StateQueued && res.Attempts == 0
+	})
+	if n := r.deadLetters(t); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
