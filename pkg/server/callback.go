@@ -28,7 +28,11 @@ type Nonces interface {
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 }
 
-func badSignature() *Error { return errf(CodeUnauthorized, "callback signature invalid") }
+func badSignature() *Error {
+	// A 401 names a scheme (RFC 9110 §15.5.2): here the platform's signature of the query.
+	return &Error{Code: CodeUnauthorized, Message: "callback signature invalid",
+		Header: http.Header{"Www-Authenticate": {`Signature realm="callback"`}}}
+}
 
 // answerWithin bounds the work of answering a callback: the platform waits 5 s for the answer,
 // and pushes a callback it got none for again (counting it against the account's alarms).
