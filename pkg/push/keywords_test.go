@@ -100,3 +100,17 @@ func TestIndustryKeywordNotCut(t *testing.T) {
 		t.Fatalf("a 20-character header on keyword1: %v", err)
 	}
 }
+
+// TestParserTakesEnumStringKeyword: the platform's template list names an enumerated keyword
+// enum_string<N> (keywordCode "enum_string2.DATA", with its enumValueList); a data field maps
+// to it, and several values joined by commas are taken.
+func TestParserTakesEnumStringKeyword(t *testing.T) {
+	p, err := NewParser(map[string]map[string]string{"EN": {"name": "thing1", "class": "enum_string2", "time": "time3"}})
+	if err != nil {
+		t.Fatalf("NewParser refused a mapping to enum_string2: %v", err)
+	}
+	body := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"客厅,保姆房","time":"15:01"}}`
+	if _, err := p.Parse([]byte(body)); err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+}

@@ -117,6 +117,12 @@ var kinds = []Kind{
 		Rule:   "allows only the template's enumerated values, which only the platform can check; here at most 20 characters",
 		RuleZH: "枚举值：只能上传枚举值范围内的字段值，无法在本地校验",
 		valid:  func(_ string, n int) bool { return n <= 20 }},
+	// The templates' list names the same kind enum_string<N> (keywordCode "enum_string2.DATA",
+	// with its enumValueList); several values are sent joined by commas.
+	{Name: "enum_string", MaxRunes: 20,
+		Rule:   "allows only the template's enumerated values, several joined by commas, which only the platform can check; here at most 20 characters",
+		RuleZH: "枚举值：只能上传枚举值范围内的字段值（多个以逗号分隔），无法在本地校验",
+		valid:  func(_ string, n int) bool { return n <= 20 }},
 	{Name: "keyword", MaxRunes: 20, Checked: true, Stripped: true,
 		Rule:   "(old industry template) shows at most 20 characters and no line breaks; the platform cuts the rest",
 		RuleZH: "行业模板关键词：单个字段不超过20个字，不支持换行，超出部分由平台去除（2023年5月4日公告）",

@@ -175,7 +175,7 @@ func FuzzValidValue(f *testing.F) {
 func TestOf(t *testing.T) {
 	for kw, want := range map[string]string{
 		"thing1": "thing", "character_string12": "character_string", "short_thing3": "short_thing",
-		"const4": "const", "enum": "enum", "enum2": "enum", "keyword1": "keyword", "amount5": "amount",
+		"const4": "const", "enum": "enum", "enum2": "enum", "enum_string2": "enum_string", "enum_string": "", "keyword1": "keyword", "amount5": "amount",
 		"thing": "", "first": "first", "remark": "remark", "remark2": "remark", "things1": "", "memo": "", "Thing1": "", "": "", "1": "",
 	} {
 		got := ""
