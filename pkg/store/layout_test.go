@@ -172,3 +172,48 @@ func TestEarlierLayout(t *testing.T) {
 	clk.Advance(61 * 24 * time.Hour)
 	unknown("a ucsId made before the upgrade, after the retention", idAt(at(-10)), 1)
 }
+
+// TestEarlierLayoutWithoutResults: a store of an earlier version may hold no result at the
+// upgrade (none kept past the retention after a quiet spell) while it holds bindings: workers
+// of the earlier version, still running during the upgrade, send to them and write their sent
+// records where they did, at <ucsId>/s, which every process reads. A new store (no result, no
+// binding) reads no earlier layout: an unknown ucsId costs one read.
+func TestEarlierLayoutWithoutResults(t *testing.T) {
+	clk := clocktest.New(at(0))
+	f := embeddedtest.FerretDB(t)
+	ctx := context.Background()
+	client, err := mongo.Connect(ctx, options.Client().ApplyURI(f.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(ctx) }()
+	type doc struct {
+		ID          string `bson:"_id"`
+		push.Result `bson:",inline"`
+		At          time.Time `bson:"at"`
+	}
+
+	db := embeddedtest.DBName(t)
+	if _, err := client.Database(db).Collection("bindings").InsertOne(ctx, store.Binding{UserID: "2020000001", OpenID: "oA", Updated: at(-3600)}); err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, f.URI(), db, clk, embeddedtest.CountFinds("push_results"))
+	clk.Advance(10 * time.Minute)
+	id := idAt(clk.Now())
+	sent := push.Result{UcsID: id, ClientID: "c", State: push.StateSent, Attempts: 1, MsgID: 77, Sent: clk.Now()}
+	if _, err := client.Database(db).Collection("push_results").InsertOne(ctx, doc{ID: id + "/s", Result: sent, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Outcome(ctx, id); err != nil || r.State != push.StateSent {
+		t.Fatalf("a push an earlier worker sent during the upgrade of a store without results: %+v %v, want sent", r, err)
+	}
+	if r, err := openStore(t, f.URI(), db, clk, embeddedtest.CountFinds("push_results")).Outcome(ctx, id); err != nil || r.State != push.StateSent {
+		t.Fatalf("the next process: %+v %v, want sent", r, err)
+	}
+
+	reads := embeddedtest.CountFinds("push_results")
+	fresh := openStore(t, f.URI(), embeddedtest.DBName(t)+"_new", clk, reads)
+	if n := reads.During(func() { _, err = fresh.Outcome(ctx, idAt(clk.Now())) }); n != 1 || !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a new store, unknown ucsId: %d reads, %v; want 1, ErrNotFound", n, err)
+	}
+}

@@ -331,7 +331,7 @@ const layoutID = "push_results.layout"
 // layoutDoc records when push_results took its present layout. Pushes accepted before
 // LegacyBefore may have their sent record at <ucsId>/s, where an earlier version wrote it,
 // and their receipt's final result at <ucsId>; LegacyBefore is zero for a store that held no
-// results when the layout came.
+// results and no bindings when the layout came (a new one: no worker can have sent from it).
 type layoutDoc struct {
 	ID           string    `bson:"_id"`
 	LegacyBefore time.Time `bson:"legacyBefore"`
@@ -348,12 +348,18 @@ func (s *Store) readLayout(ctx context.Context, tool bool) (time.Time, error) {
 		return d.LegacyBefore, err
 	}
 	d = layoutDoc{ID: layoutID}
-	// An unfiltered FindOne reads one row on the embedded server, however large the table.
-	switch err := s.results.FindOne(ctx, bson.D{}).Err(); {
-	case err == nil:
-		d.LegacyBefore = s.now()
-	case !errors.Is(err, mongo.ErrNoDocuments):
-		return time.Time{}, fmt.Errorf("read %s: %w", colResults, err)
+	// A store that holds results, or bindings (workers of an earlier version may be sending to
+	// them during the upgrade, even with no result kept), is an earlier version's. An
+	// unfiltered FindOne reads one row on the embedded server, however large the table.
+	for _, c := range []string{colResults, colBindings} {
+		err := s.col(c).FindOne(ctx, bson.D{}).Err()
+		if err == nil {
+			d.LegacyBefore = s.now()
+			break
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return time.Time{}, fmt.Errorf("read %s: %w", c, err)
+		}
 	}
 	if tool {
 		return d.LegacyBefore, nil
