@@ -279,3 +279,29 @@ func TestMigrateChunkWithUndecodableItem(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlierFrontEndRefusedAfterMigration: once a new front end has converted the stream, a
+// front end of the earlier layout still running during the upgrade cannot store a push: its
+// single (ucs.push.mp.<ucsId>) and its chunk are refused, so it answers 503 rather than a
+// ucsId that no lookup of the new layout would find while the push waits.
+func TestEarlierFrontEndRefusedAfterMigration(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	_, c := legacyStream(t, js, 0)
+	if _, err := queue.Migrate(ctx, js, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	m := msgOf("portal", push.NewID(time.Now()))
+	b, _ := m.Encode()
+	for _, subject := range []string{"ucs.push.mp." + m.UcsID, "ucs.push.batch.1"} {
+		if _, err := js.Publish(ctx, subject, b); err == nil {
+			t.Errorf("an earlier front end's publish on %s was stored", subject)
+		}
+	}
+	if _, err := js.Publish(ctx, queue.Subject(m.ClientID, m.UcsID), b); err != nil {
+		t.Fatalf("a push on its own subject: %v", err)
+	}
+}

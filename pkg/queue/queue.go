@@ -100,11 +100,15 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "template message pushes accepted by the front end, awaiting delivery",
-		Subjects:    []string{SubjectPrefix + ">"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
-		MaxBytes:    c.MaxBytes,
+		// Two tokens, client and ucsId: a front end of the earlier layout still running
+		// during an upgrade publishes its singles on one (ucs.push.mp.<ucsId>), which the
+		// stream no longer takes, so it answers 503 rather than a ucsId no lookup would
+		// find until delivered; its chunks' subject is gone too.
+		Subjects:  []string{SubjectPrefix + "*.*"},
+		Retention: jetstream.WorkQueuePolicy,
+		Storage:   jetstream.FileStorage,
+		Replicas:  c.Replicas,
+		MaxBytes:  c.MaxBytes,
 		// No age limit: a push past MaxAge is failed by a worker, with a record (no dead
 		// letter), never dropped unseen; MaxBytes bounds the stream.
 		MaxAge:  0,
