@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io/fs"
+	"slices"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/campus-it/ucs/pkg/platform/keyword"
 )
 
 // TestEveryFileCompiles checks that each embedded *.json but the OpenAPI
@@ -60,5 +63,44 @@ func TestPush(t *testing.T) {
 	Push()[0] = 'x'
 	if Push()[0] != '{' {
 		t.Error("Push() returns shared bytes")
+	}
+}
+
+// TestKeywordKindsDescribed: the type dictionary's keyword kinds, as the description lists
+// them, are the kinds the service knows, no more and no fewer: an answer naming a kind the
+// description leaves out is invalid under it.
+func TestKeywordKindsDescribed(t *testing.T) {
+	var d any
+	if err := json.Unmarshal(OpenAPI(), &d); err != nil {
+		t.Fatal(err)
+	}
+	var described []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if e, ok := v["enum"].([]any); ok && slices.Contains(e, any("short_thing")) {
+				for _, k := range e {
+					described = append(described, k.(string))
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(d)
+	var known []string
+	for _, k := range keyword.Kinds() {
+		known = append(known, k.Name)
+	}
+	slices.Sort(described)
+	slices.Sort(known)
+	if !slices.Equal(described, known) {
+		t.Fatalf("described keyword kinds %v, known %v", described, known)
 	}
 }
