@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -613,8 +614,10 @@ func (c *Config) Validate(role Role) error {
 	}
 	// The issuer is public_url with a path appended: it has no query, fragment or user info
 	// (OpenID Connect Discovery 1.0 §3).
-	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.PublicURL, "#") {
+	if u, err := url.Parse(c.PublicURL); err != nil || !strings.HasPrefix(c.PublicURL, u.Scheme+"://") ||
+		(u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || strings.ContainsAny(c.PublicURL, "#") ||
+		strings.IndexFunc(c.PublicURL, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		p.add("public_url: %q is not an absolute http(s) URL without query, fragment or user info", c.PublicURL)
 	}
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {

@@ -319,6 +319,9 @@ func TestSchemaAgrees(t *testing.T) {
 		"public_url: 'https://ucs.example.edu/?tenant=campus'",
 		"public_url: 'https://ucs.example.edu/#top'",
 		"public_url: 'https://admin:pw@ucs.example.edu'",
+		"public_url: 'https://ucs.example.edu/a b'",
+		"public_url: 'HTTPS://ucs.example.edu'",
+		"public_url: \"https://ucs.example.edu/a\\x01\"",
 		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {

@@ -10,9 +10,13 @@ import (
 
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // tokenRejectedWithoutNew starts a worker (with the shared pause and dead letters) whose
@@ -114,4 +118,61 @@ func TestRejectedTokenWithWrongSecretPausesForTheOperator(t *testing.T) {
 	if n := r.deadLetters(t); n != 0 {
 		t.Fatalf("%d dead letters", n)
 	}
+}
+
+// TestRejectedTokenSendCounted: the platform rejects the access token a worker holds
+// (40001) and its token endpoint then fails. Each try makes one real template send, which the
+// platform refuses with 40001; ucs_platform_errors_total{errcode} counts "sends the platform
+// refused, by errcode", and ucs_platform_request_seconds "one template send to the platform"
+// (deployments/README.md): each refused send counts there, though the message spends no
+// attempt on it.
+func TestRejectedTokenSendCounted(t *testing.T) {
+	r := newRig(t)
+	m := metrics.NewWorker(prometheus.NewRegistry())
+	broken := &atomic.Bool{}
+	rejected := &atomic.Int64{}
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !broken.Load() {
+			return false
+		}
+		if strings.Contains(req.URL.Path, "token") {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return true
+		}
+		rejected.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1"}`))
+		return true
+	})
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Platform, c.Metrics, c.TokenPauseFor = pc, m, 50*time.Millisecond
+	})
+	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
+	okSends := histogramCount(t, m)
+	broken.Store(true)
+	r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "3 template sends refused with 40001", func() bool {
+		return rejected.Load() >= 3
+	})
+	broken.Store(false) // no more refusals from here on: the counts below are stable
+	n := rejected.Load()
+	embeddedtest.Eventually(t, 5*time.Second, "each refused send counted", func() bool {
+		errs, observed := testutil.ToFloat64(m.PlatformErrors.WithLabelValues("40001")), histogramCount(t, m)-okSends
+		if errs > 0 && observed >= n && errs >= float64(n) {
+			return true
+		}
+		t.Logf("%d template sends refused with 40001; ucs_platform_errors_total{errcode=\"40001\"} = %v, ucs_platform_request_seconds observed %d", n, errs, observed)
+		return false
+	})
+}
+
+func histogramCount(t *testing.T, m *metrics.Metrics) int64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	m.PlatformSeconds.Collect(ch)
+	var d dto.Metric
+	if err := (<-ch).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return int64(d.GetHistogram().GetSampleCount())
 }

@@ -979,8 +979,12 @@ func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, 
 	defer cancel()
 	started := time.Now()
 	id, err := w.cfg.Platform.SendTemplate(sctx, tm)
-	if !errors.As(err, new(*platform.NotSentError)) { // no access token: no call was made
+	var ns *platform.NotSentError
+	switch {
+	case !errors.As(err, &ns):
 		w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), errCode(err))
+	case ns.Rejected != 0: // one call, refused for its access token, and no token for another
+		w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), metrics.ErrCode(ns.Rejected))
 	}
 	return id, err
 }

@@ -179,7 +179,7 @@ func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int
 		// The rejected send sent nothing, and no other can be made: as when no token could be
 		// had at first, with the token's error (an account's refusal such as 40125 among them)
 		// in the chain, not the rejection's.
-		return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr})
+		return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr, Rejected: pe.Code})
 	}
 	return c.send(ctx, tok, body)
 }

@@ -15,11 +15,13 @@ type HTTPError struct {
 // Error formats the answer as "HTTP status 502 Bad Gateway".
 func (e *HTTPError) Error() string { return "HTTP status " + e.Status }
 
-// NotSentError is a send that never reached the template send endpoint: no access token
-// could be had (the token endpoint failed, or the wait for it ended). The platform was asked
-// nothing for the message.
+// NotSentError is a send that never went out: no access token could be had (the token
+// endpoint failed, or the wait for it ended). The platform sent nothing for the message.
 type NotSentError struct {
 	Err error
+	// Rejected is the errcode with which the platform refused a send for its access token
+	// (40001, 42001, 40014) before no new token could be had; 0 when no call was made.
+	Rejected int
 }
 
 func (e *NotSentError) Error() string { return e.Err.Error() }
