@@ -34,14 +34,19 @@ type Store interface {
 
 // Set is the keys in use: the one that signs new tokens and every one whose tokens are
 // accepted (the current key and the one before it). Refresh swaps them while requests run.
+//
+// A new key is published (in the JWKS, and accepted) for PublishAhead before it signs: the
+// replica that rotates keeps signing with the previous key meanwhile, so that every other
+// replica, which reads the keys again every minute, holds the new key before any token it
+// signs reaches them or a relying party reads their JWKS.
 type Set struct {
 	st atomic.Pointer[keyState]
 }
 
 type keyState struct {
-	current store.SigningKey
+	current store.SigningKey // the newest key, whose age decides the next rotation
 	alg     string
-	kid     string
+	kid     string // of the key that signs: current, or the previous one during PublishAhead
 	method  jwt.SigningMethod
 	signer  crypto.Signer
 	verify  map[string]crypto.PublicKey
@@ -73,13 +78,17 @@ func (s *Set) load(ctx context.Context, st Store, alg string, now func() time.Ti
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	ks, err := newState(cur, prev...)
+	ks, err := newState(cur, now(), prev...)
 	if err != nil {
 		return err
 	}
 	s.st.Store(ks)
 	return nil
 }
+
+// PublishAhead is how long a new key is published before it signs: twice the interval at
+// which replicas read the keys again.
+const PublishAhead = 2 * time.Minute
 
 // Refresh reloads the keys from the store, where another replica may have rotated them, and
 // rotates them itself when the current key is older than rotateAfter. The previous key stays
@@ -132,7 +141,7 @@ func Generate(alg string, now time.Time) (store.SigningKey, error) {
 
 // FromStored builds a set that signs with sk and also accepts tokens of previous.
 func FromStored(sk store.SigningKey, previous ...store.SigningKey) (*Set, error) {
-	ks, err := newState(sk, previous...)
+	ks, err := newState(sk, time.Time{}, previous...)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +162,9 @@ func signerOf(sk store.SigningKey) (crypto.Signer, error) {
 	return signer, nil
 }
 
-func newState(sk store.SigningKey, previous ...store.SigningKey) (*keyState, error) {
+// newState is the state of the keys sk (the newest) and previous at now: sk signs unless it
+// is younger than PublishAhead and a previous key of its algorithm can sign meanwhile.
+func newState(sk store.SigningKey, now time.Time, previous ...store.SigningKey) (*keyState, error) {
 	signer, err := signerOf(sk)
 	if err != nil {
 		return nil, err
@@ -168,6 +179,9 @@ func newState(sk store.SigningKey, previous ...store.SigningKey) (*keyState, err
 			return nil, err
 		}
 		s.verify[p.KeyID] = ps.Public()
+		if now.Before(sk.Created.Add(PublishAhead)) {
+			s.kid, s.signer = p.KeyID, ps
+		}
 	}
 	switch sk.Alg {
 	case "ES256":

@@ -3,6 +3,7 @@ package keys_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,9 +14,10 @@ import (
 	"github.com/campus-it/ucs/pkg/keys"
 )
 
-// TestRotation: once the signing key is older than the rotation period, a new one signs; the
-// JWKS serves the new and the previous key, every header has its kid, and tokens of the
-// previous key stay valid until the next rotation retires it.
+// TestRotation: once the signing key is older than the rotation period, a new one is made and
+// published at once (the JWKS serves the new and the previous key, and both are accepted, on
+// every replica once it reads the keys again), and signs from PublishAhead on; every header
+// has its kid, and tokens of the previous key stay valid until the next rotation retires it.
 func TestRotation(t *testing.T) {
 	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	clock := clk.Now
@@ -56,13 +58,30 @@ func TestRotation(t *testing.T) {
 	if err := a.Refresh(ctx, st, period, clock); err != nil {
 		t.Fatal(err)
 	}
-	k2 := a.KeyID()
-	if k2 == k1 || len(jwksKids(a)) != 2 {
-		t.Fatalf("after rotation: kid %s, jwks %v", k2, jwksKids(a))
+	kids := jwksKids(a)
+	if len(kids) != 2 || a.KeyID() != k1 {
+		t.Fatalf("after rotation: signing kid %s (want the previous %s until the new one is published everywhere), jwks %v", a.KeyID(), k1, kids)
+	}
+	k2 := kids[0]
+	if k2 == k1 {
+		k2 = kids[1]
+	}
+	if err := b.Refresh(ctx, st, period, clock); err != nil || len(jwksKids(b)) != 2 || b.KeyID() != k1 {
+		t.Fatalf("the other replica did not pick up the rotation (or rotated again): %s %v %v", b.KeyID(), jwksKids(b), err)
+	}
+	// A token the new key signs on one replica is accepted on the other before it signs there.
+	clk.Advance(keys.PublishAhead)
+	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() != k2 {
+		t.Fatalf("the new key does not sign once published: %s %v", a.KeyID(), err)
+	}
+	early, _ := a.Sign(claims())
+	if err := parse(b, early); err != nil {
+		t.Fatalf("a replica that has not read the keys again refuses the new key's token: %v", err)
 	}
 	if err := b.Refresh(ctx, st, period, clock); err != nil || b.KeyID() != k2 {
-		t.Fatalf("the other replica did not pick up the rotation (or rotated again): %s %v", b.KeyID(), err)
+		t.Fatalf("the other replica: %s %v", b.KeyID(), err)
 	}
+	clk.Advance(-keys.PublishAhead)
 	fresh, _ := b.Sign(claims())
 	hdr, _, _ := jwt.NewParser().ParseUnverified(fresh, &jwt.RegisteredClaims{})
 	if hdr.Header["kid"] != k2 {
@@ -73,8 +92,8 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("a token of the previous key was refused: %v", err)
 	}
 	clk.Advance(2*period + 2*time.Minute)
-	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() == k2 {
-		t.Fatalf("second rotation: %v", err)
+	if err := a.Refresh(ctx, st, period, clock); err != nil || !slices.Contains(jwksKids(a), k2) || len(jwksKids(a)) != 2 {
+		t.Fatalf("second rotation: %v %v", jwksKids(a), err)
 	}
 	for _, kid := range jwksKids(a) {
 		if kid == k1 {
