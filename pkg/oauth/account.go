@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -105,7 +106,9 @@ func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error 
 
 // RevokeGrant withdraws what userID granted clientID, as Keycloak's account console does: the
 // consent is forgotten, so the next sign-in asks again; the application's refresh tokens and
-// codes for the user stop working; and its access tokens are refused by every replica at once.
+// codes for the user stop working; its access tokens are refused by every replica at once; and
+// the application is told by back-channel logout, for each of the user's sessions it was
+// signed in to, which stay for the other applications.
 func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) error {
 	if _, ok := s.Clients.Lookup(clientID); !ok {
 		return ErrNotYours
@@ -122,7 +125,20 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	if s.Revoked != nil {
-		return s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.Unix(), 10))
+		if err := s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.Unix(), 10)); err != nil {
+			return err
+		}
+	}
+	sessions, err := s.Store.UserSessions(ctx, userID)
+	if err != nil {
+		// The access is withdrawn; only the telling is lost.
+		s.Logger.Error("the application could not be told of the revoked access", "client", clientID, "err", err)
+		return nil
+	}
+	for _, se := range sessions {
+		if slices.Contains(se.Clients, clientID) {
+			s.tellClient(clientID, se)
+		}
 	}
 	return nil
 }

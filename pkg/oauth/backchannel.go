@@ -200,17 +200,23 @@ func (s *Service) tellClients(se store.Session) {
 		return
 	}
 	for _, id := range se.Clients {
-		c, ok := s.Clients.Lookup(id)
-		if !ok || c.BackchannelLogoutURI == "" {
-			continue
-		}
-		tok, err := s.LogoutToken(c, se)
-		if err != nil {
-			s.Logger.Error("signing a logout token failed", "client", c.ID, "err", err)
-			continue
-		}
-		s.Backchannel.Send(c.ID, c.BackchannelLogoutURI, tok)
+		s.tellClient(id, se)
 	}
+}
+
+// tellClient sends client id a logout token for session se, if it registered a
+// backchannel_logout_uri.
+func (s *Service) tellClient(id string, se store.Session) {
+	c, ok := s.Clients.Lookup(id)
+	if s.Backchannel == nil || !ok || c.BackchannelLogoutURI == "" {
+		return
+	}
+	tok, err := s.LogoutToken(c, se)
+	if err != nil {
+		s.Logger.Error("signing a logout token failed", "client", c.ID, "err", err)
+		return
+	}
+	s.Backchannel.Send(c.ID, c.BackchannelLogoutURI, tok)
 }
 
 // LogoutToken returns the signed logout token telling c that session se ended, signed with the
