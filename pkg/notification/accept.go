@@ -51,7 +51,7 @@ func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (str
 	if len(rec.IDs) != 1 || rec.IDs[0] == "" {
 		return "", errors.New("the Idempotency-Key record of a push has no ucsId")
 	}
-	if still, err := k.republish(ctx, map[int]push.Message{0: msg}); len(still) > 0 {
+	if still, err := k.republish(ctx, msg.ClientID, map[int]push.Message{0: msg}); len(still) > 0 {
 		return "", publishError(err)
 	}
 	return rec.IDs[0], nil
@@ -158,16 +158,18 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 	return b, nil
 }
 
-// replayBatch answers a batch whose Idempotency-Key has a record: the recorded ucsIds, the
-// same problems for the items refused for their content, and, if the queue did not take the
-// first request's items, those items published again under their recorded ucsIds.
+// replayBatch answers a batch whose Idempotency-Key has a record, from the record: an item
+// the first request gave a ucsId answers it, whatever this front end's rules say of it now
+// (another version's, during a rolling update); an item refused then is refused with the
+// problems found now. If the queue did not take the first request's items, they are published
+// again under their recorded ucsIds, all or none; those still not taken are not accepted.
 func (s *Service) replayBatch(ctx context.Context, client string, items []Item, k *keyed) Batch {
 	now := s.cfg.Now()
 	rec := k.replay
 	b := Batch{Items: make([]ItemResult, len(items))}
 	msgs := map[int]push.Message{}
 	for i, it := range items {
-		if it.Err != nil || i >= len(rec.IDs) || rec.IDs[i] == "" {
+		if i >= len(rec.IDs) || rec.IDs[i] == "" {
 			b.Items[i].Err = it.Err
 			if it.Err == nil {
 				b.Items[i].Err = errors.New("the item has no ucsId in its Idempotency-Key record")
@@ -175,22 +177,23 @@ func (s *Service) replayBatch(ctx context.Context, client string, items []Item, 
 			b.Rejected++
 			continue
 		}
-		if slices.Contains(rec.Failed, i) {
+		if it.Err == nil && slices.Contains(rec.Failed, i) {
 			msgs[i] = it.Req.Message(rec.IDs[i], client, now)
 		}
 	}
-	still, err := k.republish(ctx, msgs)
+	still, err := k.republish(ctx, client, msgs)
 	for i := range b.Items {
 		r := &b.Items[i]
-		if r.Err != nil {
-			continue
-		}
-		if slices.Contains(still, i) {
+		switch {
+		case r.Err != nil:
+		case slices.Contains(still, i) && items[i].Err != nil:
+			r.Err = items[i].Err
+		case slices.Contains(still, i):
 			r.Err = ErrNotTaken
-			continue
+		default:
+			r.UcsID = rec.IDs[i]
+			b.Accepted++
 		}
-		r.UcsID = rec.IDs[i]
-		b.Accepted++
 	}
 	if len(still) > 0 {
 		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)

@@ -56,6 +56,10 @@ type keyed struct {
 
 var errKeyRace = errors.New("another request took the key first")
 
+// errRefusedHere is why republish published nothing: this front end's rules refuse an item the
+// first request's were to publish.
+var errRefusedHere = errors.New("an item to publish again is refused by the rules here")
+
 // keyOf reads client's key k: nil without one; with a record to answer from in replay.
 func (s *Service) keyOf(ctx context.Context, client string, k Key) (*keyed, error) {
 	if k.Name == "" {
@@ -235,29 +239,34 @@ func (r *keyed) publishOptions() queue.PublishOptions {
 // of every item the body's rules accept, by index. Items the service knows (Result finds the
 // first) were taken after all, their answer lost; the others go as one atomic batch, as the
 // first time, under the same message id: if the first request's batch was stored meanwhile,
-// the queue says so and stores nothing again. err says why the others were not taken.
-func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) (still []int, err error) {
+// the queue says so and stores nothing again. They go all or none: when this front end's rules
+// refuse one of them (another version's, during a rolling update), none is published and the
+// record is left as it is, since a part published under the message id would make the queue
+// take the rest for a duplicate later. err says why the others were not taken.
+func (r *keyed) republish(ctx context.Context, client string, msgs map[int]push.Message) (still []int, err error) {
 	rec := r.replay
-	if len(rec.Failed) == 0 {
+	var failed []int
+	for _, i := range rec.Failed {
+		if i < len(rec.IDs) && rec.IDs[i] != "" {
+			failed = append(failed, i)
+		}
+	}
+	if len(failed) == 0 {
 		return nil, nil
 	}
 	var again []push.Message
-	var at []int
-	for _, i := range rec.Failed {
-		if m, ok := msgs[i]; ok && i < len(rec.IDs) {
+	for _, i := range failed {
+		if m, ok := msgs[i]; ok {
 			m.UcsID = rec.IDs[i]
 			again = append(again, m)
-			at = append(at, i)
 		}
 	}
-	if len(again) == 0 {
-		return nil, nil
-	}
+	at := failed
 	// The stream's dedupe forgets a message id whose message is gone once its server restarts
 	// (it rebuilds its memory from the messages it holds): a push stored and delivered since
 	// would be stored again. The queue took the items together or not at all, so if the first
 	// one is known, waiting or recorded, all were taken.
-	switch _, err := r.s.Result(ctx, again[0].ClientID, again[0].UcsID); {
+	switch _, err := r.s.Result(ctx, client, rec.IDs[at[0]]); {
 	case err == nil:
 		r.finish(ctx, nil)
 		return nil, nil
@@ -265,6 +274,10 @@ func (r *keyed) republish(ctx context.Context, msgs map[int]push.Message) (still
 		r.s.cfg.Logger.Warn("looking up a retried request's pushes failed", "err", err)
 		r.finishTakeOver(ctx, at)
 		return at, err
+	}
+	if len(again) < len(at) {
+		r.finishTakeOver(ctx, at)
+		return at, errRefusedHere
 	}
 	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
 		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
