@@ -142,9 +142,11 @@ type OAuth struct {
 	AccessTokenTTL Duration `yaml:"access_token_ttl"`
 	// SigningAlg is the JWT algorithm of new tokens: ES256 (default) or RS256.
 	SigningAlg string `yaml:"signing_alg"`
-	// KeyRotation is the age at which the signing key is replaced. The previous key stays in
-	// the JWKS and accepted for one more period, so every token it signed (lifetimes are at most
-	// 24h) stays valid until it expires. Default 720h; at least 24h.
+	// KeyRotation is how long a signing key signs before it is replaced (a new key is
+	// published 2 minutes before it signs, and front ends read the keys every minute). The
+	// previous key stays in the JWKS and accepted until the next rotation, so every token it
+	// signed (lifetimes are at most 24h) stays valid until it expires. Default 720h; at least
+	// 24h.
 	KeyRotation Duration `yaml:"key_rotation"`
 	// SessionTTL is the longest a sign-in session lasts; refresh tokens end with it. Default
 	// 10h; 5m to 720h.

@@ -86,21 +86,25 @@ func (s *Set) load(ctx context.Context, st Store, alg string, now func() time.Ti
 	return nil
 }
 
-// PublishAhead is how long a new key is published before it signs: twice the interval at
-// which replicas read the keys again.
-const PublishAhead = 2 * time.Minute
+// ReloadEvery is how often every replica reads the keys again (Refresh).
+const ReloadEvery = time.Minute
+
+// PublishAhead is how long a new key is published before it signs: twice ReloadEvery.
+const PublishAhead = 2 * ReloadEvery
 
 // Refresh reloads the keys from the store, where another replica may have rotated them, and
-// rotates them itself when the current key is older than rotateAfter. The previous key stays
-// accepted (and in the JWKS) for a whole period, so a token it signed stays valid until it
-// expires as long as rotateAfter exceeds every token lifetime.
+// rotates them itself when the current key has signed for rotateAfter: once it is older than
+// rotateAfter, PublishAhead and ReloadEvery, as the previous key may sign until PublishAhead
+// (and a replica notices at its next reload). The previous key stays accepted (and in the
+// JWKS) until the next rotation, so a token it signed stays valid until it expires as long as
+// rotateAfter exceeds every token lifetime.
 func (s *Set) Refresh(ctx context.Context, st Store, rotateAfter time.Duration, now func() time.Time) error {
 	ks := s.st.Load()
 	if err := s.load(ctx, st, ks.alg, now); err != nil {
 		return err
 	}
 	ks = s.st.Load()
-	if now().Sub(ks.current.Created) < rotateAfter {
+	if now().Sub(ks.current.Created) < rotateAfter+PublishAhead+ReloadEvery {
 		return nil
 	}
 	next, err := Generate(ks.alg, now())
@@ -141,7 +145,7 @@ func Generate(alg string, now time.Time) (store.SigningKey, error) {
 
 // FromStored builds a set that signs with sk and also accepts tokens of previous.
 func FromStored(sk store.SigningKey, previous ...store.SigningKey) (*Set, error) {
-	ks, err := newState(sk, time.Time{}, previous...)
+	ks, err := newState(sk, sk.Created.Add(PublishAhead), previous...)
 	if err != nil {
 		return nil, err
 	}

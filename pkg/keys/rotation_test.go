@@ -47,14 +47,20 @@ func TestRotation(t *testing.T) {
 		}
 		return out
 	}
+	t0 := clk.Now()
+	at := func(d time.Duration) { clk.Set(t0.Add(d)) }
 	old, _ := a.Sign(claims())
 	k1 := a.KeyID()
 	const period = 24 * time.Hour
+	// A key is replaced once it has signed for a period: PublishAhead after it was made it
+	// signs, and a replica notices within ReloadEvery.
+	due := period + keys.PublishAhead + keys.ReloadEvery
 
-	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() != k1 {
+	at(due - time.Second)
+	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() != k1 || len(jwksKids(a)) != 1 {
 		t.Fatalf("rotated too early: %v", err)
 	}
-	clk.Advance(period + time.Minute)
+	at(due)
 	if err := a.Refresh(ctx, st, period, clock); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +75,17 @@ func TestRotation(t *testing.T) {
 	if err := b.Refresh(ctx, st, period, clock); err != nil || len(jwksKids(b)) != 2 || b.KeyID() != k1 {
 		t.Fatalf("the other replica did not pick up the rotation (or rotated again): %s %v %v", b.KeyID(), jwksKids(b), err)
 	}
+	// The previous key's last token, as long-lived as the period.
+	at(due + keys.PublishAhead - time.Second)
+	if err := b.Refresh(ctx, st, period, clock); err != nil || b.KeyID() != k1 {
+		t.Fatalf("the new key signs before it is published everywhere: %s %v", b.KeyID(), err)
+	}
+	lastClaims := claims()
+	lastClaims.ExpiresAt = jwt.NewNumericDate(clk.Now().Add(period))
+	last, _ := b.Sign(lastClaims)
+
 	// A token the new key signs on one replica is accepted on the other before it signs there.
-	clk.Advance(keys.PublishAhead)
+	at(due + keys.PublishAhead)
 	if err := a.Refresh(ctx, st, period, clock); err != nil || a.KeyID() != k2 {
 		t.Fatalf("the new key does not sign once published: %s %v", a.KeyID(), err)
 	}
@@ -81,17 +96,25 @@ func TestRotation(t *testing.T) {
 	if err := b.Refresh(ctx, st, period, clock); err != nil || b.KeyID() != k2 {
 		t.Fatalf("the other replica: %s %v", b.KeyID(), err)
 	}
-	clk.Advance(-keys.PublishAhead)
 	fresh, _ := b.Sign(claims())
 	hdr, _, _ := jwt.NewParser().ParseUnverified(fresh, &jwt.RegisteredClaims{})
 	if hdr.Header["kid"] != k2 {
 		t.Fatalf("kid %v", hdr.Header["kid"])
 	}
-	clk.Advance(-period) // the old token is checked within its own lifetime
+	at(time.Minute) // the old token is checked within its own lifetime
 	if err := parse(a, old); err != nil {
 		t.Fatalf("a token of the previous key was refused: %v", err)
 	}
-	clk.Advance(2*period + 2*time.Minute)
+	// The previous key's last token stays valid until it expires: the next rotation, which
+	// retires the key, comes after.
+	at(due + keys.PublishAhead + period - 2*time.Second)
+	if err := a.Refresh(ctx, st, period, clock); err != nil {
+		t.Fatal(err)
+	}
+	if err := parse(a, last); err != nil {
+		t.Fatalf("the previous key's last token, a second before it expires: %v", err)
+	}
+	at(2 * due)
 	if err := a.Refresh(ctx, st, period, clock); err != nil || !slices.Contains(jwksKids(a), k2) || len(jwksKids(a)) != 2 {
 		t.Fatalf("second rotation: %v %v", jwksKids(a), err)
 	}
@@ -100,7 +123,7 @@ func TestRotation(t *testing.T) {
 			t.Fatal("the key two rotations back is still published")
 		}
 	}
-	clk.Advance(-2*period - time.Minute)
+	at(time.Minute)
 	if err := parse(a, old); err == nil {
 		t.Fatal("a token of a retired key is still accepted")
 	}

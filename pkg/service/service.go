@@ -584,7 +584,7 @@ func (a *API) startBackground(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	g := new(errgroup.Group)
 	g.Go(func() error { a.Store.RunSweeper(ctx, time.Hour); return nil })
-	g.Go(func() error { a.refreshKeys(ctx, time.Minute); return nil })
+	g.Go(func() error { a.refreshKeys(ctx, keys.ReloadEvery); return nil })
 	g.Go(func() error { a.Clients.Follow(ctx, a.Store, oauth.ClientsReload, a.deps.Logger); return nil })
 	g.Go(func() error {
 		if err := a.ApplyKeptEvents(ctx); err != nil {
