@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/natskv"
@@ -68,13 +69,39 @@ func (s *Service) keyOf(ctx context.Context, client string, k Key) (*keyed, erro
 	if s.cfg.Records == nil {
 		return nil, ErrKeysUnsupported
 	}
-	sum := sha256.Sum256([]byte(client + "\x00" + k.Name))
-	bh := sha256.Sum256(k.Body)
-	r := &keyed{s: s, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
+	r := s.newKeyed(client, k)
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+func (s *Service) newKeyed(client string, k Key) *keyed {
+	sum := sha256.Sum256([]byte(client + "\x00" + k.Name))
+	bh := sha256.Sum256(k.Body)
+	return &keyed{s: s, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
+}
+
+// StoredPush returns the ucsId under which an earlier request with client's key k and the
+// same body stored its push, for a retry that this front end's rules refuse (another
+// version's, during a rolling update): the key answers what the first request stored. ok is
+// false when the key has no record of a push the queue took, or it cannot be read; the
+// record is only read.
+func (s *Service) StoredPush(ctx context.Context, client string, k Key) (ucsID string, ok bool) {
+	if k.Name == "" || s.cfg.Records == nil {
+		return "", false
+	}
+	r := s.newKeyed(client, k)
+	raw, _, err := s.cfg.Records.Get(ctx, r.key)
+	if err != nil {
+		return "", false
+	}
+	var rec keyRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.Hash != r.hash || rec.Pending != 0 ||
+		len(rec.IDs) != 1 || rec.IDs[0] == "" || slices.Contains(rec.Failed, 0) {
+		return "", false
+	}
+	return rec.IDs[0], true
 }
 
 // load reads the key's record: replay is set when there is one to answer from.

@@ -40,6 +40,13 @@ func (s *Server) push(c echo.Context) error {
 	}
 	req, err := s.cfg.Push.Parse(body)
 	if err != nil {
+		// A retry under a key whose first request another front end's rules took (during a
+		// rolling update) answers what was stored.
+		if key, kerr := idempotencyKey(c, body); kerr == nil {
+			if id, ok := s.notify.StoredPush(r.Context(), claimsOf(c).Azp, key); ok {
+				return s.ok(c, pushAnswer{UcsID: id})
+			}
+		}
 		var ve *push.ValidationError
 		if errors.As(err, &ve) {
 			s.cfg.Metrics.Rejected(string(ve.Kind()))

@@ -1,0 +1,49 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+// TestKeyedPushRetryOnFrontEndWithOtherRules: a single push with an Idempotency-Key
+// is stored by one front end, which answers its ucsId; the retry (same key, same bytes)
+// reaches a front end whose rules refuse the body (another version or template mapping,
+// during a rolling update). The same key answers the first request's ucsId, whichever front
+// end answers, as a batch's does: not 400 for a push that was accepted and will be sent.
+func TestKeyedPushRetryOnFrontEndWithOtherRules(t *testing.T) {
+	e := newEnv(t)
+	// A second front end on the same NATS and store, whose rules refuse "class" as a number.
+	other := *e.cfg
+	other.Platform.Templates = map[string]config.Template{
+		"JML": {TemplateID: "tpl-JML", Fields: map[string]string{"class": "number1", "info": "thing2"}},
+	}
+	api, err := service.NewAPI(context.Background(), &other, service.Deps{Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	ts := httptest.NewServer(api.Server)
+	t.Cleanup(ts.Close)
+
+	tok := e.token("pusher", pushSecret)
+	body := goodItemN(7)
+	hdr := map[string]string{"Idempotency-Key": "rolling-single"}
+	st, b := doAt(t, "POST", e.url, "/v1/infra/notification/mp", tok, body, hdr)
+	var first struct{ Data struct{ UcsID string } }
+	_ = json.Unmarshal(b, &first)
+	if st != 200 || first.Data.UcsID == "" {
+		t.Fatalf("first request: %d %s", st, b)
+	}
+	st, b = doAt(t, "POST", ts.URL, "/v1/infra/notification/mp", tok, body, hdr)
+	var again struct{ Data struct{ UcsID string } }
+	_ = json.Unmarshal(b, &again)
+	if st != 200 || again.Data.UcsID != first.Data.UcsID {
+		t.Fatalf("the retry under the same key on the other front end answers %d %s; the first request stored the push as %s (the queue holds %d)",
+			st, b, first.Data.UcsID, e.streamPushes())
+	}
+}
