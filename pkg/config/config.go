@@ -955,6 +955,8 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			// refused by the platform for values the front end accepted.
 			if keyword.Of(kw) == nil {
 				p.add("platform.templates.%s.fields.%s: %s", t, f, push.UnknownKeyword(kw))
+			} else if known && push.NotShown(kw) && slices.ContainsFunc(spec.Fields, func(x push.Field) bool { return x.Name == f && x.Main }) {
+				p.add("platform.templates.%s.fields.%s: %s", t, f, push.NotShownRule(kw))
 			}
 		}
 	}

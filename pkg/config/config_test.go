@@ -464,12 +464,16 @@ worker: {listen: "127.0.0.1:-1"}
 
 // TestRefusedBeforeItBreaksLater: values that start but break something later are refused at
 // start: a user number bound twice (the later binding would replace the first without a word),
-// and a retention past what MongoDB's TTL index holds (it would wrap around to a short one).
+// a retention past what MongoDB's TTL index holds (it would wrap around to a short one), and a
+// main item mapped to a keyword the platform no longer shows (it would reach nobody).
 func TestRefusedBeforeItBreaksLater(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"bindings:\n  - {userid: '2020000001', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n  - {userid: '2020000001', openid: oBBBBBBBBBBBBBBBBBBBBBBBBBB2}\n",
 			`bindings[1].userid: "2020000001" appears twice`},
 		{"mongodb: {retention: 1193047h}\n", "mongodb.retention: 1193047h0m0s, at most"},
+		// The platform no longer shows the old industry templates' first and remark.
+		{"platform: {templates: {TDL: {template_id: t1, fields: {content: remark, type: keyword1}}}}\n",
+			"platform.templates.TDL.fields.content: a main item cannot go to remark"},
 	} {
 		cfg, err := config.Parse([]byte(c.yaml))
 		if err != nil {

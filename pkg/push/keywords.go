@@ -58,6 +58,8 @@ func NewParser(templates map[string]map[string]string) (*Parser, error) {
 				problems = append(problems, fmt.Sprintf("%s.fields.%s: not a field of type %s", t, f, t))
 			case k == nil:
 				problems = append(problems, fmt.Sprintf("%s.fields.%s: %s", t, f, UnknownKeyword(kw)))
+			case typeTable[ti].Fields[fi].Main && NotShown(kw):
+				problems = append(problems, fmt.Sprintf("%s.fields.%s: %s", t, f, NotShownRule(kw)))
 			default:
 				p.kinds[ti][fi], p.names[ti][fi] = k, kw
 			}
@@ -67,6 +69,18 @@ func NewParser(templates map[string]map[string]string) (*Parser, error) {
 		return nil, fmt.Errorf("push: templates: %s", strings.Join(problems, "; "))
 	}
 	return p, nil
+}
+
+// NotShown reports whether the platform no longer shows keyword kw: the old industry templates'
+// first and remark (since 2023-05-04). A main item mapped there would reach nobody.
+func NotShown(kw string) bool {
+	k := keyword.Of(kw)
+	return k != nil && (k.Name == "first" || k.Name == "remark")
+}
+
+// NotShownRule says why a main item may not go to keyword kw (NotShown).
+func NotShownRule(kw string) string {
+	return "a main item cannot go to " + kw + ", which the platform no longer shows"
 }
 
 // UnknownKeyword says why a keyword name is refused: its kind is none the

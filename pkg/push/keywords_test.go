@@ -2,8 +2,10 @@ package push
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestParserKeywordKinds: with class mapped to a character_string keyword and
@@ -112,5 +114,49 @@ func TestParserTakesEnumStringKeyword(t *testing.T) {
 	body := `{"userId":"2020000001","type":"EN","data":{"name":"高等数学期末考试","class":"客厅,保姆房","time":"15:01"}}`
 	if _, err := p.Parse([]byte(body)); err != nil {
 		t.Fatalf("Parse: %v", err)
+	}
+}
+
+// TestVariationSelectorAloneIsBlank: a required main item made only of a
+// variation selector shows nothing, and the rule "must not be blank" covers the
+// variation selectors: every one of Unicode's Variation_Selector property, the
+// Mongolian free variation selectors U+180B–U+180D and U+180F among them.
+func TestVariationSelectorAloneIsBlank(t *testing.T) {
+	var rs []rune
+	for _, r16 := range unicode.Variation_Selector.R16 {
+		for r := rune(r16.Lo); r <= rune(r16.Hi); r += rune(r16.Stride) {
+			if r != 0xFE0F { // an emoji component, refused as emoji
+				rs = append(rs, r)
+			}
+		}
+	}
+	for _, r := range rs {
+		body := tdl(with(minimal(TypeTDL), "content", string(r)))
+		_, err := Parse([]byte(body))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].String() != "data.content: must not be blank" {
+			t.Errorf("content %U alone: Parse = %v, want data.content: must not be blank", r, err)
+		}
+		if schemaAccepts(t, []byte(body)) {
+			t.Errorf("content %U alone: push.schema.json accepts it as a non-blank main item", r)
+		}
+	}
+}
+
+// TestMainItemNotSentAsUnshownKeyword: the old industry templates' first
+// and remark keywords are no longer shown by the platform. A main item mapped
+// to one of them reaches the user as nothing at all, which the keyword rules
+// exist to prevent ("a user must never read a value cut short unseen"): the
+// mapping must be refused, as a keyword of no kind is.
+func TestMainItemNotSentAsUnshownKeyword(t *testing.T) {
+	for _, kw := range []string{"first", "remark"} {
+		p, err := NewParser(map[string]map[string]string{"TDL": {"content": kw, "type": "keyword1", "list": "keyword2", "step": "keyword3"}})
+		if err == nil {
+			body := tdl(with(minimal(TypeTDL), "content", "关于暑期放假安排的通知"))
+			_, perr := p.Parse([]byte(body))
+			t.Errorf("NewParser takes TDL content → %s (a keyword the platform does not show); Parse then = %v: the user gets the message without its content", kw, fmt.Sprint(perr))
+		} else if !strings.Contains(err.Error(), "TDL.fields.content: a main item cannot go to "+kw) {
+			t.Errorf("NewParser refuses TDL content → %s with %v", kw, err)
+		}
 	}
 }
