@@ -257,7 +257,9 @@ func (a *applier) receipts(ctx context.Context, items []*eventItem) (failed []*e
 		switch {
 		case errors.Is(f.err, store.ErrNotFound):
 			if it.deadline.IsZero() {
-				it.deadline = now.Add(s.cfg.ReceiptWait)
+				// From when the callback came, so that a handover to another front end
+				// does not start the wait again.
+				it.deadline = it.at.Add(s.cfg.ReceiptWait)
 			}
 			if now.Before(it.deadline) {
 				a.held[it.ev.MsgID] = append(a.held[it.ev.MsgID], it)

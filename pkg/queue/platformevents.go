@@ -136,16 +136,26 @@ const platformEventBatch = 256
 
 // Run hands the events to out, in stream order, in batches of those that are there at once,
 // until ctx ends; it is the one reader of the stream in this front end. Another front end's
-// Run waits while this one is pinned, and takes over when this one stops.
+// Run waits while this one is pinned, and takes over when this one stops: when Run returns,
+// this front end reads no more, and what it hands back (Release) goes to the next.
 func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) error {
 	it, err := r.cons.Messages(jetstream.PullPriorityGroup(platformEventGroup),
 		jetstream.PullMaxMessages(platformEventBatch), jetstream.PullExpiry(platformEventPinnedTTL/3))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.stream, err)
 	}
-	defer it.Stop()
 	var pin string
-	defer func() { r.unpin(pin) }()
+	var unsent []*PlatformEvent
+	defer func() {
+		// In this order, so that what is handed back goes to the front end that applies
+		// events next, not to this one's pull still open at the server: the pull stops, the
+		// consumer is unpinned, then the events not handed to out go back.
+		it.Stop()
+		r.unpin(pin)
+		for _, e := range unsent {
+			e.Release()
+		}
+	}()
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -172,7 +182,8 @@ func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) e
 		select {
 		case out <- batch:
 		case <-ctx.Done():
-			return nil // not acknowledged: handed out again
+			unsent = batch
+			return nil
 		}
 	}
 }

@@ -611,13 +611,17 @@ func (a *API) stopBackground() {
 // follows), until ctx ends; Serve runs it. One front end at a time applies them, in order;
 // the others wait to take over.
 func (a *API) ApplyKeptEvents(ctx context.Context) error {
+	// The applier stops only once the reading has: the events it hands back then go to the
+	// front end that applies events next (see queue.PlatformEvents.Run).
+	applyCtx, stopApplying := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopApplying()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []*queue.PlatformEvent)
 	applied := make(chan error, 1)
 	go func() {
 		defer cancel()
-		applied <- a.Notify.ApplyEvents(ctx, batches)
+		applied <- a.Notify.ApplyEvents(applyCtx, batches)
 	}()
 	events := a.events
 	for {
@@ -639,7 +643,7 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 			events = e
 		}
 	}
-	cancel()
+	stopApplying()
 	return <-applied
 }
 

@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/campus-it/ucs/pkg/clocktest"
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+// eventApplier is a front end applying kept platform events, which the test stops.
+type eventApplier struct {
+	api  *service.API
+	url  string
+	stop func()
+}
+
+// handoverEnv is newEnv whose front end does not apply events; the test starts appliers.
+func handoverEnv(t *testing.T) *env {
+	t.Helper()
+	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Shutdown)
+	f := embeddedtest.FerretDB(t)
+	clk := clocktest.New(time.Now().Truncate(time.Second))
+	cfg := &config.Config{
+		NATS:    config.NATS{URL: n.URL()},
+		MongoDB: config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
+		OAuth: config.OAuth{Clients: []config.Client{
+			{ClientID: "pusher", ClientSecret: pushSecret, Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp", "openid"}},
+		}},
+		Bindings: []config.Binding{{UserID: "2020000001", OpenID: "oA"}},
+		Platform: config.Platform{CallbackToken: cbToken},
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleAPI); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	api, err := service.NewAPI(ctx, cfg, service.Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	if err := f.IndexIDs(ctx, cfg.MongoDB.Database); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(api.Server)
+	t.Cleanup(ts.Close)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return &env{t: t, url: ts.URL, api: api, js: js, nats: n, clock: clk, cfg: cfg}
+}
+
+// eventApplier starts a front end (api, or a new replica when nil) applying kept events.
+func (e *env) eventApplier(api *service.API) *eventApplier {
+	e.t.Helper()
+	u := e.url
+	if api == nil {
+		var err error
+		api, err = service.NewAPI(context.Background(), e.cfg, service.Deps{Now: e.clock.Now})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(api.Close)
+		ts := httptest.NewServer(api.Server)
+		e.t.Cleanup(ts.Close)
+		u = ts.URL
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = api.ApplyKeptEvents(ctx) }()
+	a := &eventApplier{api: api, url: u}
+	a.stop = func() { cancel(); <-done }
+	e.t.Cleanup(a.stop)
+	return a
+}
+
+// TestGracefulStopHandsOverHeldReceipts: the front end applying events holds a receipt
+// waiting for its msgid and stops (a rolling update). deployments/README.md: "When that front
+// end stops, it hands over at once". The other front end must hold the receipt (and apply a
+// new event) within a few seconds, not after the 30 s of AckWait / PinnedTTL.
+func TestGracefulStopHandsOverHeldReceipts(t *testing.T) {
+	e := handoverEnv(t)
+	a := e.eventApplier(e.api)
+	postReceiptAt(t, e, e.url, "r1", 555001, simulator.StatusSuccess)
+	embeddedtest.Eventually(t, 20*time.Second, "first front end holds the receipt", func() bool {
+		return a.api.Notify.ReceiptsWaiting() == 1
+	})
+	b := e.eventApplier(nil)
+	a.stop()
+	postReceiptAt(t, e, e.url, "r2", 555002, simulator.StatusSuccess)
+	embeddedtest.Eventually(t, 10*time.Second, "the other front end holds both receipts (not after the 30 s ack wait)", func() bool {
+		return b.api.Notify.ReceiptsWaiting() == 2
+	})
+}
+
+// TestHeldReceiptWaitSurvivesHandover: a receipt for a msgid no message has is held up to
+// ReceiptWait (11 min) from when it came, then dropped and counted. When the front end holding it
+// stops after 10 minutes, the next one must not hold it for 11 more.
+func TestHeldReceiptWaitSurvivesHandover(t *testing.T) {
+	e := handoverEnv(t)
+	a := e.eventApplier(e.api)
+	postReceiptAt(t, e, e.url, "r1", 556001, simulator.StatusSuccess)
+	embeddedtest.Eventually(t, 20*time.Second, "first front end holds the receipt", func() bool {
+		return a.api.Notify.ReceiptsWaiting() == 1
+	})
+	e.clock.Advance(10 * time.Minute)
+	b := e.eventApplier(nil)
+	a.stop()
+	embeddedtest.Eventually(t, 60*time.Second, "the other front end holds the receipt", func() bool {
+		return b.api.Notify.ReceiptsWaiting() == 1
+	})
+	// 12 minutes after the receipt came: past its wait.
+	e.clock.Advance(2 * time.Minute)
+	embeddedtest.Eventually(t, 5*time.Second, "the receipt dropped 12 minutes after it came: its wait did not begin again at the handover", func() bool {
+		return b.api.Notify.ReceiptsWaiting() == 0
+	})
+}
+
+// TestHandoverKeepsReceiptOrder: TestReceiptsOfOneMessageInOrder across a graceful
+// handover. The first receipt (success) waits for its msgid at the front end applying events;
+// the sent record is written; that front end stops; the second receipt (user block) comes. The
+// first receipt is the push's result, as it is without the handover.
+func TestHandoverKeepsReceiptOrder(t *testing.T) {
+	e := handoverEnv(t)
+	a := e.eventApplier(e.api)
+	const id = "01KRRRRRRRRRRRRRRRRRRRRRRR"
+	postReceiptAt(t, e, e.url, "o1", 4712, simulator.StatusSuccess)
+	embeddedtest.Eventually(t, 20*time.Second, "first front end holds the receipt", func() bool {
+		return a.api.Notify.ReceiptsWaiting() == 1
+	})
+	e.markSent(id, 4712, "oA")
+	e.eventApplier(nil)
+	a.stop()
+	postReceiptAt(t, e, e.url, "o2", 4712, simulator.StatusUserBlock)
+	var got string
+	embeddedtest.Eventually(t, 60*time.Second, "a final result", func() bool {
+		r, err := e.api.Store.Final(context.Background(), id)
+		got = string(r.State) + " " + r.Reason
+		return err == nil
+	})
+	if got != "delivered " {
+		t.Fatalf("the push's result is %q: the second receipt (user block) won over the first (success) across the handover", got)
+	}
+}
