@@ -109,7 +109,7 @@ shutdown_grace: 10s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	if err := service.LoadBindings(ctx, st, cfg.Bindings); err != nil {
+	if err := service.LoadBindings(ctx, st, cfg.Bindings, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := nats.Connect(natsURL)

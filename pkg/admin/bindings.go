@@ -21,6 +21,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/campus-it/ucs/pkg/announce"
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -517,8 +518,12 @@ func bindingsDelete() *command {
 				return err
 			}
 			a.tellWorkers(args[0])
+			fromFile := slices.ContainsFunc(a.cfg.Bindings, func(b config.Binding) bool { return b.UserID == args[0] })
 			a.out(map[string]any{"userid": args[0], "deleted": true}, func(w io.Writer) {
 				fmt.Fprintf(w, "Deleted the binding of user %s.\n", args[0])
+				if fromFile {
+					fmt.Fprintln(w, "It is in the configuration file's bindings: remove it there too, or it comes back at the next start.")
+				}
 			})
 			return nil
 		},

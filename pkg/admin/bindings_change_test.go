@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/admin"
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/standalone"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -159,5 +162,52 @@ func TestExportIsWhatImportReads(t *testing.T) {
 	}](t, o)
 	if o.code != admin.ExitOK || sum.Unchanged != 2 || sum.Inserted != 0 || sum.Updated != 0 || len(sum.Rejected) != 0 {
 		t.Fatalf("import of the export: exit %d %s %s", o.code, o.stdout, o.stderr)
+	}
+}
+
+// TestConfiguredBindingSeenByTheBindingPage: a binding of the configuration file is written
+// as an import writes it, with the follower's owner the binding page reads: the page shows the
+// follower bound, and a student who binds the same follower there takes it over, so that one
+// follower is never bound to two user numbers. Deleting such a binding says that it comes back
+// at the next start, from the file.
+func TestConfiguredBindingSeenByTheBindingPage(t *testing.T) {
+	cfgPath, _, st := bindingsEnv(t)
+	ctx := context.Background()
+	const follower = "oXyz0000000000000000000000002"
+	file := []config.Binding{{UserID: "2020000002", OpenID: follower}}
+	if err := service.LoadBindings(ctx, st, file, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.BindingOf(ctx, follower); err != nil || b.UserID != "2020000002" {
+		t.Errorf("the binding page finds follower %s bound to %q (%v), want 2020000002", follower, b.UserID, err)
+	}
+	if _, err := st.Bind(ctx, "2021000099", follower); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.Binding(ctx, "2020000002"); err == nil && b.OpenID == follower {
+		t.Errorf("user numbers 2020000002 and 2021000099 are both bound to follower %s", follower)
+	}
+	// A start with the same file leaves the student's binding: the follower is theirs now.
+	if err := service.LoadBindings(ctx, st, file, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.BindingOf(ctx, follower); err != nil || b.UserID != "2021000099" {
+		t.Errorf("after a start, follower %s is bound to %q (%v), want 2021000099 still", follower, b.UserID, err)
+	}
+
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(raw, "bindings:\n  - {userid: '2020000003', openid: oXyz0000000000000000000000003}\n"...)
+	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := service.LoadBindings(ctx, st, []config.Binding{{UserID: "2020000003", OpenID: "oXyz0000000000000000000000003"}}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	o := runAdmin(t, nil, "-config", cfgPath, "bindings", "delete", "2020000003")
+	if o.code != admin.ExitOK || !strings.Contains(o.stdout, "comes back at the next start") {
+		t.Errorf("bindings delete of a configured binding: exit %d, %q: want it said that it comes back", o.code, o.stdout)
 	}
 }

@@ -683,7 +683,7 @@ func (c *Config) Validate(role Role) error {
 			p.add("%s.password_hash: not a bcrypt hash", at)
 		}
 	}
-	bound := map[string]bool{}
+	bound, follower := map[string]bool{}, map[string]bool{}
 	for i, b := range c.Bindings {
 		switch {
 		case b.UserID == "" || b.OpenID == "":
@@ -693,8 +693,11 @@ func (c *Config) Validate(role Role) error {
 		case bound[b.UserID]:
 			// Loaded one over the other, the first would be dropped without a word.
 			p.add("bindings[%d].userid: %q appears twice", i, b.UserID)
+		case follower[b.OpenID]:
+			// A follower is bound to one user number: another's pushes would reach it.
+			p.add("bindings[%d].openid: appears twice", i)
 		}
-		bound[b.UserID] = true
+		bound[b.UserID], follower[b.OpenID] = true, true
 	}
 	c.validatePlatform(role, &p)
 	c.validateOps(&p)

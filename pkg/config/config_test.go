@@ -470,6 +470,8 @@ func TestRefusedBeforeItBreaksLater(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"bindings:\n  - {userid: '2020000001', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n  - {userid: '2020000001', openid: oBBBBBBBBBBBBBBBBBBBBBBBBBB2}\n",
 			`bindings[1].userid: "2020000001" appears twice`},
+		{"bindings:\n  - {userid: '2020000001', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n  - {userid: '2020000002', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n",
+			"bindings[1].openid: appears twice"},
 		{"mongodb: {retention: 1193047h}\n", "mongodb.retention: 1193047h0m0s, at most"},
 		// The platform no longer shows the old industry templates' first and remark.
 		{"platform: {templates: {TDL: {template_id: t1, fields: {content: remark, type: keyword1}}}}\n",

@@ -313,7 +313,7 @@ func (a *API) build(ctx context.Context) error {
 		return fmt.Errorf("registered clients: %w", err)
 	}
 	a.Clients = clients
-	if err := LoadBindings(ctx, a.Store, cfg.Bindings); err != nil {
+	if err := LoadBindings(ctx, a.Store, cfg.Bindings, d.Logger); err != nil {
 		return err
 	}
 	loc, err := time.LoadLocation(cfg.TimeZone)
@@ -523,13 +523,26 @@ func ClientRecord(c config.Client) (store.Client, error) {
 	return r, nil
 }
 
-// LoadBindings writes the bindings of the configuration into the store. A binding's openid is
-// taken as following until the platform's unsubscribe event says otherwise.
-func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding) error {
-	for _, b := range bs {
-		if err := st.PutBinding(ctx, store.Binding{UserID: b.UserID, OpenID: b.OpenID}); err != nil {
-			return err
-		}
+// LoadBindings writes the bindings of the configuration into the store, as `api admin bindings
+// import` does: a follower is bound to one user number, which the binding page reads too. A
+// binding whose openid another user number holds now (bound on the binding page) is left out,
+// and logged. A binding's openid is taken as following until the platform's unsubscribe event
+// says otherwise.
+func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding, log *slog.Logger) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	rows := make([]store.Binding, len(bs))
+	for i, b := range bs {
+		rows[i] = store.Binding{UserID: b.UserID, OpenID: b.OpenID}
+	}
+	res, err := st.ImportBindings(ctx, rows, nil)
+	if err != nil {
+		return fmt.Errorf("bindings: %w", err)
+	}
+	for _, c := range res.Conflicts {
+		log.Warn("a binding of the configuration is left out: its openid is bound to another user number",
+			"userid", rows[c.Row].UserID, "bound_to", c.UserID)
 	}
 	return nil
 }
