@@ -6,12 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/campus-it/ucs/pkg/clocktest"
-	"github.com/campus-it/ucs/pkg/config"
-	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/service"
@@ -27,44 +21,9 @@ type eventApplier struct {
 // handoverEnv is newEnv whose front end does not apply events; the test starts appliers.
 func handoverEnv(t *testing.T) *env {
 	t.Helper()
-	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Shutdown)
-	f := embeddedtest.FerretDB(t)
-	clk := clocktest.New(time.Now().Truncate(time.Second))
-	cfg := &config.Config{
-		NATS:    config.NATS{URL: n.URL()},
-		MongoDB: config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
-		OAuth: config.OAuth{Clients: []config.Client{
-			{ClientID: "pusher", ClientSecret: pushSecret, Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp", "openid"}},
-		}},
-		Bindings: []config.Binding{{UserID: "2020000001", OpenID: "oA"}},
-		Platform: config.Platform{CallbackToken: cbToken},
-	}
-	cfg.Defaults()
-	if err := cfg.Validate(config.RoleAPI); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	api, err := service.NewAPI(ctx, cfg, service.Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(api.Close)
-	if err := f.IndexIDs(ctx, cfg.MongoDB.Database); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api.Server)
-	t.Cleanup(ts.Close)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	return &env{t: t, url: ts.URL, api: api, js: js, nats: n, clock: clk, cfg: cfg}
+	e := newEnv(t)
+	e.stopKept()
+	return e
 }
 
 // eventApplier starts a front end (api, or a new replica when nil) applying kept events.

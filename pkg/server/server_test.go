@@ -52,6 +52,8 @@ type env struct {
 	nats  *embedded.NATS
 	clock *clocktest.Clock
 	cfg   *config.Config
+	// stopKept stops the front end's application of kept platform events (once).
+	stopKept func()
 }
 
 func newEnv(t testing.TB) *env {
@@ -114,17 +116,18 @@ func newEnvDeps(t testing.TB, mod func(*config.Config), d service.Deps) *env {
 	ts := httptest.NewServer(api.Server)
 	t.Cleanup(ts.Close)
 	// What Serve runs beside the server: kept platform events are applied.
-	kctx, stopKept := context.WithCancel(ctx)
+	kctx, cancelKept := context.WithCancel(ctx)
 	kept := make(chan struct{})
 	go func() { defer close(kept); _ = api.ApplyKeptEvents(kctx) }()
-	t.Cleanup(func() { stopKept(); <-kept })
+	stopKept := func() { cancelKept(); <-kept }
+	t.Cleanup(stopKept)
 	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	return &env{t: t, url: ts.URL, api: api, js: js, nats: n, clock: clk, cfg: cfg}
+	return &env{t: t, url: ts.URL, api: api, js: js, nats: n, clock: clk, cfg: cfg, stopKept: stopKept}
 }
 
 type answer struct {
