@@ -168,7 +168,8 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // for the user of session se.
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string) (*TokenResponse, *Error) {
 	now := s.Now()
-	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam)
+	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
+	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, se.Expires)
 	if err != nil {
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}

@@ -127,9 +127,13 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 	return s.clientCredentials(client, form)
 }
 
-func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, family string) (string, time.Duration, error) {
+// An access token of a session (until not zero) lives no longer than the session.
+func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, family string, until time.Time) (string, time.Duration, error) {
 	now := s.Now()
 	ttl := c.AccessTokenTTL
+	if !until.IsZero() && until.Before(now.Add(ttl)) {
+		ttl = max(until.Sub(now).Truncate(time.Second), time.Second)
+	}
 	claims := &Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    s.Issuer,

@@ -190,3 +190,32 @@ func TestRevokeOfAnotherClientsTokenRefused(t *testing.T) {
 		t.Errorf("revoking portal's refresh token as library: %d %v; the token is still alive (want 400 invalid_request, RFC 7009 §2.1)", st, m)
 	}
 }
+
+// TestAccessTokenEndsWithSession: with a 5-minute session, the access token and the ID token
+// of the authorization code grant expire with the session, and expires_in says so, as
+// Keycloak caps them (KEYCLOAK-4215, keycloak/keycloak#4810): the service refuses the token
+// once the session is over, and resource servers that check exp locally stop with it too.
+func TestAccessTokenEndsWithSession(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.SessionTTL = config.Duration(5 * time.Minute)
+		c.OAuth.RefreshTokenTTL = config.Duration(5 * time.Minute)
+	})
+	b := browser(t)
+	signedInAt := e.clock.Now()
+	tok, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	sessionEnd := signedInAt.Add(5 * time.Minute).Unix()
+	expiresIn := int64(tok["expires_in"].(float64))
+	exp := int64(jwtClaims(t, tok["access_token"].(string))["exp"].(float64))
+	idExp := int64(jwtClaims(t, tok["id_token"].(string))["exp"].(float64))
+
+	e.clock.Advance(6 * time.Minute)
+	after := userinfo(t, e.issuer, tok["access_token"].(string))
+	if exp > sessionEnd || expiresIn > 300 || idExp > sessionEnd || after != http.StatusUnauthorized {
+		t.Errorf("session of 5 minutes (ends at %d): expires_in %d, access token exp %d (%d s past the session), "+
+			"ID token exp %d; 6 minutes later the service itself answers the token %d; want exp and expires_in "+
+			"not beyond the session's end, as Keycloak caps them", sessionEnd, expiresIn, exp, exp-sessionEnd, idExp, after)
+	}
+}
