@@ -365,17 +365,19 @@ func (a *applier) tick(ctx context.Context) {
 	}
 }
 
-// release hands every event not done with back to the stream, for the front end that applies
-// events next.
+// release hands every event not done with back to the stream, in stream order, for the front
+// end that applies events next.
 func (a *applier) release() {
+	var events []*queue.PlatformEvent
 	for _, it := range a.pending {
-		it.e.Release()
+		events = append(events, it.e)
 	}
 	for _, its := range a.held {
 		for _, it := range its {
-			it.e.Release()
+			events = append(events, it.e)
 		}
 	}
+	queue.ReleaseInOrder(events)
 	a.retry.Stop()
 }
 

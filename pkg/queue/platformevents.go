@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,6 +101,7 @@ func (r *PlatformEvents) Keep(ctx context.Context, key string, event []byte) err
 type PlatformEvent struct {
 	msg  jetstream.Msg
 	kept time.Time
+	seq  uint64
 	// Redelivered is set when the stream handed the event out before (to a front end that
 	// stopped, or whose hold lapsed).
 	Redelivered bool
@@ -125,10 +128,19 @@ func (e *PlatformEvent) Release() { _ = e.msg.Nak() }
 func NewPlatformEvent(msg jetstream.Msg) *PlatformEvent {
 	e := &PlatformEvent{msg: msg, kept: time.Now()}
 	if meta, err := msg.Metadata(); err == nil {
-		e.kept = meta.Timestamp
+		e.kept, e.seq = meta.Timestamp, meta.Sequence.Stream
 		e.Redelivered = meta.NumDelivered > 1
 	}
 	return e
+}
+
+// ReleaseInOrder hands events back to the stream at once (Release), in stream order: the
+// stream hands events handed back out again in the order it got them.
+func ReleaseInOrder(events []*PlatformEvent) {
+	slices.SortFunc(events, func(a, b *PlatformEvent) int { return cmp.Compare(a.seq, b.seq) })
+	for _, e := range events {
+		e.Release()
+	}
 }
 
 // platformEventBatch bounds the events handed to the applier at once.
@@ -136,36 +148,40 @@ const platformEventBatch = 256
 
 // Run hands the events to out, in stream order, in batches of those that are there at once,
 // until ctx ends; it is the one reader of the stream in this front end. Another front end's
-// Run waits while this one is pinned, and takes over when this one stops: when Run returns,
-// this front end reads no more, and what it hands back (Release) goes to the next.
-func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) error {
+// Run waits while this one is pinned, and takes over when this one stops. When Run returns,
+// this front end reads no more and the consumer is unpinned, so that what it hands back goes to
+// the front end that applies events next, not to its own pull still open at the server; left
+// are the events it read and did not hand to out, in stream order, for the caller to hand back
+// (ReleaseInOrder) after those it handed out and were not applied.
+func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) (left []*PlatformEvent, err error) {
 	it, err := r.cons.Messages(jetstream.PullPriorityGroup(platformEventGroup),
 		jetstream.PullMaxMessages(platformEventBatch), jetstream.PullExpiry(platformEventPinnedTTL/3))
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.stream, err)
+		return nil, fmt.Errorf("consume %s: %w", r.stream, err)
 	}
 	var pin string
-	var unsent []*PlatformEvent
 	defer func() {
-		// In this order, so that what is handed back goes to the front end that applies
-		// events next, not to this one's pull still open at the server: the pull stops, the
-		// consumer is unpinned, then the events not handed to out go back.
-		it.Stop()
-		r.unpin(pin)
-		for _, e := range unsent {
-			e.Release()
+		// What the pull had fetched beyond the batch: Drain keeps it readable.
+		it.Drain()
+		for {
+			m, err := it.Next(jetstream.NextMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			left = append(left, NewPlatformEvent(m))
 		}
+		r.unpin(pin)
 	}()
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
+				return nil, nil
 			}
 			if errors.Is(err, jetstream.ErrPinIDMismatch) || errors.Is(err, nats.ErrTimeout) {
 				continue
 			}
-			return fmt.Errorf("consume %s: %w", r.stream, err)
+			return nil, fmt.Errorf("consume %s: %w", r.stream, err)
 		}
 		if p := msg.Headers().Get("Nats-Pin-Id"); p != "" {
 			pin = p
@@ -182,8 +198,7 @@ func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) e
 		select {
 		case out <- batch:
 		case <-ctx.Done():
-			unsent = batch
-			return nil
+			return batch, nil // the deferred drain appends what follows it
 		}
 	}
 }

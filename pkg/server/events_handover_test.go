@@ -2,12 +2,16 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
+	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -18,10 +22,23 @@ type eventApplier struct {
 	stop func()
 }
 
-// handoverEnv is newEnv whose front end does not apply events; the test starts appliers.
+// handoverEnv is newEnv whose front end does not apply events; the test starts appliers. Its
+// front end applies one event before it stops, as a front end that has applied any does, so
+// that it hands the stream over at once when it stops.
 func handoverEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
+	if a := e.callback(e.plainQuery(cbToken, "warm"), followEvent("oWarm", "subscribe", e.clock.Now().Unix())); a.status != http.StatusOK {
+		t.Fatalf("callback: %d %s", a.status, a.body)
+	}
+	cons, err := e.js.Consumer(context.Background(), queue.PlatformEventStream(e.cfg.NATS.Stream), "apply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the event applied", func() bool {
+		info, err := cons.Info(context.Background())
+		return err == nil && info.Delivered.Stream >= 1 && info.NumAckPending == 0 && info.NumPending == 0
+	})
 	e.stopKept()
 	return e
 }
@@ -117,4 +134,38 @@ func TestHandoverKeepsReceiptOrder(t *testing.T) {
 	if got != "delivered " {
 		t.Fatalf("the push's result is %q: the second receipt (user block) won over the first (success) across the handover", got)
 	}
+}
+
+// TestHandoverLosesNoPrefetchedEvents: the front end applying events stops while the stream
+// holds a backlog (a receipt flood). Its pull had already fetched events past the batch it
+// handed to the applier: when it stops, every one of them reaches the next front end at once,
+// not after the 30 s ack wait.
+func TestHandoverLosesNoPrefetchedEvents(t *testing.T) {
+	e := handoverEnv(t)
+	const n = 3000
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				postReceiptAt(t, e, e.url, "flood"+strconv.Itoa(i), int64(700000+i), simulator.StatusSuccess)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	a := e.eventApplier(e.api)
+	embeddedtest.Eventually(t, 30*time.Second, "the first front end holds some receipts", func() bool {
+		return a.api.Notify.ReceiptsWaiting() >= 300
+	})
+	b := e.eventApplier(nil)
+	a.stop()
+	embeddedtest.Eventually(t, 15*time.Second, "the next front end holds every receipt (not after the 30 s ack wait)", func() bool {
+		return b.api.Notify.ReceiptsWaiting() == n
+	})
 }

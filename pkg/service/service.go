@@ -639,11 +639,15 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 		applied <- a.Notify.ApplyEvents(applyCtx, batches)
 	}()
 	events := a.events
+	var left []*queue.PlatformEvent // read, not handed to the applier: they follow what it holds
 	for {
-		err := events.Run(ctx, batches)
+		var err error
+		left, err = events.Run(ctx, batches)
 		if ctx.Err() != nil || err == nil {
 			break
 		}
+		queue.ReleaseInOrder(left)
+		left = nil
 		// The consumer went away (deleted, its stream lost): made again, and read again;
 		// unapplied events are in the stream meanwhile.
 		a.deps.Logger.Error("reading platform events failed; trying again", "err", err)
@@ -659,7 +663,9 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 		}
 	}
 	stopApplying()
-	return <-applied
+	err := <-applied
+	queue.ReleaseInOrder(left)
+	return err
 }
 
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
