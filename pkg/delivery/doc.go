@@ -64,6 +64,12 @@
 // whether it took the first call, so the choice is between calling again and giving the message
 // up, and a duplicate is chosen over a loss.
 //
+// A call whose answer was lost in the same worker (a time-out, the connection lost, a gateway's
+// 504, a success without a msgid) leaves its outcome unknown as well, and a refusal of a later
+// call (an errcode, a 502) says nothing of it. Such a message is asked again even past
+// worker.max_attempts, its record saying sending, while the platform's duplicate check of that
+// call lasts; only then does it fail, its reason saying that the platform may have sent it.
+//
 // # Timeouts
 //
 // One attempt (which may fetch a token, send, and on a rejected token fetch again and send

@@ -35,6 +35,9 @@ type Outcome struct {
 	exhausted bool
 	// lastError is the last attempt's error, of an exhausted failure.
 	lastError string
+	// inDoubtSince, of a retry, is when the call whose outcome is unknown was made: the
+	// message's record keeps saying sending since then (see Worker.askAgain).
+	inDoubtSince time.Time
 }
 
 // Sent is an attempt the platform accepted.

@@ -68,7 +68,7 @@ func (r *rig) receiptFrontEnd(t *testing.T) (*notification.Service, jetstream.St
 	events := make(chan []*queue.PlatformEvent)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); _ = pe.Run(runCtx, events) }()
+	go func() { defer wg.Done(); _, _ = pe.Run(runCtx, events) }()
 	go func() { defer wg.Done(); _ = svc.ApplyEvents(runCtx, events) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return svc, st

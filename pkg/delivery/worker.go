@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -450,7 +451,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	// A message delivered for the first time has no history, and costs no read; one delivered
 	// again (after a retry, a snooze, a worker that died) reads what came of it so far.
 	first := msg.Headers().Get(queue.HeaderMigrated) == ""
-	inDoubt := false // the last attempt was under way when its copy was handed back
+	inDoubt := false    // the last attempt was under way when its copy was handed back
+	var since time.Time // when that attempt's call was made
 	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		first = false
 	}
@@ -472,7 +474,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			return
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
-			inDoubt = cur.State == push.StateSending
+			inDoubt, since = cur.State == push.StateSending, cur.Updated
 		}
 		if w.usedUp(cur) {
 			// The last attempt failed, and its worker stopped before the final record: the
@@ -484,12 +486,56 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			return
 		}
 	}
-	res := w.deliver(ctx, m, msg, &r, first, inDoubt)
+	res := w.deliver(ctx, m, msg, &r, first, inDoubt, since)
 	if res.done {
 		_ = msg.Ack()
 		return
 	}
-	w.answer(ctx, msg, r, w.cfg.Policy.Apply(res.out, r.Attempts), res)
+	out := w.cfg.Policy.Apply(res.out, r.Attempts)
+	if !res.inDoubtSince.IsZero() {
+		out = w.askAgain(out, res.inDoubtSince)
+	}
+	w.answer(ctx, msg, r, out, res)
+}
+
+// mayHaveBeenTaken reports whether a call that failed may have been taken by the platform all
+// the same: no answer came (a time-out, the connection lost), or none of the platform's (a
+// gateway's time-out, or a success without a msgid). An errcode, or a status such as 502 or 503
+// of the platform's gateway, says the call was not taken.
+func mayHaveBeenTaken(err error) bool {
+	var pe *platform.Error
+	var he *platform.HTTPError
+	switch {
+	case errors.As(err, &pe):
+		return false
+	case errors.As(err, &he):
+		return strings.HasPrefix(he.Status, "504")
+	}
+	return true
+}
+
+// askAgain is the outcome of a retryable failure out of a message whose call made at since
+// has an unknown outcome (its answer was lost: a time-out, a network error, a gateway's
+// status), which no later call settled: the platform may have taken it. Within the platform's
+// duplicate check of that call, the message is called again with the same client_msg_id, even
+// past max_attempts, since the platform answers a call it took with its msgid and sends nothing
+// twice; a retry's record keeps saying sending, so that a copy handed to another worker asks
+// again too. Once the check is over, a repeat could reach the user twice: the message fails, its
+// reason saying that the platform may have sent it.
+func (w *Worker) askAgain(out Outcome, since time.Time) Outcome {
+	now := w.cfg.Now()
+	until := since.Add(platform.DuplicateWindow - w.cfg.SendTimeout - 30*time.Second)
+	switch {
+	case out.kind == outcomeRetry || out.exhausted && now.Before(until):
+		if out.kind != outcomeRetry {
+			out = Retry(out.lastError, max(w.cfg.Policy.Max, w.cfg.Policy.Initial))
+		}
+		out.delay = max(min(out.delay, until.Sub(now)), 0)
+		out.inDoubtSince = since
+	case out.exhausted:
+		out.reason += "; the outcome of a call is unknown (its answer was lost): the platform may have sent the message"
+	}
+	return out
 }
 
 // answer records what came of a delivery and answers the queue. r holds the attempts made
@@ -537,6 +583,11 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		recs = store.SentRecords(r, res.openID, now)
 	case outcomeRetry:
 		r.State, r.LastError, r.RetryAt = push.StateQueued, out.reason, now.Add(out.delay)
+		if !out.inDoubtSince.IsZero() {
+			// Still sending, since the call whose outcome is unknown: whichever worker gets
+			// the message next asks the platform again rather than take it for failed.
+			r.State, r.Updated = push.StateSending, out.inDoubtSince
+		}
 		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
 		r.State, r.Reason, r.Finished, r.RetryAt = push.StateFailed, out.reason, now, time.Time{}
@@ -706,13 +757,17 @@ type attemptResult struct {
 	out          Outcome
 	openID       string
 	platformCode string // the errcode label of the platform's refusal, "" if none
+	// inDoubtSince, when not zero, is when a call was made whose outcome is unknown and that
+	// no later call settled (see askAgain).
+	inDoubtSince time.Time
 }
 
 // deliver delivers m once: finds the follower, waits at the gate (a pause, the send budget),
 // records the attempt and calls the platform. r is the message's record: its Attempts are the
 // calls made so far, and grow by the one made here. first says that no record of m exists yet;
-// inDoubt that its last attempt was under way (its outcome unknown) when m was handed back.
-func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool) attemptResult {
+// inDoubt that its last attempt, whose call was made at since, was under way (its outcome
+// unknown) when m was handed back.
+func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool, since time.Time) attemptResult {
 	b, err := w.binding(ctx, m.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -767,6 +822,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			r.Attempts--
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 		}
+		called := w.cfg.Now()
 		id, err := w.send(ctx, tm)
 		// A call the platform refused for the account, or none made, tells nothing of an
 		// earlier call whose outcome is unknown: that doubt stays.
@@ -800,6 +856,14 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			res.out = failedAs(code, reason)
 		default:
 			res.out = Retry(err.Error(), 0)
+			// A refusal says this call was not taken, but not whether an earlier one in doubt
+			// was; a call that got no answer may have been.
+			switch {
+			case wasInDoubt:
+				res.inDoubtSince = since
+			case mayHaveBeenTaken(err):
+				res.inDoubtSince = called
+			}
 		}
 		return res
 	}
