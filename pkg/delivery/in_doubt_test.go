@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 )
@@ -72,5 +75,38 @@ func TestKilledCallThenPlatformErrorStaysInDoubt(t *testing.T) {
 	r.sim.SetFaults(simulator.Faults{})
 	if res := r.waitState(id, push.StateSent); res.MsgID != accepted {
 		t.Fatalf("sent with msgid %d, want the first call's %d", res.MsgID, accepted)
+	}
+}
+
+// TestInDoubtFailsAfterTheDuplicateCheck: every call of a push times out (the platform may have
+// taken each). It is asked again past max_attempts while the platform's duplicate check of the
+// first lasts; once that is over, a repeat could reach the user twice: it fails, its reason
+// saying that the platform may have sent it.
+func TestInDoubtFailsAfterTheDuplicateCheck(t *testing.T) {
+	r := newRig(t)
+	clk := clocktest.New(time.Now())
+	var calls atomic.Int64
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "template/send") {
+			return false
+		}
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, req.Body) // read, so that the server notices the caller giving up
+		<-req.Context().Done()               // no answer
+		return true
+	})
+	r.startWorkerWith(lastOnly, func(c *delivery.Config) {
+		c.Platform, c.Now = pc, clk.Now
+		c.SendTimeout = 300 * time.Millisecond
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "asked again past max_attempts", func() bool {
+		res, err := r.st.Current(context.Background(), id)
+		return calls.Load() >= 3 && err == nil && res.State == push.StateSending
+	})
+	clk.Advance(platform.DuplicateWindow)
+	res := r.waitState(id, push.StateFailed)
+	if !strings.Contains(res.Reason, "the platform may have sent the message") || int64(res.Attempts) != calls.Load() {
+		t.Fatalf("failed after %d attempts (%d calls): %q", res.Attempts, calls.Load(), res.Reason)
 	}
 }
