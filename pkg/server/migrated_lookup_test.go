@@ -28,16 +28,29 @@ func TestMigratedCopyLooksUpItsHistory(t *testing.T) {
 	if d := e.result(tok, id); d["state"] != "sent" {
 		t.Fatalf("lookup of the sent push: %v", d)
 	}
-	// The earlier layout's single: ucs.push.mp.<ucsId>.
+	// The earlier layout's single: ucs.push.mp.<ucsId>, which the earlier layout's stream took.
+	publishLegacy := func(m push.Message) {
+		t.Helper()
+		st, err := e.js.Stream(ctx, e.cfg.NATS.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := st.CachedInfo().Config
+		sc.Subjects = append(sc.Subjects, queue.SubjectPrefix+"*")
+		if _, err := e.js.UpdateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.js.Publish(ctx, queue.SubjectPrefix+m.UcsID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m := push.Message{UcsID: id, ClientID: "pusher", UserID: "2020000001", Type: push.TypeJML,
 		Data: map[string]string{"class": "高等数学", "info": "第三章"}, Accepted: now.UnixMilli()}
-	b, err := m.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.js.Publish(ctx, queue.SubjectPrefix+id, b); err != nil {
-		t.Fatal(err)
-	}
+	publishLegacy(m)
 	n, err := queue.Migrate(ctx, e.js, service.QueueConfig(e.cfg), slog.New(slog.DiscardHandler))
 	if err != nil || n != 1 {
 		t.Fatalf("migrate: %d %v", n, err)
@@ -63,12 +76,7 @@ func TestMigratedCopyLooksUpItsHistory(t *testing.T) {
 		t.Fatalf("lookup of the delivered push: %v", d)
 	}
 	m.UcsID = id2
-	if b, err = m.Encode(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.js.Publish(ctx, queue.SubjectPrefix+id2, b); err != nil {
-		t.Fatal(err)
-	}
+	publishLegacy(m)
 	if n, err := queue.Migrate(ctx, e.js, service.QueueConfig(e.cfg), slog.New(slog.DiscardHandler)); err != nil || n != 1 {
 		t.Fatalf("migrate: %d %v", n, err)
 	}

@@ -756,6 +756,9 @@ func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
 	if lc.Target != "" {
 		formActions = append(formActions, lc.Target) // the form's answer redirects there, which form-action must allow
 	}
+	if s.cfg.SignIn.CAS != nil {
+		formActions = append(formActions, s.cfg.SignIn.CAS.LogoutURL("")) // or through the campus sign-on's logout
+	}
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		return pages.LogoutConfirm(b, pages.LogoutConfirmData{
 			Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
@@ -775,21 +778,36 @@ func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
 }
 
 // endSession ends the browser's session and returns to target (already checked) or shows the
-// signed-out page.
+// signed-out page. A session signed in through the campus single sign-on ends that one too, as
+// Keycloak's CAS broker does: the browser goes to CAS's logout, which sends it on to target or
+// to this service's signed-out page. Otherwise the next person at a shared computer would be
+// signed in as the last one, with no password asked.
 func (s *Server) endSession(c echo.Context, target, state string) error {
+	viaCAS := false
 	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
-		if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
+		ctx := c.Request().Context()
+		if se, err := s.cfg.SignIn.Store.Session(ctx, oauth.Hash(key)); err == nil {
+			viaCAS = se.IDP == "cas" && s.cfg.SignIn.CAS != nil
+		}
+		if err := s.cfg.OAuth.EndSession(ctx, oauth.Hash(key)); err != nil {
 			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
 		}
 	}
 	s.clearCookie(c, cookieSession)
+	if target != "" && state != "" {
+		target = withQuery(target, url.Values{"state": {state}})
+	}
+	if viaCAS {
+		if target == "" {
+			// The logout endpoint, without the session cookie now, shows the signed-out page.
+			target = s.cfg.OAuth.Issuer + "/protocol/openid-connect/logout"
+		}
+		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LogoutURL(target))
+	}
 	if target == "" {
 		return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 			return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
 		})
-	}
-	if state != "" {
-		target = withQuery(target, url.Values{"state": {state}})
 	}
 	return c.Redirect(http.StatusFound, target)
 }

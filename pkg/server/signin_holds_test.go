@@ -219,3 +219,53 @@ func TestAccessTokenEndsWithSession(t *testing.T) {
 			"not beyond the session's end, as Keycloak caps them", sessionEnd, expiresIn, exp, exp-sessionEnd, idExp, after)
 	}
 }
+
+// TestLogoutEndsCampusSingleSignOn: a student signs in to an application through the
+// campus sign-on and signs out with the browser's own id_token_hint (no confirmation). As
+// Keycloak's CAS broker does (keycloakInitiatedBrowserLogout sends the browser to CAS /logout),
+// the sign-out must end the campus single sign-on too; otherwise the next person at the same
+// (lab, library) computer who presses "sign in" would be signed in as the previous student
+// without typing any password. The browser goes through CAS's logout, which sends it on to the
+// application.
+func TestLogoutEndsCampusSingleSignOn(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	p := get(t, b, e.authURL("trusted", "s1", "kc_idp_hint", "cas"))
+	if !strings.HasPrefix(p.url.String(), e.cas.URL()+"/login") {
+		t.Fatalf("not sent to the campus sign-on: %s", p.url)
+	}
+	q := callback(t, submit(t, b, p, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
+	tok, errc := e.exchange(t, "trusted", q.Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	logins := e.cas.Logins()
+
+	// The student signs out of the application: the browser's own ID token, no confirmation.
+	p = get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
+		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}, "state": {"out"}}.Encode())
+	if p.status != http.StatusFound || !strings.HasPrefix(p.location, rpRedirect) || !strings.HasPrefix(p.url.String(), e.cas.URL()+"/logout") {
+		t.Fatalf("logout: %d %q from %s, want the application's address through CAS's logout", p.status, p.location, p.url)
+	}
+	if back, err := url.Parse(p.location); err != nil || back.Query().Get("state") != "out" {
+		t.Fatalf("back at %q: the state is lost", p.location)
+	}
+
+	// The next person presses "sign in" on the same computer.
+	p = get(t, b, e.authURL("trusted", "s2", "kc_idp_hint", "cas"))
+	if p.status == http.StatusFound && strings.HasPrefix(p.location, rpRedirect) {
+		q := callback(t, p)
+		tok2, _ := e.exchange(t, "trusted", q.Get("code"))
+		who := ""
+		if id, ok := tok2["id_token"].(string); ok {
+			who, _ = jwtClaims(t, id)["userid"].(string)
+		}
+		t.Fatalf("after signing out, a new sign-in through the campus sign-on was answered at once with a code "+
+			"for userid %q (campus password checks %d → %d): the campus single sign-on outlived the logout; "+
+			"want the campus sign-on's password form (Keycloak's CAS broker logs out of CAS at logout)",
+			who, logins, e.cas.Logins())
+	}
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("after logout: %d %s, want the campus sign-on's password form", p.status, p.url)
+	}
+}
