@@ -95,6 +95,9 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 	if err != nil {
 		return Batch{}, err
 	}
+	if k != nil {
+		k.batch = true
+	}
 	if k != nil && k.replay != nil {
 		return s.replayBatch(ctx, client, items, k), nil
 	}

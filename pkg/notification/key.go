@@ -39,6 +39,7 @@ type keyRecord struct {
 	IDs     []string `json:"ids"`
 	Pending int64    `json:"pending,omitempty"` // unix ms the request took the key; 0 once finished
 	Failed  []int    `json:"failed,omitempty"`  // items without a PubAck, to publish on a retry
+	Batch   bool     `json:"batch,omitempty"`   // taken by a batch, not a single push
 }
 
 // keyed is a request carrying an Idempotency-Key.
@@ -47,6 +48,7 @@ type keyed struct {
 	key    string // the record's key: the client and its key, hashed
 	hash   string
 	replay *keyRecord // the key's record, when it has one to answer from
+	batch  bool       // the request is a batch
 	owner  bool       // this request took the key: it publishes, later ones answer from it
 	rev    uint64     // the revision of the record this request wrote when it took the key
 	took   time.Time  // when it took the key
@@ -82,8 +84,8 @@ func (s *Service) newKeyed(client string, k Key) *keyed {
 	return &keyed{s: s, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
 }
 
-// StoredPush returns the ucsId under which an earlier request with client's key k and the
-// same body stored its push, for a retry that this front end's rules refuse (another
+// StoredPush returns the ucsId under which an earlier single push with client's key k and the
+// same body stored its push (a batch's key answers nothing here), for a retry that this front end's rules refuse (another
 // version's, during a rolling update): the key answers what the first request stored. ok is
 // false when the key has no record of a push the queue took, or it cannot be read; the
 // record is only read.
@@ -97,7 +99,7 @@ func (s *Service) StoredPush(ctx context.Context, client string, k Key) (ucsID s
 		return "", false
 	}
 	var rec keyRecord
-	if json.Unmarshal(raw, &rec) != nil || rec.Hash != r.hash || rec.Pending != 0 ||
+	if json.Unmarshal(raw, &rec) != nil || rec.Hash != r.hash || rec.Pending != 0 || rec.Batch ||
 		len(rec.IDs) != 1 || rec.IDs[0] == "" || slices.Contains(rec.Failed, 0) {
 		return "", false
 	}
@@ -164,7 +166,7 @@ func (r *keyed) takeOver(ctx context.Context, rec keyRecord, rev uint64) error {
 // room for the claim has room for the answer.
 func (r *keyed) claim(ctx context.Context, ids []string) error {
 	now := r.s.cfg.Now()
-	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: published(ids)})
+	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: published(ids), Batch: r.batch})
 	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
@@ -174,7 +176,7 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 	case err != nil:
 		return fmt.Errorf("%w: Idempotency-Key records: %w", ErrQueueUnavailable, err)
 	}
-	r.replay = &keyRecord{Hash: r.hash, IDs: ids}
+	r.replay = &keyRecord{Hash: r.hash, IDs: ids, Batch: r.batch}
 	r.owner, r.rev, r.took = true, rev, now // took: as the record says, for every front end
 	return nil
 }

@@ -47,3 +47,25 @@ func TestKeyedPushRetryOnFrontEndWithOtherRules(t *testing.T) {
 			st, b, first.Data.UcsID, e.streamPushes())
 	}
 }
+
+// TestSingleEndpointAnswersNoBatchKey: a client sends a batch of one push under an
+// Idempotency-Key, then sends the same bytes (a batch body, {"messages":[…]}) to the single
+// push endpoint under the same key. That body is no push: the single endpoint refuses it
+// with 400, as it does without a key, rather than answer the batch's ucsId as if it had been
+// accepted as a push.
+func TestSingleEndpointAnswersNoBatchKey(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	body := batchBody(goodItemN(3))
+	hdr := map[string]string{"Idempotency-Key": "one-key-two-endpoints"}
+	st, b := doAt(t, "POST", e.url, "/v1/infra/notification/mp/batch", tok, body, hdr)
+	if st != 200 {
+		t.Fatalf("batch: %d %s", st, b)
+	}
+	if st, b := doAt(t, "POST", e.url, "/v1/infra/notification/mp", tok, body, nil); st != 400 {
+		t.Fatalf("the batch body at the single endpoint without a key: %d %s, want 400", st, b)
+	}
+	if st, b := doAt(t, "POST", e.url, "/v1/infra/notification/mp", tok, body, hdr); st != 400 {
+		t.Fatalf("the batch body at the single push endpoint under the batch's key answers %d %s: a ucsId for a body that is no push", st, b)
+	}
+}
