@@ -186,27 +186,42 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 // importConflicts returns the rows to leave out, each with the user number that keeps its
 // openid: another user number bound to it now that the import does not move elsewhere, or whose
 // own row is left out. A row left out keeps its user number where it is, which may leave out
-// others in turn: the check runs until nothing changes.
+// others in turn: the rows whose openid that user number holds are checked again, so each row
+// is checked a bounded number of times and a chain of conflicts costs time linear in the rows.
 func importConflicts(rows []Binding, want, stored map[string]string, owners map[string][]string) map[int]string {
 	row := make(map[string]int, len(rows)) // user number → its row
 	for i, b := range rows {
 		row[b.UserID] = i
 	}
+	dependents := map[string][]int{} // user number → the rows whose openid it holds now
+	queue := make([]int, 0, len(rows))
+	for i, b := range rows {
+		for _, u := range owners[b.OpenID] {
+			dependents[u] = append(dependents[u], i)
+		}
+		queue = append(queue, i)
+	}
 	out := map[int]string{}
-	for changed := true; changed; {
-		changed = false
-		for i, b := range rows {
-			if _, left := out[i]; left || stored[b.UserID] == b.OpenID {
-				continue
+	leaveOut := func(i int) bool {
+		b := rows[i]
+		if _, left := out[i]; left || stored[b.UserID] == b.OpenID {
+			return false
+		}
+		for _, u := range owners[b.OpenID] {
+			j, inFile := row[u]
+			_, uLeft := out[j]
+			if u != b.UserID && (!inFile || uLeft || want[u] == b.OpenID) {
+				out[i] = u
+				return true
 			}
-			for _, u := range owners[b.OpenID] {
-				j, inFile := row[u]
-				_, uLeft := out[j]
-				if u != b.UserID && (!inFile || uLeft || want[u] == b.OpenID) {
-					out[i], changed = u, true
-					break
-				}
-			}
+		}
+		return false
+	}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		if leaveOut(i) {
+			queue = append(queue, dependents[rows[i].UserID]...)
 		}
 	}
 	return out
