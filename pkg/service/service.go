@@ -524,26 +524,27 @@ func ClientRecord(c config.Client) (store.Client, error) {
 }
 
 // LoadBindings writes the bindings of the configuration into the store as the binding page
-// binds (store.Bind): with the follower's owner, which the binding page reads, replacing the
-// user number's earlier binding. A binding whose openid another user number holds now (bound
-// on the binding page) is left out, and logged: a follower is bound to one user number. A
-// binding already as configured costs two reads by key and no write. A binding's openid is
-// taken as following until the platform's unsubscribe event says otherwise.
+// binds (store.Bind): with the follower's owner, which the binding page reads, over the user
+// number's earlier binding, and over another user number's binding of the same follower (one
+// follower, one user number), which is logged: at every start the file's bindings hold. One
+// already as configured costs two reads by key and no write. A binding's openid is taken as
+// following until the platform's unsubscribe event says otherwise.
 func LoadBindings(ctx context.Context, st *store.Store, bs []config.Binding, log *slog.Logger) error {
 	for _, b := range bs {
 		owner, err := st.BindingOf(ctx, b.OpenID)
 		switch {
 		case err == nil && owner.UserID == b.UserID:
 			continue
-		case err == nil:
-			log.Warn("a binding of the configuration is left out: its openid is bound to another user number",
-				"userid", b.UserID, "bound_to", owner.UserID)
-			continue
-		case !errors.Is(err, store.ErrNotFound):
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("bindings: %w", err)
 		}
-		if _, err := st.Bind(ctx, b.UserID, b.OpenID); err != nil {
+		replaced, err := st.Bind(ctx, b.UserID, b.OpenID)
+		if err != nil {
 			return fmt.Errorf("bindings: %w", err)
+		}
+		if replaced != "" {
+			log.Warn("a binding of the configuration replaced another user number's binding of its follower",
+				"userid", b.UserID, "replaced", replaced)
 		}
 	}
 	return nil
