@@ -212,6 +212,9 @@ func TestEveryKindAgrees(t *testing.T) {
 	}
 	for _, k := range keyword.Kinds() {
 		kw := k.Name + "1"
+		if push.NotShown(kw) {
+			continue // no main item may go to a keyword the platform no longer shows
+		}
 		tpl := "tpl-" + k.Name
 		sim.AddTemplate(tpl, []string{kw, "thing2", "thing3"})
 		p, err := push.NewParser(map[string]map[string]string{"EN": {"name": kw, "class": "thing2", "time": "thing3"}})
