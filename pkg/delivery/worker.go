@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"net/http"
 	"sync"
 	"time"
 
@@ -509,7 +509,7 @@ func mayHaveBeenTaken(err error) bool {
 	case errors.As(err, &pe):
 		return false
 	case errors.As(err, &he):
-		return strings.HasPrefix(he.Status, "504")
+		return he.Code == http.StatusGatewayTimeout
 	}
 	return true
 }

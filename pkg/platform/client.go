@@ -242,7 +242,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, &HTTPError{Status: resp.Status}
+		return nil, &HTTPError{Status: resp.Status, Code: resp.StatusCode}
 	}
 	if len(raw) > maxAnswerBytes {
 		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)

@@ -10,6 +10,8 @@ import (
 type HTTPError struct {
 	// Status is the status line's text, e.g. "502 Bad Gateway".
 	Status string
+	// Code is the status code, e.g. 502.
+	Code int
 }
 
 // Error formats the answer as "HTTP status 502 Bad Gateway".

@@ -38,6 +38,22 @@ func jwtClaims(t *testing.T, jwt string) map[string]any {
 	return m
 }
 
+// casSignIn signs user 2020000042 in to the client trusted through the campus sign-on, typing
+// the password there, in browser b, and returns the tokens of the code.
+func (e *signInEnv) casSignIn(t *testing.T, b *http.Client, state string) map[string]any {
+	t.Helper()
+	casForm := get(t, b, e.authURL("trusted", state, "kc_idp_hint", "cas"))
+	if !strings.HasPrefix(casForm.url.String(), e.cas.URL()+"/login") {
+		t.Fatalf("not sent to the campus sign-on: %s", casForm.url)
+	}
+	q := callback(t, submit(t, b, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
+	tok, errc := e.exchange(t, "trusted", q.Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	return tok
+}
+
 // TestCASSingleSignOnKeepsAuthTime: a sign-in that the campus sign-on answered from its
 // single sign-on (no password typed: isFromNewLogin=false, authenticationDate in the past)
 // keeps the time of that authentication: the ID token's auth_time says it (OpenID Connect
@@ -48,15 +64,7 @@ func TestCASSingleSignOnKeepsAuthTime(t *testing.T) {
 	b := browser(t)
 
 	// 1. The user types the password at the campus sign-on, at t0.
-	casForm := get(t, b, e.authURL("trusted", "s1", "kc_idp_hint", "cas"))
-	if !strings.HasPrefix(casForm.url.String(), e.cas.URL()+"/login") {
-		t.Fatalf("not sent to the campus sign-on: %s", casForm.url)
-	}
-	q := callback(t, submit(t, b, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
-	first, errc := e.exchange(t, "trusted", q.Get("code"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	first := e.casSignIn(t, b, "s1")
 	t0 := int64(jwtClaims(t, first["id_token"].(string))["auth_time"].(float64))
 
 	// 2. The application's back end signs the user out of this service (the browser goes
@@ -70,7 +78,7 @@ func TestCASSingleSignOnKeepsAuthTime(t *testing.T) {
 	// from its single sign-on: no password is typed.
 	e.clock.Advance(2 * time.Hour)
 	logins := e.cas.Logins()
-	q = callback(t, get(t, b, e.authURL("trusted", "s2", "kc_idp_hint", "cas")))
+	q := callback(t, get(t, b, e.authURL("trusted", "s2", "kc_idp_hint", "cas")))
 	if e.cas.Logins() != logins {
 		t.Fatalf("the campus sign-on asked for the password again")
 	}

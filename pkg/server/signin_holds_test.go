@@ -230,19 +230,11 @@ func TestAccessTokenEndsWithSession(t *testing.T) {
 func TestLogoutEndsCampusSingleSignOn(t *testing.T) {
 	e := newSignInEnv(t)
 	b := browser(t)
-	p := get(t, b, e.authURL("trusted", "s1", "kc_idp_hint", "cas"))
-	if !strings.HasPrefix(p.url.String(), e.cas.URL()+"/login") {
-		t.Fatalf("not sent to the campus sign-on: %s", p.url)
-	}
-	q := callback(t, submit(t, b, p, url.Values{"username": {"2020000042"}, "password": {"cas-password"}}))
-	tok, errc := e.exchange(t, "trusted", q.Get("code"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.casSignIn(t, b, "s1")
 	logins := e.cas.Logins()
 
 	// The student signs out of the application: the browser's own ID token, no confirmation.
-	p = get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
+	p := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
 		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}, "state": {"out"}}.Encode())
 	if p.status != http.StatusFound || !strings.HasPrefix(p.location, rpRedirect) || !strings.HasPrefix(p.url.String(), e.cas.URL()+"/logout") {
 		t.Fatalf("logout: %d %q from %s, want the application's address through CAS's logout", p.status, p.location, p.url)
