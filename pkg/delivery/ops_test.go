@@ -62,6 +62,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New(prometheus.NewRegistry())
+	r.countCalls(m)
 	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 2},
 		func(c *delivery.Config) { c.DeadLetter = queue.NewDeadLetters(r.js).Copy; c.Metrics = m })
 	id := r.publish("u-follows", "JML", jml)
@@ -668,6 +669,7 @@ func (r *rig) tokenOutage(t *testing.T, m *metrics.Metrics, pauseFor time.Durati
 	tokenDown.Store(true)
 	pc := r.tokenRefused(tokenDown, func() { tokenCalls.Add(1) })
 	p = r.openPause()
+	r.countCalls(m)
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Platform, c.Pause, c.Metrics, c.TokenPauseFor = pc, p, m, pauseFor
 		c.QuotaReset = quotaInAnHour

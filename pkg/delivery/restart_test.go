@@ -86,11 +86,7 @@ func (r *rig) platformBehind(intercept func(w http.ResponseWriter, req *http.Req
 		}
 	}))
 	r.t.Cleanup(front.Close)
-	pc, err := platform.New(platform.Config{APIBase: front.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return pc
+	return r.platformAt(front.URL)
 }
 
 // tokenRefused is a platform client whose token endpoint answers 502 while down is set; each

@@ -144,6 +144,7 @@ func TestRejectedTokenSendCounted(t *testing.T) {
 		_, _ = w.Write([]byte(`{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1"}`))
 		return true
 	})
+	r.countCalls(m)
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Platform, c.Metrics, c.TokenPauseFor = pc, m, 50*time.Millisecond
 	})
@@ -164,6 +165,38 @@ func TestRejectedTokenSendCounted(t *testing.T) {
 		t.Logf("%d template sends refused with 40001; ucs_platform_errors_total{errcode=\"40001\"} = %v, ucs_platform_request_seconds observed %d", n, errs, observed)
 		return false
 	})
+}
+
+// TestRejectedTokenThenSentCountsTwoCalls: the platform rejects the access token a worker
+// holds (40001) once, the worker fetches a new one and the send made again with it is taken.
+// That is two template sends, one refused: ucs_platform_request_seconds observes both and
+// ucs_platform_errors_total{errcode="40001"} counts the refusal, which tells the operator that
+// something else fetches the account's tokens.
+func TestRejectedTokenThenSentCountsTwoCalls(t *testing.T) {
+	r := newRig(t)
+	m := metrics.NewWorker(prometheus.NewRegistry())
+	rejectNext := &atomic.Bool{}
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if strings.Contains(req.URL.Path, "token") || !rejectNext.CompareAndSwap(true, false) {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1"}`))
+		return true
+	})
+	r.countCalls(m)
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Metrics = pc, m })
+	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
+	okSends := histogramCount(t, m)
+	rejectNext.Store(true)
+	if res := r.waitState(r.publish("u-follows", "JML", jml), push.StateSent); res.Attempts != 1 {
+		t.Fatalf("sent with %d attempts, want 1", res.Attempts)
+	}
+	errs, observed := testutil.ToFloat64(m.PlatformErrors.WithLabelValues("40001")), histogramCount(t, m)-okSends
+	if errs != 1 || observed != 2 {
+		t.Fatalf("a send refused with 40001 and made again with a new token: ucs_platform_errors_total{errcode=\"40001\"} = %v, "+
+			"ucs_platform_request_seconds observed %d; want 1 and 2", errs, observed)
+	}
 }
 
 func histogramCount(t *testing.T, m *metrics.Metrics) int64 {

@@ -90,7 +90,8 @@ type Config struct {
 	// token (the platform's token endpoint failing, or this worker's way to it): it hands its
 	// messages back as for AddressPauseFor, and then tries again. Default 30 s.
 	TokenPauseFor time.Duration
-	// Metrics counts attempts, failures and platform calls; nil counts nothing.
+	// Metrics counts attempts and failures; nil counts nothing. The platform's calls are
+	// counted by the platform client (platform.Config.OnSend).
 	Metrics *metrics.Metrics
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -847,7 +848,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			}
 			continue
 		}
-		code := errCode(err)
+		code := platform.ErrorLabel(err)
 		res := attemptResult{openID: b.OpenID, platformCode: code}
 		switch reason, permanent := platform.Permanent(err); {
 		case err == nil:
@@ -1037,20 +1038,12 @@ func (w *Worker) sleep(d time.Duration) bool {
 	}
 }
 
-// send makes one call of the platform.
+// send asks the platform to send tm (Config.Platform counts its calls, as the platform
+// client's OnSend does).
 func (w *Worker) send(ctx context.Context, tm platform.TemplateMessage) (int64, error) {
 	sctx, cancel := context.WithTimeout(ctx, w.cfg.SendTimeout)
 	defer cancel()
-	started := time.Now()
-	id, err := w.cfg.Platform.SendTemplate(sctx, tm)
-	var ns *platform.NotSentError
-	switch {
-	case !errors.As(err, &ns):
-		w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), errCode(err))
-	case ns.Rejected != 0: // one call, refused for its access token, and no token for another
-		w.cfg.Metrics.PlatformCall(time.Since(started).Seconds(), metrics.ErrCode(ns.Rejected))
-	}
-	return id, err
+	return w.cfg.Platform.SendTemplate(sctx, tm)
 }
 
 // accountPauseFor bounds a pause for a problem of the account: sending is tried again after
@@ -1132,24 +1125,6 @@ func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseSt
 	if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, now)); err != nil {
 		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)
 	}
-}
-
-// errCode is the metrics label of a failed send: the platform's errcode, or timeout, http or
-// network when it gave none; "" for a success.
-func errCode(err error) string {
-	var pe *platform.Error
-	var he *platform.HTTPError
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &pe):
-		return metrics.ErrCode(pe.Code)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &he):
-		return "http"
-	}
-	return "network"
 }
 
 // Forget drops what the worker cached of userID's binding, which a student just changed: the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
@@ -36,6 +38,8 @@ type rig struct {
 	js   jetstream.JetStream
 	qcfg queue.Config
 	pc   *platform.Client
+	// calls, once set by countCalls, counts the calls of every platform client of the rig.
+	calls *atomic.Pointer[metrics.Metrics]
 }
 
 var templates = map[string]config.Template{
@@ -71,16 +75,30 @@ func newRig(t testing.TB) *rig {
 	if _, err := queue.EnsureStream(ctx, js, qc); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := platform.New(platform.Config{APIBase: srv.URL, AppID: "wxapp", Secret: "wxsecret"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub, err := queue.NewPublisher(js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, st: st, sim: sim, pub: pub, js: js, qcfg: qc, pc: pc}
+	r := &rig{t: t, st: st, sim: sim, pub: pub, js: js, qcfg: qc, calls: &atomic.Pointer[metrics.Metrics]{}}
+	r.pc = r.platformAt(srv.URL)
+	return r
 }
+
+// platformAt is a platform client of the rig's account at base, whose calls countCalls counts.
+func (r *rig) platformAt(base string) *platform.Client {
+	r.t.Helper()
+	pc, err := platform.New(platform.Config{APIBase: base, AppID: "wxapp", Secret: "wxsecret",
+		OnSend: func(took time.Duration, err error) {
+			r.calls.Load().PlatformCall(took.Seconds(), platform.ErrorLabel(err))
+		}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return pc
+}
+
+// countCalls counts the calls of the rig's platform clients in m, as a worker process does.
+func (r *rig) countCalls(m *metrics.Metrics) { r.calls.Store(m) }
 
 // openPause opens the pause of sending the rig's workers share, closed when the test ends.
 func (r *rig) openPause() *sending.Pause {

@@ -11,7 +11,6 @@ package metrics
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -254,9 +253,6 @@ func (m *Metrics) ReceiptUnknown() {
 		m.ReceiptsUnknown.Inc()
 	}
 }
-
-// ErrCode is the label of a platform errcode.
-func ErrCode(code int) string { return strconv.Itoa(code) }
 
 // PendingFunc registers ucs_consumer_pending, read at every scrape from pending: the messages
 // waiting in the queue that the workers' consumer has not yet handed out, plus those handed

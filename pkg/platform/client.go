@@ -55,6 +55,10 @@ type Config struct {
 	// Logger receives token fetches and refreshes. Default: discard. Access
 	// tokens and the secret are never logged.
 	Logger *slog.Logger
+	// OnSend, when set, is told of each call of the template send endpoint: how long it took
+	// and its error, nil when the platform took the message. A send refused for its access
+	// token and made again with a new one is two calls.
+	OnSend func(took time.Duration, err error)
 }
 
 // Validate reports every problem of the configuration at once.
@@ -88,6 +92,7 @@ type Client struct {
 	http     *http.Client
 	log      *slog.Logger
 	tokens   *tokenCache
+	onSend   func(time.Duration, error)
 }
 
 // New returns a Client for the account in cfg, after validating cfg.
@@ -113,6 +118,10 @@ func New(cfg Config) (*Client, error) {
 		sendURL:  base + "/cgi-bin/message/template/send",
 		http:     cfg.HTTPClient,
 		log:      cfg.Logger,
+		onSend:   cfg.OnSend,
+	}
+	if c.onSend == nil {
+		c.onSend = func(time.Duration, error) {}
 	}
 	c.tokens = newTokenCache(c.fetchToken, cfg.Now, cfg.Logger)
 	return c, nil
@@ -185,7 +194,8 @@ func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int
 }
 
 // send makes one call of the template send endpoint.
-func (c *Client) send(ctx context.Context, tok string, body []byte) (int64, error) {
+func (c *Client) send(ctx context.Context, tok string, body []byte) (msgID int64, err error) {
+	defer func(started time.Time) { c.onSend(time.Since(started), err) }(time.Now())
 	raw, err := c.post(ctx, c.sendURL+"?access_token="+url.QueryEscape(tok), c.sendURL, body)
 	if err != nil {
 		return 0, fmt.Errorf("send template: %w", err)

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"context"
 	"errors"
 	"strconv"
 )
@@ -103,4 +104,22 @@ func AddressRefused(err error) (reason, action string, ok bool) {
 	return refusal(pe, "address refused"),
 		"add this worker's outgoing IP address to the official account's IP whitelist " +
 			"(the platform's console: Settings and Development, Basic Configuration)", true
+}
+
+// ErrorLabel names the outcome of a send in a word, for metrics: the platform's errcode, or
+// timeout, http or network when it gave none; "" for a success.
+func ErrorLabel(err error) string {
+	var pe *Error
+	var he *HTTPError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &pe):
+		return strconv.Itoa(pe.Code)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &he):
+		return "http"
+	}
+	return "network"
 }

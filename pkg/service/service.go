@@ -728,9 +728,14 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	if err != nil {
 		return nil, err
 	}
+	m := d.Metrics
+	if m == nil {
+		m = metrics.NewWorker(d.Registry)
+	}
 	pc, err := platform.New(platform.Config{
 		APIBase: cfg.Platform.APIBase, AppID: cfg.Platform.AppID, Secret: cfg.Platform.Secret,
 		HTTPClient: d.HTTPClient, Now: d.Now, Logger: d.Logger,
+		OnSend: func(took time.Duration, err error) { m.PlatformCall(took.Seconds(), platform.ErrorLabel(err)) },
 	})
 	if err != nil {
 		conn.close()
@@ -765,10 +770,6 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 			return nil, err
 		}
 		budget = b
-	}
-	m := d.Metrics
-	if m == nil {
-		m = metrics.NewWorker(d.Registry)
 	}
 	metrics.PendingFunc(d.Registry, conn.pending(cfg.NATS.Consumer))
 	writer := conn.st.NewWriter(store.WriterOptions{})
