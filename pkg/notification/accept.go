@@ -105,11 +105,12 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 	b := Batch{Items: make([]ItemResult, len(items))}
 	msgs := make([]push.Message, 0, len(items))
 	at := make([]int, 0, len(items)) // index of each message in items
+	var refused []string             // the rule kind of each item refused for its content
 	for i, it := range items {
 		if it.Err != nil {
 			b.Items[i].Err = it.Err
 			if ve, ok := errors.AsType[*push.ValidationError](it.Err); ok {
-				s.cfg.Rejected(string(ve.Kind()))
+				refused = append(refused, string(ve.Kind()))
 			}
 			b.Rejected++
 			continue
@@ -121,6 +122,7 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		// Nothing to store, so no key is taken, as for a single push refused for its body: a
 		// retry under the key is checked afresh and answered the same, and a request that
 		// stores nothing leaves nothing behind for a day.
+		s.countRefused(refused)
 		return b, nil
 	}
 	o := queue.PublishOptions{}
@@ -138,6 +140,9 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		}
 		o = k.publishOptions()
 	}
+	// Counted once the request is the key's own: one that lost it to another under way is
+	// answered as a replay, and counts nothing.
+	s.countRefused(refused)
 	if err := s.cfg.Publisher.PublishBatch(ctx, msgs, o); err != nil {
 		s.cfg.Logger.Warn("batch not accepted", "pushes", len(msgs), "err", err)
 		for _, i := range at {
@@ -159,6 +164,13 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		k.finish(ctx, nil)
 	}
 	return b, nil
+}
+
+// countRefused tells Config.Rejected of the items of a new batch refused for their content.
+func (s *Service) countRefused(kinds []string) {
+	for _, k := range kinds {
+		s.cfg.Rejected(k)
+	}
 }
 
 // replayBatch answers a batch whose Idempotency-Key has a record, from the record: an item
