@@ -112,7 +112,7 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 		}),
 		PlatformSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ucs_platform_request_seconds",
-			Help:    "Duration of one template send to the platform, token refresh included.",
+			Help:    "Duration of one call of the platform's template send endpoint.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15},
 		}),
 		PlatformErrors: prometheus.NewCounterVec(prometheus.CounterOpts{

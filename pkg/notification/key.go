@@ -103,6 +103,7 @@ func (s *Service) StoredPush(ctx context.Context, client string, k Key) (ucsID s
 		len(rec.IDs) != 1 || rec.IDs[0] == "" || slices.Contains(rec.Failed, 0) {
 		return "", false
 	}
+	s.cfg.Replayed()
 	return rec.IDs[0], true
 }
 

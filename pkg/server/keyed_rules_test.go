@@ -6,7 +6,11 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/service"
 )
 
@@ -14,7 +18,8 @@ import (
 // is stored by one front end, which answers its ucsId; the retry (same key, same bytes)
 // reaches a front end whose rules refuse the body (another version or template mapping,
 // during a rolling update). The same key answers the first request's ucsId, whichever front
-// end answers, as a batch's does: not 400 for a push that was accepted and will be sent.
+// end answers, as a batch's does: not 400 for a push that was accepted and will be sent. It
+// is counted as a request answered from an earlier one with the same key.
 func TestKeyedPushRetryOnFrontEndWithOtherRules(t *testing.T) {
 	e := newEnv(t)
 	// A second front end on the same NATS and store, whose rules refuse "class" as a number.
@@ -22,7 +27,8 @@ func TestKeyedPushRetryOnFrontEndWithOtherRules(t *testing.T) {
 	other.Platform.Templates = map[string]config.Template{
 		"JML": {TemplateID: "tpl-JML", Fields: map[string]string{"class": "number1", "info": "thing2"}},
 	}
-	api, err := service.NewAPI(context.Background(), &other, service.Deps{Now: e.clock.Now})
+	m := metrics.NewFrontEnd(prometheus.NewRegistry())
+	api, err := service.NewAPI(context.Background(), &other, service.Deps{Now: e.clock.Now, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +51,9 @@ func TestKeyedPushRetryOnFrontEndWithOtherRules(t *testing.T) {
 	if st != 200 || again.Data.UcsID != first.Data.UcsID {
 		t.Fatalf("the retry under the same key on the other front end answers %d %s; the first request stored the push as %s (the queue holds %d)",
 			st, b, first.Data.UcsID, e.streamPushes())
+	}
+	if n := testutil.ToFloat64(m.IdempotentReplay); n != 1 {
+		t.Fatalf("the retry answered from the key's record: ucs_push_idempotent_replays_total = %v on that front end, want 1", n)
 	}
 }
 
