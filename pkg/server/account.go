@@ -27,6 +27,10 @@ func (s *Server) accountRoutes() {
 	s.e.GET(s.accountPath(), s.account)
 	s.e.POST(s.accountPath()+"/grants/revoke", s.accountRevoke, identityBody)
 	s.e.POST(s.accountPath()+"/sessions/end", s.accountEnd, identityBody)
+	// The forms' addresses opened as pages show the account page.
+	toAccount := func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.accountPath()) }
+	s.e.GET(s.accountPath()+"/grants/revoke", toAccount)
+	s.e.GET(s.accountPath()+"/sessions/end", toAccount)
 }
 
 // accountNotices are the outcomes the page reports after a change, by the done parameter of
@@ -58,7 +62,7 @@ func (s *Server) accountSession(c echo.Context) (se store.Session, cookie string
 // account shows the account page, after a sign-in when the browser has no session.
 func (s *Server) account(c echo.Context) error {
 	if idps, _ := s.identityProviders(); len(idps) == 0 {
-		return s.errorPage(c, http.StatusNotFound, "未开放 Not available", "Sign-in is not configured on this server.", "temporarily_unavailable")
+		return s.errorPage(c, http.StatusNotFound, "未开放 Not available", "本服务未开启登录。 Sign-in is not configured on this server.", "temporarily_unavailable")
 	}
 	se, cookie, ok := s.accountSession(c)
 	if !ok {
@@ -107,7 +111,7 @@ func (s *Server) account(c echo.Context) error {
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
 		return pages.Account(b, d)
-	})
+	}, s.casFormActions()...) // signing out of a campus sign-on session goes through its logout
 }
 
 // accountSignIn starts a sign-in whose end is the account page rather than a client.
@@ -122,13 +126,13 @@ func (s *Server) accountForm(c echo.Context) (se store.Session, ok bool, err err
 	se, cookie, live := s.accountSession(c)
 	if !live {
 		return se, false, s.errorPage(c, http.StatusForbidden, "登录已过期 Sign-in expired",
-			"Your sign-in session ended. Open the account page again to sign in.", "expired")
+			"您的登录已结束，请重新打开账户页面登录。 Your sign-in session ended. Open the account page again to sign in.", "expired")
 	}
 	if csrf := c.FormValue("csrf"); csrf == "" || !sameSecret(csrf, accountCSRF(cookie)) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "account form refused: not from the account page of this browser",
 			"user", se.UserID, "path", c.Path())
 		return se, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
-			"This form did not come from the account page of this browser.", "csrf")
+			"此表单并非来自本浏览器中的账户页面。 This form did not come from the account page of this browser.", "csrf")
 	}
 	return se, true, nil
 }
@@ -141,7 +145,7 @@ func (s *Server) accountRevoke(c echo.Context) error {
 	}
 	switch err := s.cfg.OAuth.RevokeGrant(c.Request().Context(), se.UserID, c.FormValue("client_id")); {
 	case errors.Is(err, oauth.ErrNotYours):
-		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "This application has no access to your account.", "not_found")
+		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "该应用没有您账户的授权。 This application has no access to your account.", "not_found")
 	case err != nil:
 		return &Error{Code: CodeUnavailable, Message: "the access could not be removed; try again", Internal: err}
 	}
@@ -176,7 +180,7 @@ func (s *Server) accountEnd(c echo.Context) error {
 	}
 	switch err := s.cfg.OAuth.EndUserSession(ctx, se.UserID, sid); {
 	case errors.Is(err, oauth.ErrNotYours):
-		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "You have no such session: it may have ended already.", "not_found")
+		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "没有这个登录会话，它可能已经结束。 You have no such session: it may have ended already.", "not_found")
 	case err != nil:
 		return &Error{Code: CodeUnavailable, Message: "the session could not be ended; try again", Internal: err}
 	}

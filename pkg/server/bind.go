@@ -122,7 +122,7 @@ func (s *Server) bindAvailable(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if idps, _ := s.identityProviders(); s.cfg.Bind == nil || len(idps) == 0 {
 			return s.errorPage(c, http.StatusNotFound, "未开放 Not available",
-				"Binding to the official account is not configured on this server.", "temporarily_unavailable")
+				"本服务未开启公众号绑定。 Binding to the official account is not configured on this server.", "temporarily_unavailable")
 		}
 		return next(c)
 	}
@@ -210,7 +210,7 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 	if !ok || bs.State == "" || !sameSecret(c.QueryParam("state"), bs.State) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: the platform's answer does not belong to this browser's authorization")
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
-			"This answer does not belong to an authorization started in this browser. Open the page again from the official account's menu.", "invalid_state")
+			"此应答不属于本浏览器发起的授权，请从公众号菜单重新打开页面。 This answer does not belong to an authorization started in this browser. Open the page again from the official account's menu.", "invalid_state")
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
 	defer cancel()
@@ -222,7 +222,7 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 		c.SetCookie(&http.Cookie{Name: cookieBind, Value: "", Path: "/bind", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 			Secure: s.secureCookies(), MaxAge: -1})
 		return s.errorPage(c, http.StatusForbidden, "请在公众号中打开 Open this page from the official account",
-			"This page was opened from a Moments snapshot, where WeChat does not say who you are. Follow the official account and open the binding page from its menu.",
+			"此页面是从朋友圈快照打开的，微信不会告知您的身份。请关注公众号，并从其菜单打开绑定页面。 This page was opened from a Moments snapshot, where WeChat does not say who you are. Follow the official account and open the binding page from its menu.",
 			"snapshot_user")
 	}
 	if err != nil {
@@ -231,12 +231,12 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 			// The code itself is never logged: it is a credential until it is used.
 			s.log.Warn("binding: the platform refused the authorization code", "errcode", pe.Code, "addr", c.RealIP())
 			return s.errorPage(c, http.StatusBadRequest, "微信授权失败 WeChat authorization failed",
-				"The platform did not confirm who you are (the link may have been used already or expired). Open the page again from the official account's menu.",
+				"微信未能确认您的身份（链接可能已用过或已过期），请从公众号菜单重新打开页面。 The platform did not confirm who you are (the link may have been used already or expired). Open the page again from the official account's menu.",
 				"platform_"+strconv.Itoa(pe.Code))
 		}
 		s.log.Error("binding: the platform's web authorization failed", "err", err)
 		return s.errorPage(c, http.StatusBadGateway, "微信授权失败 WeChat authorization failed",
-			"The platform could not be reached. Try again in a moment.", "temporarily_unavailable")
+			"暂时无法连接微信，请稍后再试。 The platform could not be reached. Try again in a moment.", "temporarily_unavailable")
 	}
 	// The state is taken once, by the first code the platform confirmed: a replayed cookie of
 	// this authorization lets no second code in.
@@ -281,7 +281,7 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 		t.ID == "" || !sameSecret(t.Bind, oauth.Hash(bs.ID)) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: a sign-in handed back to another browser's binding page")
 		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
-			"This sign-in did not start from the binding page of this browser, or took too long. Open the page again from the official account's menu.", "expired")
+			"此次登录并非从本浏览器的绑定页面发起，或用时过长，请从公众号菜单重新打开页面。 This sign-in did not start from the binding page of this browser, or took too long. Open the page again from the official account's menu.", "expired")
 	}
 	// The ticket is taken once: replayed after the consent, it would bind again with no sign-in.
 	if ok, err := s.bindTakeOnce(c, "bindticket."+t.ID, t.Expires); !ok {
@@ -291,7 +291,7 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 		// A sign-in may name anything; a push names 1 to 64 of A-Z a-z 0-9 . _ -: a binding
 		// of this user number could never carry a message.
 		return s.errorPage(c, http.StatusBadRequest, "无法绑定 Cannot bind",
-			"Your campus account's user number cannot receive messages here (it may hold only letters, digits, '.', '_' and '-'). Ask the IT service desk.", "invalid_user")
+			"您的校园账号的学工号无法在此接收消息（只能包含字母、数字、“.”、“_”和“-”），请联系信息中心服务台。 Your campus account's user number cannot receive messages here (it may hold only letters, digits, '.', '_' and '-'). Ask the IT service desk.", "invalid_user")
 	}
 	bs.UserID = t.UserID
 	if err := s.setBindSession(c, bs); err != nil {
@@ -307,12 +307,12 @@ func (s *Server) bindForm(c echo.Context) (bs bindSession, ok bool, err error) {
 	bs, live := s.bindSessionOf(c)
 	if !live || bs.OpenID == "" {
 		return bs, false, s.errorPage(c, http.StatusForbidden, "页面已过期 Page expired",
-			"This page expired. Open it again from the official account's menu.", "expired")
+			"页面已过期，请从公众号菜单重新打开。 This page expired. Open it again from the official account's menu.", "expired")
 	}
 	if csrf := c.FormValue("csrf"); csrf == "" || !sameSecret(csrf, bindCSRF(bs)) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding form refused: not from the binding page of this browser", "path", c.Path())
 		return bs, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
-			"This form did not come from the binding page of this browser.", "csrf")
+			"此表单并非来自本浏览器中的绑定页面。 This form did not come from the binding page of this browser.", "csrf")
 	}
 	return bs, true, nil
 }
@@ -378,7 +378,7 @@ func (s *Server) bindTakeOnce(c echo.Context, key string, expires time.Time) (ok
 	case errors.Is(err, store.ErrReplayed):
 		s.securityEvent(c, metrics.EventCSRFRefused, "binding refused: a single-use value of the page was used again")
 		return false, s.errorPage(c, http.StatusBadRequest, "页面已过期 Page expired",
-			"This step of the binding was already used. Open the page again from the official account's menu.", "expired")
+			"这一步绑定已经用过，请从公众号菜单重新打开页面。 This step of the binding was already used. Open the page again from the official account's menu.", "expired")
 	case err != nil:
 		return false, &Error{Code: CodeUnavailable, Message: "the binding could not be checked; try again", Internal: err}
 	}

@@ -90,7 +90,7 @@ func (s *Server) opsUser(c echo.Context) (userID string, ok bool, err error) {
 	if !slices.Contains(s.cfg.Ops.Users, se.UserID) {
 		s.log.Warn("operations page refused: not an operator", "user", se.UserID, "addr", c.RealIP())
 		return "", false, s.errorPage(c, http.StatusForbidden, "没有权限 Forbidden",
-			"Your account may not open the operations page. Ask for your user number to be added to ops.users.", "forbidden")
+			"您的账号无权打开运维页面，请申请将您的学工号加入 ops.users。 Your account may not open the operations page. Ask for your user number to be added to ops.users.", "forbidden")
 	}
 	return se.UserID, true, nil
 }
@@ -194,7 +194,7 @@ func (s *Server) opsHistory(c echo.Context) error {
 	}
 	id := strings.ToUpper(c.Param("ucsId")) // a ULID, read in either case
 	if !push.ValidID(id) {
-		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "This is not a ucsId.", "not_found")
+		return s.errorPage(c, http.StatusNotFound, "未找到 Not found", "这不是一个 ucsId。 This is not a ucsId.", "not_found")
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()

@@ -39,5 +39,5 @@ func loggedName(name string) string {
 func (s *Server) tooManyPage(c echo.Context, e *oauth.Error) error {
 	c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter/time.Second)))
 	return s.errorPage(c, http.StatusTooManyRequests, "请稍后再试 Try again later",
-		"Too many failed sign-ins came from your network. Wait a moment and try again.", e.Code)
+		"您所在网络的登录失败次数过多，请稍候再试。 Too many failed sign-ins came from your network. Wait a moment and try again.", e.Code)
 }

@@ -65,6 +65,8 @@ func (s *Server) signInRoutes() {
 	s.e.POST(oidc+"/auth", s.authorize, identityBody)
 	s.e.POST(r+"/login-actions/authenticate", s.loginLocal, identityBody)
 	s.e.POST(r+"/login-actions/consent", s.consent, identityBody)
+	s.e.GET(r+"/login-actions/authenticate", s.stepOpened)
+	s.e.GET(r+"/login-actions/consent", s.stepOpened)
 	s.getOnce(r+"/broker/cas/endpoint", s.casCallback)
 	s.e.GET(oidc+"/userinfo", s.userinfo, s.bearer(oauth.Requirement{Scope: oauth.ScopeOpenID}))
 	s.e.POST(oidc+"/userinfo", s.userinfo, identityBody, formBearer, s.bearer(oauth.Requirement{Scope: oauth.ScopeOpenID}))
@@ -85,6 +87,16 @@ func (s *Server) page(c echo.Context, status int, render func(b *bytes.Buffer, n
 	}
 	pages.Headers(c.Response().Header(), nonce, formActions...)
 	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// casFormActions is what form-action must allow, besides the service itself, for a form whose
+// answer may redirect to the campus single sign-on (a new sign-in, or its logout): Chromium
+// checks the redirects that answer a form against it. Empty without the campus sign-on.
+func (s *Server) casFormActions() []string {
+	if s.cfg.SignIn == nil || s.cfg.SignIn.CAS == nil {
+		return nil
+	}
+	return []string{s.cfg.SignIn.CAS.LogoutURL("")}
 }
 
 // errorPage is the answer when the client's redirect address cannot be trusted: never a
@@ -152,7 +164,7 @@ func (s *Server) authorize(c echo.Context) error {
 	case e != nil && e.Redirect:
 		return s.redirectError(c, ar, e.Code, e.Description)
 	case e != nil:
-		return s.errorPage(c, http.StatusBadRequest, pageTitles[e.Code], sentence(e.Description), e.Code)
+		return s.errorPage(c, http.StatusBadRequest, pageTitles[e.Code], "应用发来的登录请求有误，无法继续。 "+sentence(e.Description), e.Code)
 	}
 	s.newFlow(c, &ar)
 	now, ctx := s.now(), c.Request().Context()
@@ -254,7 +266,7 @@ func (s *Server) startSignIn(c echo.Context, hint string, ar store.AuthRequest) 
 	}
 	if !slices.Contains(idps, idp) {
 		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
-			hint+" names no identity provider of this server (cas, local).", "invalid_request")
+			"所指定的登录方式不存在（可用：cas、local）。 "+hint+" names no identity provider of this server (cas, local).", "invalid_request")
 	}
 	ar.IDP = idp
 	s.newFlow(c, &ar)
@@ -299,14 +311,14 @@ func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, o
 	// without sign-in began no flow.
 	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
 		return ar, false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
-			"This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
+			"此次登录用时过长或已经完成，请返回应用重新开始。 This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
 	}
 	if !sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) ||
 		(form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "sign-in step refused: not from the sign-in page of this browser",
 			"client", ar.ClientID, "path", c.Path())
 		return ar, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
-			"This form did not come from the sign-in page of this browser.", "csrf")
+			"此表单并非来自本浏览器中的登录页面。 This form did not come from the sign-in page of this browser.", "csrf")
 	}
 	return ar, true, nil
 }
@@ -327,6 +339,18 @@ func knownFlow(ar store.AuthRequest) bool {
 // sameSecret compares two secrets in constant time.
 func sameSecret(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
+// stepOpened answers a step's form address opened as a page (the address bar after a wrong
+// password, a link opened in another browser): the sign-in of its request again, as Keycloak
+// shows the flow's page, or the expired page; never the data interfaces' JSON.
+func (s *Server) stepOpened(c echo.Context) error {
+	ar, ok, err := s.flowRequest(c, false)
+	if !ok {
+		return err
+	}
+	ar.Passed, ar.Session = nil, ""
+	return s.startLogin(c, ar, "")
+}
+
 // loginLocal takes the built-in login form.
 func (s *Server) loginLocal(c echo.Context) error {
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
@@ -335,7 +359,7 @@ func (s *Server) loginLocal(c echo.Context) error {
 		return err
 	}
 	if ar.IDP != "local" || s.cfg.SignIn.Directory == nil {
-		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the login form.", "invalid_request")
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "此次登录不使用登录表单。 This sign-in does not use the login form.", "invalid_request")
 	}
 	user := strings.TrimSpace(c.FormValue("username"))
 	// Keycloak's brute-force detection locks a user, never an address: a locked user gets the
@@ -378,7 +402,7 @@ func (s *Server) casCallback(c echo.Context) error {
 		return err
 	}
 	if ar.IDP != "cas" || s.cfg.SignIn.CAS == nil {
-		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "This sign-in does not use the campus single sign-on.", "invalid_request")
+		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "此次登录不使用校园统一身份认证。 This sign-in does not use the campus single sign-on.", "invalid_request")
 	}
 	// Each ticket costs a call to the campus sign-on: an address that fails too often is slowed
 	// (429) before one is made, as at the login form.
@@ -407,7 +431,7 @@ func (s *Server) casCallback(c echo.Context) error {
 			}
 		}
 		return s.errorPage(c, http.StatusUnauthorized, "统一身份认证失败 Campus sign-on failed",
-			"The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
+			"校园统一身份认证未确认您的登录，请返回应用重试。 The campus single sign-on did not confirm your sign-in. Go back to the application and try again.", "access_denied")
 	}
 	// A single sign-on answer (no password typed now) keeps the time of the user's last real
 	// authentication at the campus sign-on: auth_time and max_age speak of that.
@@ -496,7 +520,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 			Action: action,
 			CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
 		})
-	}, ar.RedirectURI)
+	}, append(s.casFormActions(), ar.RedirectURI)...) // the answer goes to the client, or to a new sign-in past max_age
 }
 
 // consent takes the consent form.
@@ -513,13 +537,13 @@ func (s *Server) consent(c echo.Context) error {
 		s.securityEvent(c, metrics.EventCSRFRefused, "consent refused: the sign-in step of this request was not passed",
 			"client", ar.ClientID, "flow", ar.Flow)
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
-			"This sign-in has not reached the consent step. Go back to the application and start again.", "invalid_request")
+			"此次登录尚未到授权确认这一步，请返回应用重新开始。 This sign-in has not reached the consent step. Go back to the application and start again.", "invalid_request")
 	}
 	ctx := c.Request().Context()
 	key := oauth.Hash(cookieValue(c, cookieSession))
 	se, err := s.cfg.SignIn.Store.Session(ctx, key)
 	if err != nil || !sameSecret(key, ar.Session) {
-		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "Your sign-in session ended. Go back to the application and start again.", "expired")
+		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "您的登录已结束，请返回应用重新开始。 Your sign-in session ended. Go back to the application and start again.", "expired")
 	}
 	if c.FormValue("accept") == "" {
 		if ok, err := s.finishOnce(c, ar); !ok {
@@ -566,7 +590,7 @@ func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err 
 	switch err := s.cfg.SignIn.Store.FinishAuthRequest(c.Request().Context(), ar.ID, ar.Expires); {
 	case errors.Is(err, store.ErrReplayed):
 		return false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
-			"This sign-in was already finished. Go back to the application and start again.", "expired")
+			"此次登录已经完成，请返回应用重新开始。 This sign-in was already finished. Go back to the application and start again.", "expired")
 	case err != nil:
 		return false, s.redirectErrorInternal(c, ar, err)
 	}
@@ -576,12 +600,11 @@ func (s *Server) finishOnce(c echo.Context, ar store.AuthRequest) (ok bool, err 
 func (s *Server) redirectError(c echo.Context, ar store.AuthRequest, code, desc string) error {
 	if ar.Account || ar.Bind != "" {
 		// A sign-in to the account or binding page has no client to send an error to.
-		again := "Open the account page again."
+		again := "请重新打开账户页面。 The sign-in could not be completed. Open the account page again."
 		if ar.Bind != "" {
-			again = "Open the binding page again from the official account's menu."
+			again = "请从公众号菜单重新打开绑定页面。 The sign-in could not be completed. Open the binding page again from the official account's menu."
 		}
-		return s.errorPage(c, http.StatusServiceUnavailable, "出错了 Something went wrong",
-			"The sign-in could not be completed. "+again, code)
+		return s.errorPage(c, http.StatusServiceUnavailable, "出错了 Something went wrong", "未能完成登录，"+again, code)
 	}
 	return s.respond(c, ar, []pages.Field{{Name: "error", Value: code}, {Name: "error_description", Value: oauth.Description(desc)},
 		{Name: "state", Value: ar.State}, {Name: "iss", Value: s.cfg.OAuth.Issuer}})
@@ -688,7 +711,7 @@ func (s *Server) logout(c echo.Context) error {
 		if e.Code == oauth.ErrInvalidRedirectURI {
 			title = "无效的回调地址 Invalid redirect address"
 		}
-		return s.errorPage(c, http.StatusBadRequest, title, e.Description, e.Code)
+		return s.errorPage(c, http.StatusBadRequest, title, "应用发来的退出请求有误，无法继续。 "+e.Description, e.Code)
 	}
 	idc, target := lr.Hint, lr.Target
 	key := cookieValue(c, cookieSession)
@@ -756,9 +779,7 @@ func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
 	if lc.Target != "" {
 		formActions = append(formActions, lc.Target) // the form's answer redirects there, which form-action must allow
 	}
-	if s.cfg.SignIn.CAS != nil {
-		formActions = append(formActions, s.cfg.SignIn.CAS.LogoutURL("")) // or through the campus sign-on's logout
-	}
+	formActions = append(formActions, s.casFormActions()...) // or through the campus sign-on's logout
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		return pages.LogoutConfirm(b, pages.LogoutConfirmData{
 			Action: s.realmPath() + "/protocol/openid-connect/logout", Confirm: sealed, Nonce: nonce})
@@ -772,7 +793,7 @@ func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
 	if s.cfg.SignIn == nil || s.cfg.SignIn.Logouts.Open(sealed, &lc) != nil || !s.now().Before(lc.Expires) ||
 		!sameSecret(oauth.Hash(cookieValue(c, cookieSession)), lc.Session) {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
-			"This sign-out form expired or did not come from this browser.", "invalid_request")
+			"此退出表单已过期，或并非来自本浏览器。 This sign-out form expired or did not come from this browser.", "invalid_request")
 	}
 	return s.endSession(c, lc.Target, lc.State)
 }

@@ -1,0 +1,168 @@
+package server_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// casSignInChromium signs the Chromium tab in through the campus sign-on, at the account page.
+func (e *signInEnv) reviewCASAccountChromium(t *testing.T, tb tab) {
+	t.Helper()
+	tb.run(chromedp.Navigate(e.issuer+"/account?kc_idp_hint=cas"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=username]`), "2020000042"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "cas-password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[id^=session-]`)))
+}
+
+// bodyText is the page's text, "" while there is no body.
+func (b tab) bodyText() string {
+	return b.eval(`document.body ? document.body.innerText : ""`)
+}
+
+// waitUntil polls cond for at most d; it reports whether cond held.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cond()
+}
+
+// TestAccountSignOutOfCASSessionInChromium: a student signed in through the campus
+// single sign-on presses "退出登录 Sign out" on the account page, in their own session's row.
+// The server ends the session and answers with a redirect to the campus sign-on's /logout (as
+// it must, so the next person at the computer is not signed in as them), but the account
+// page's Content-Security-Policy allows forms to post only to 'self' and Chromium applies
+// form-action to the redirect that answers the post: the browser refuses the navigation, the
+// student stays on the account page (or an error), and the campus single sign-on is never
+// ended. The logout confirmation page lists the campus sign-on's logout among its form
+// actions for exactly this reason; the account page does not.
+func TestAccountSignOutOfCASSessionInChromium(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, problems := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	e.reviewCASAccountChromium(t, tb)
+
+	tb.run(chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("[id^=session-]")].find(li => li.textContent.includes("当前浏览器")).querySelector("button").click()`))
+	signedOut := waitUntil(10*time.Second, func() bool { return strings.Contains(tb.bodyText(), "You have signed out") })
+	var blocked []string
+	for _, m := range problems.all() {
+		if strings.Contains(m, "form-action") || strings.Contains(m, "Content Security Policy") {
+			blocked = append(blocked, m)
+		}
+	}
+	if !signedOut || len(blocked) > 0 {
+		at := tb.eval(`location.href`)
+		// What the next person at this computer gets on pressing "sign in".
+		tb.run(chromedp.Navigate(e.issuer + "/account?kc_idp_hint=cas"))
+		next := "the campus password form"
+		if waitUntil(5*time.Second, func() bool { return strings.Contains(tb.bodyText(), "My account") }) {
+			next = "the account page of 2020000042, no password asked"
+		}
+		t.Fatalf("signing out of a campus sign-on session from the account page: signed-out page reached %v, "+
+			"at %q; the browser refused: %v; the next sign-in on this browser gets %s", signedOut, at, blocked, next)
+	}
+	// The campus single sign-on ended too: the next sign-in asks for the campus password.
+	tb.run(chromedp.Navigate(e.issuer+"/account?kc_idp_hint=cas"), chromedp.WaitVisible(chromedp.CSS(`input[name=password]`)))
+}
+
+// TestConsentRenewThroughCASInChromium: an application asks with max_age=60 and the
+// campus sign-on as provider; the student, signed in 30 s before, gets the consent page and
+// reads it for 5 minutes. The server rightly answers "Allow" with a new sign-in at the campus
+// sign-on (a redirect to its /login?renew=true; TestMaxAgeRecheckedAtConsent shows the same
+// for the local form), but the consent page's form-action allows only 'self' and the
+// application's redirect_uri: Chromium refuses the redirect and the student is stuck on the
+// consent page, with no way to finish the sign-in.
+func TestConsentRenewThroughCASInChromium(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, problems := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	e.reviewCASAccountChromium(t, tb) // a campus sign-on session in this browser
+	e.clock.Advance(30 * time.Second)
+	tb.run(chromedp.Navigate(e.authURL("portal", "ma", "max_age", "60", "kc_idp_hint", "cas")),
+		chromedp.WaitVisible(chromedp.CSS(`button[name=accept]`)))
+	e.clock.Advance(5 * time.Minute) // the student reads the consent page
+	tb.run(chromedp.Click(chromedp.CSS(`button[name=accept]`)))
+	atCAS := waitUntil(10*time.Second, func() bool {
+		return strings.HasPrefix(tb.eval(`location.href`), e.cas.URL()+"/login")
+	})
+	var blocked []string
+	for _, m := range problems.all() {
+		if strings.Contains(m, "Content Security Policy") {
+			blocked = append(blocked, m)
+		}
+	}
+	if !atCAS || len(blocked) > 0 {
+		t.Fatalf("allowing after max_age passed: at the campus sign-on %v, at %q; the browser refused: %v",
+			atCAS, tb.eval(`location.href`), blocked)
+	}
+}
+
+// TestFormAddressesOpenedAsPagesAnswerHTML: after a wrong password the browser shows the
+// login form again at the form's own address (/login-actions/authenticate?req=…), and the
+// consent page lives at /login-actions/authenticate too. A person who opens that address again
+// with a GET (WeChat's "在浏览器打开 open in browser", copying the address to another browser,
+// pressing Enter in the address bar), or opens the account and binding forms' addresses, is
+// a browser asking for a page; the server answers the data interfaces' JSON envelope
+// {"code":"A00405","msg":"method GET is not allowed here"} instead of a page. Keycloak's
+// LoginActionsService answers GET on login-actions/authenticate with the flow's current page
+// or its "page has expired" page, never JSON.
+func TestFormAddressesOpenedAsPagesAnswerHTML(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	login := get(t, b, e.authURL("portal", "st"))
+	wrong := submit(t, b, login, url.Values{"username": {userID}, "password": {"nope"}})
+	if wrong.status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", wrong.status)
+	}
+	for _, u := range []string{
+		wrong.url.String(), // the address bar after the wrong password
+		e.issuer + "/login-actions/consent?req=x",
+		e.issuer + "/account/sessions/end",
+		e.issuer + "/account/grants/revoke",
+	} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := read(t, resp)
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("GET %s in a browser: %d %s %.120s; want an HTML page (the login form again or an expired page)",
+				strings.TrimPrefix(u, e.base), p.status, ct, p.body)
+		}
+	}
+}
+
+// TestErrorPageExplanationInChineseAndMarkedEnglish: the pages are "Chinese first with
+// English beside it" (package pages), in a document of lang="zh-CN". The error pages'
+// explanations (unknown client, expired sign-in, refused form, campus sign-on failure, too
+// many attempts) are written in English only, and ErrorData.Message puts text with no Chinese
+// in the Chinese slot: the explanation a student needs reaches them in English alone, and
+// inherits lang="zh-CN", so a screen reader reads English words with a Chinese voice (WCAG
+// 3.1.2 Language of Parts). Chromium shows it.
+func TestErrorPageExplanationInChineseAndMarkedEnglish(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, _ := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	tb.run(chromedp.Navigate(e.issuer+"/protocol/openid-connect/auth?"+url.Values{"client_id": {"no-such-app"},
+		"response_type": {"code"}, "redirect_uri": {rpRedirect}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`.message`)))
+	msg := tb.text(".message")
+	lang := tb.eval(`document.querySelector(".message").closest("[lang]").lang`)
+	hasChinese := strings.ContainsFunc(msg, func(r rune) bool { return r >= 0x4e00 && r <= 0x9fff })
+	if !hasChinese || lang != "en" && !strings.Contains(tb.eval(`[...document.querySelectorAll(".message [lang=en]")].length + ""`), "1") {
+		t.Fatalf("the error page's explanation %q: Chinese given %v; its language as the browser sees it %q", msg, hasChinese, lang)
+	}
+}
