@@ -19,8 +19,8 @@ import (
 )
 
 // TestLastAttemptAnswerLostIsAskedAgain: the platform takes a push's last allowed call
-// (max_attempts 1) but its answer never reaches the worker (the call times out: a slow link, a
-// proxy dropping the response). The call's outcome is unknown, as after a worker killed
+// (max_attempts 1) but its answer never reaches the worker (the connection drops: a proxy
+// dropping the response). The call's outcome is unknown, as after a worker killed
 // mid-call: the push is asked again with the same client_msg_id, past max_attempts, and the
 // platform answers with the first call's msgid: the push ends sent, with that msgid, not failed
 // and dead-lettered while the user has the message.
@@ -31,14 +31,18 @@ func TestLastAttemptAnswerLostIsAskedAgain(t *testing.T) {
 		if !strings.Contains(req.URL.Path, "template/send") || calls.Add(1) > 1 {
 			return false // a later call is answered as usual
 		}
-		// The platform takes the message; its answer is lost.
+		// The platform takes the message; its answer is lost with the connection.
 		r.sim.Handler().ServeHTTP(httptest.NewRecorder(), req)
-		<-req.Context().Done()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return true
+		}
+		_ = conn.Close()
 		return true
 	})
 	r.startWorkerWith(lastOnly, func(c *delivery.Config) {
 		c.Platform = pc
-		c.SendTimeout = 500 * time.Millisecond
 		c.StoreRetry = 100 * time.Millisecond
 	})
 	id := r.publish("u-follows", "JML", jml)
@@ -97,7 +101,9 @@ func TestInDoubtFailsAfterTheDuplicateCheck(t *testing.T) {
 	})
 	r.startWorkerWith(lastOnly, func(c *delivery.Config) {
 		c.Platform, c.Now = pc, clk.Now
-		c.SendTimeout = 300 * time.Millisecond
+		// Long enough for every call to reach the platform on a loaded machine: an attempt
+		// is counted for each call made, and the test counts the calls the platform got.
+		c.SendTimeout = 2 * time.Second
 	})
 	id := r.publish("u-follows", "JML", jml)
 	embeddedtest.Eventually(t, 20*time.Second, "asked again past max_attempts", func() bool {

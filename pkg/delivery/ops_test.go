@@ -71,6 +71,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	waitCounted(t, "the failure", m.Deliveries.WithLabelValues("failed"), 1)
+	waitCounted(t, "the dead letter", m.DeadLetters, 1) // the last counted of the failure
 	dlq, err := r.js.Stream(ctx, queue.DeadLetterStream(r.qcfg.Stream))
 	if err != nil {
 		t.Fatal(err)

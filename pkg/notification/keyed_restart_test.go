@@ -1,6 +1,7 @@
 package notification_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -50,15 +51,16 @@ func keyedRetry(t *testing.T, restart bool) {
 	svc, stor, records, qc := r.svc, r.store, r.records, r.qc
 	key := notification.Key{Name: "exam-week-notice-7", Body: []byte(body)}
 
-	// Answers of NATS come back slowly; the caller gives up before the PubAck comes.
-	proxy.SetDelay(700 * time.Millisecond)
-	rctx, cancel := context.WithTimeout(ctx, 1800*time.Millisecond)
+	// The stream stores the push, but its PubAck, and every answer after it, is held until the
+	// caller has given up.
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("PUB ucs.push.")) })
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	go func() { <-rctx.Done(); proxy.Release() }()
 	_, err = svc.Push(rctx, "pusher", request(t, body), key)
 	cancel()
 	if !errors.Is(err, notification.ErrQueueUnavailable) {
 		t.Fatalf("first request: %v, want ErrQueueUnavailable (the caller was told 503)", err)
 	}
-	proxy.SetDelay(0)
 
 	// The stream stored it all the same; a worker delivers it, records it sent and acknowledges
 	// it, as workers do.

@@ -190,10 +190,12 @@ func TestHotPathsReadByID(t *testing.T) {
 	go func() { defer close(done); _ = w.Run(wctx) }()
 	defer func() { stop(); <-done; w.Close() }()
 
-	embeddedtest.Eventually(t, 20*time.Second, "a retry is visible", func() bool {
-		r := result(ids[0])
-		return r["state"] == "queued" && strings.Contains(fmt.Sprint(r["lastError"]), "-1") && r["nextAttemptAt"] != nil
-	})
+	for _, id := range ids[:3] {
+		embeddedtest.Eventually(t, 20*time.Second, id+"'s retry is visible", func() bool {
+			r := result(id)
+			return r["state"] == "queued" && strings.Contains(fmt.Sprint(r["lastError"]), "-1") && r["nextAttemptAt"] != nil
+		})
+	}
 	s.Sim.SetFaults(simulator.Faults{})
 	for _, id := range ids[:3] {
 		embeddedtest.Eventually(t, 30*time.Second, id+" delivered", func() bool { return result(id)["state"] == "delivered" })

@@ -136,6 +136,11 @@ type Proxy struct {
 	down  bool
 	delay time.Duration
 	conns map[net.Conn]struct{}
+	// holdWhen, once a chunk the client sends matches it, holds every answer of the server
+	// until released is closed (Release).
+	holdWhen func([]byte) bool
+	holding  bool
+	released chan struct{}
 }
 
 // NewProxy listens on a port the OS chose and forwards to target (host:port); it stops when
@@ -150,6 +155,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	go p.serve()
 	t.Cleanup(func() {
 		_ = ln.Close()
+		p.Release()
 		p.SetDown(true)
 	})
 	return p
@@ -170,11 +176,49 @@ func (p *Proxy) SetDown(down bool) {
 	}
 }
 
-// SetDelay holds every answer of the server back by d.
+// SetDelay holds everything the client sends back by d, so that each answer comes d late.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	p.delay = d
 	p.mu.Unlock()
+}
+
+// HoldAnswersAfter holds every answer of the server, from the moment the client sends a chunk
+// that match reports, until Release: what the client sent with it reaches the server, and the
+// server's answer to it waits, however fast the machine.
+func (p *Proxy) HoldAnswersAfter(match func(sent []byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdWhen, p.holding, p.released = match, false, make(chan struct{})
+}
+
+// Release lets the answers HoldAnswersAfter held go on, and holds no more.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released != nil {
+		close(p.released)
+	}
+	p.holdWhen, p.holding, p.released = nil, false, nil
+}
+
+// hold reports what an answer waits for: nil when nothing is held.
+func (p *Proxy) hold() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holding {
+		return p.released
+	}
+	return nil
+}
+
+// sent notes a chunk the client sends, before it reaches the server.
+func (p *Proxy) sent(chunk []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdWhen != nil && !p.holding && p.holdWhen(chunk) {
+		p.holding = true
+	}
 }
 
 func (p *Proxy) serve() {
@@ -210,12 +254,13 @@ func (p *Proxy) forward(c net.Conn) {
 		_ = s.Close()
 		return
 	}
-	go p.pipe(s, c, false)
-	p.pipe(c, s, true)
+	go p.pipe(s, c, true)
+	p.pipe(c, s, false)
 }
 
-// pipe copies from src to dst; answers (server to client) wait out the delay.
-func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
+// pipe copies from src to dst: what the client sends waits out the delay, the server's answers
+// wait while held.
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -228,11 +273,14 @@ func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !toServer {
+			if fromClient {
+				p.sent(buf[:n])
 				p.mu.Lock()
 				d := p.delay
 				p.mu.Unlock()
 				time.Sleep(d) // the fault being injected, not a wait for readiness
+			} else if held := p.hold(); held != nil {
+				<-held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
