@@ -175,7 +175,7 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result
 // result in memory. A push the store has no record of is looked for at the queue's leader
 // before it is ErrNotFound (Waiting.FromLeader).
 func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, error) {
-	r, err := s.cfg.Store.Outcome(ctx, id)
+	r, err := s.cfg.Store.OutcomeOf(ctx, client, id) // another client's push is not found
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		w, lerr := s.cfg.Waiting.FromLeader(ctx, client, id)
@@ -190,14 +190,6 @@ func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, 
 		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
 	s.Remember(r)
-	return own(r, client)
-}
-
-// own is r as client may see it: its own, or ErrNotFound.
-func own(r push.Result, client string) (push.Result, error) {
-	if r.ClientID != client {
-		return push.Result{}, ErrNotFound
-	}
 	return r, nil
 }
 

@@ -888,15 +888,16 @@ type textFacts struct {
 // so that a required value of them alone (and white space) is blank: the Hangul
 // fillers (U+115F, U+1160, U+3164, U+FFA0), the blank Braille pattern U+2800,
 // the combining grapheme joiner U+034F, the Khmer inherent vowels U+17B4 and
-// U+17B5, and the variation selectors U+180B–U+180D, U+180F, U+FE00–U+FE0E and
-// U+E0100–U+E01EF (U+FE0F is an emoji component).
+// U+17B5, the musical null notehead U+1D159, and the variation selectors
+// U+180B–U+180D, U+180F, U+FE00–U+FE0E and U+E0100–U+E01EF (U+FE0F is an emoji
+// component).
 var showsNothing = &unicode.RangeTable{
 	R16: []unicode.Range16{
 		{Lo: 0x034F, Hi: 0x034F, Stride: 1}, {Lo: 0x115F, Hi: 0x1160, Stride: 1}, {Lo: 0x17B4, Hi: 0x17B5, Stride: 1},
 		{Lo: 0x180B, Hi: 0x180D, Stride: 1}, {Lo: 0x180F, Hi: 0x180F, Stride: 1}, {Lo: 0x2800, Hi: 0x2800, Stride: 1}, {Lo: 0x3164, Hi: 0x3164, Stride: 1}, {Lo: 0xFE00, Hi: 0xFE0E, Stride: 1},
 		{Lo: 0xFFA0, Hi: 0xFFA0, Stride: 1},
 	},
-	R32: []unicode.Range32{{Lo: 0xE0100, Hi: 0xE01EF, Stride: 1}},
+	R32: []unicode.Range32{{Lo: 0x1D159, Hi: 0x1D159, Stride: 1}, {Lo: 0xE0100, Hi: 0xE01EF, Stride: 1}},
 }
 
 // inspect walks s once and collects its textFacts. Each character is in at

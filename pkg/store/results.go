@@ -168,6 +168,13 @@ func (s *Store) Final(ctx context.Context, ucsID string) (push.Result, error) {
 // before the queue lets go of a push. One read for a ucsId the store has no record of and for
 // a push a worker failed; two for a sent one.
 func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) {
+	return s.OutcomeOf(ctx, "", ucsID)
+}
+
+// OutcomeOf is Outcome of client's push ucsID: another client's is ErrNotFound after the one
+// read that tells, as a ucsId the store has no record of is, so that a caller cannot tell
+// the two apart by the time they take. client "" stands for any client.
+func (s *Store) OutcomeOf(ctx context.Context, client, ucsID string) (push.Result, error) {
 	r, err := s.getResult(ctx, ucsID)
 	switch {
 	case errors.Is(err, ErrNotFound) && s.legacy(ucsID):
@@ -176,6 +183,9 @@ func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) 
 		}
 	case err != nil:
 		return push.Result{}, err
+	}
+	if client != "" && r.ClientID != client {
+		return push.Result{}, ErrNotFound
 	}
 	if r.State != push.StateSent {
 		return r, nil

@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/store"
+)
+
+// TestForeignSentIDCostsAsUnknown: another client's ucsId must read as unknown and cost
+// what an unknown one does (TestOtherClientsIDCostsAsUnknown states the rule), or the time a
+// lookup takes tells a client that a ucsId it holds is a push of someone else's, and that it
+// was sent. A foreign push whose sent record is in the store costs two reads of the results
+// (its sent record, then its receipt), an unknown ucsId one.
+func TestForeignSentIDCostsAsUnknown(t *testing.T) {
+	reads := embeddedtest.CountFinds("push_results")
+	e := newEnvDeps(t, nil, service.Deps{MongoMonitor: reads.Monitor()})
+	other := e.token("other", pushSecret)
+	now := e.clock.Now()
+	foreign := push.NewID(now)
+	w := e.api.Store.NewWriter(store.WriterOptions{})
+	r := push.Result{UcsID: foreign, ClientID: "pusher", State: push.StateSent, Attempts: 1, MsgID: 4242, Accepted: now, Updated: now, Sent: now}
+	if err := w.Write(context.Background(), store.SentRecords(r, "oA", now)...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	unknown := push.NewID(now)
+	lookup := func(id string) (int64, answer) {
+		var a answer
+		n := reads.During(func() { a = e.do("GET", "/v1/infra/notification/mp/"+id, "", other, "") })
+		return n, a
+	}
+	nForeign, aForeign := lookup(foreign)
+	nUnknown, aUnknown := lookup(unknown)
+	if aForeign.status != http.StatusNotFound || aUnknown.status != http.StatusNotFound {
+		t.Fatalf("lookups: foreign %d %s, unknown %d %s", aForeign.status, aForeign.body, aUnknown.status, aUnknown.body)
+	}
+	if nForeign != nUnknown {
+		t.Fatalf("another client's sent push costs %d reads of the results, an unknown ucsId %d", nForeign, nUnknown)
+	}
+}
+
+// TestInvisibleNoteheadIsBlank: a required data value that shows nothing is blank
+// (DESIGN: every string free of what the platform removes; push.showsNothing lists the
+// characters "that show nothing by themselves", the Hangul fillers and the blank Braille
+// pattern among them). U+1D159 MUSICAL SYMBOL NULL NOTEHEAD is such a character (a spacing
+// glyph with no ink, listed with U+3164 and U+2800 among the invisible characters used to
+// send "empty" messages), yet a required field of only that is accepted and a message with an
+// empty main item is sent.
+func TestInvisibleNoteheadIsBlank(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	for _, v := range []string{"\u3164", "\u2800", "\U0001D159\U0001D159"} {
+		body := fmt.Sprintf(`{"userId":"2020000001","type":"JML","data":{"class":"%s","info":"x"}}`, v)
+		a := e.doWith("POST", "/v1/infra/notification/mp", tok, body, nil)
+		if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), "data.class: must not be blank") {
+			t.Errorf("data.class %+q: %d %s; want 400 data.class: must not be blank", v, a.status, a.body)
+		}
+	}
+}
