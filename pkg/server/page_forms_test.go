@@ -11,7 +11,7 @@ import (
 )
 
 // casSignInChromium signs the Chromium tab in through the campus sign-on, at the account page.
-func (e *signInEnv) reviewCASAccountChromium(t *testing.T, tb tab) {
+func (e *signInEnv) casSignInChromium(t *testing.T, tb tab) {
 	t.Helper()
 	tb.run(chromedp.Navigate(e.issuer+"/account?kc_idp_hint=cas"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)),
@@ -51,7 +51,7 @@ func TestAccountSignOutOfCASSessionInChromium(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, problems := chromium(t)
 	tb := tab{t: t, ctx: ctx}
-	e.reviewCASAccountChromium(t, tb)
+	e.casSignInChromium(t, tb)
 
 	tb.run(chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("[id^=session-]")].find(li => li.textContent.includes("当前浏览器")).querySelector("button").click()`))
 	signedOut := waitUntil(10*time.Second, func() bool { return strings.Contains(tb.bodyText(), "You have signed out") })
@@ -87,7 +87,7 @@ func TestConsentRenewThroughCASInChromium(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, problems := chromium(t)
 	tb := tab{t: t, ctx: ctx}
-	e.reviewCASAccountChromium(t, tb) // a campus sign-on session in this browser
+	e.casSignInChromium(t, tb) // a campus sign-on session in this browser
 	e.clock.Advance(30 * time.Second)
 	tb.run(chromedp.Navigate(e.authURL("portal", "ma", "max_age", "60", "kc_idp_hint", "cas")),
 		chromedp.WaitVisible(chromedp.CSS(`button[name=accept]`)))
@@ -164,5 +164,95 @@ func TestErrorPageExplanationInChineseAndMarkedEnglish(t *testing.T) {
 	hasChinese := strings.ContainsFunc(msg, func(r rune) bool { return r >= 0x4e00 && r <= 0x9fff })
 	if !hasChinese || lang != "en" && !strings.Contains(tb.eval(`[...document.querySelectorAll(".message [lang=en]")].length + ""`), "1") {
 		t.Fatalf("the error page's explanation %q: Chinese given %v; its language as the browser sees it %q", msg, hasChinese, lang)
+	}
+}
+
+// TestStepOpenedForFinishedRequestShowsExpired: after a wrong password the browser shows
+// /login-actions/authenticate?req=…; the student then signs in and is sent back to the
+// application, which finishes the request (once only). Opening that address again (the
+// scenario stepOpened was added for: the address bar, "open in browser") shows a login form
+// (200) for the finished request rather than the expired page the OpenAPI description and
+// stepOpened's comment promise; the form can never succeed: the correct password answers
+// "此次登录已经完成 This sign-in was already finished" (400). The student is asked for a
+// password for nothing (and a session is made), where Keycloak either shows its expired page
+// or restarts a flow that can finish.
+func TestStepOpenedForFinishedRequestShowsExpired(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	login := get(t, b, e.authURL("trusted", "st"))
+	wrong := submit(t, b, login, url.Values{"username": {userID}, "password": {"nope"}})
+	if wrong.status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", wrong.status)
+	}
+	callback(t, submit(t, b, wrong, url.Values{"username": {userID}, "password": {userPass}})) // finished
+
+	again := get(t, b, wrong.url.String())
+	if again.status != http.StatusBadRequest || !strings.Contains(again.body, "登录已过期") || strings.Contains(again.body, `name="password"`) {
+		t.Fatalf("GET of a finished request's step: %d %.300s; want the expired page", again.status, again.body)
+	}
+}
+
+// TestBindUnbindAddressOpenedAsPage: the same change that made the account forms'
+// addresses answer a page when opened with GET (a385032: "a form's address opened as a page
+// shows a page"; TestFormAddressesOpenedAsPagesAnswerHTML names "the account and binding forms'
+// addresses") left the binding page's unbind form, /bind/unbind, POST only: a student in
+// WeChat's in-app browser who opens that address (WeChat's "在浏览器打开", a copied link, a
+// reload) gets the data interfaces' JSON envelope instead of a page.
+func TestBindUnbindAddressOpenedAsPage(t *testing.T) {
+	e := newBindEnv(t)
+	b := phone(t)
+	e.authorizedAs(t, b, followerA)
+	req, _ := http.NewRequest(http.MethodGet, e.base+"/bind/unbind", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	resp, err := b.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := read(t, resp)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("GET /bind/unbind in the in-app browser: %d %s %.120s; want a page (the binding page)", p.status, ct, p.body)
+	}
+}
+
+// csrfRefused reads ucs_security_events_total{event="csrf_refused"} from the front end's /metrics.
+func csrfRefused(t *testing.T, base string) string {
+	t.Helper()
+	p := get(t, http.DefaultClient, base+"/metrics")
+	for _, line := range strings.Split(p.body, "\n") {
+		if strings.HasPrefix(line, `ucs_security_events_total{event="csrf_refused"}`) {
+			return strings.TrimSpace(strings.TrimPrefix(line, `ucs_security_events_total{event="csrf_refused"}`))
+		}
+	}
+	t.Fatalf("no csrf_refused series in /metrics")
+	return ""
+}
+
+// TestStepOpenedInAnotherBrowserIsNoForgery: stepOpened exists for "a link opened in
+// another browser" (its comment; WeChat's "在浏览器打开 open in browser" moves the address to the
+// system browser). That plain navigation, a GET that carries no form and changes nothing, is
+// refused through flowRequest's CSRF branch: it is logged at warn as "sign-in step refused:
+// not from the sign-in page of this browser" and counted as
+// ucs_security_events_total{event="csrf_refused"}, which the dashboard explains as "an attack
+// or a misconfigured client". Before a385032 the GET was a 405 and counted nothing; now every
+// student who opens the sign-in in another browser raises the forged-request count operators
+// watch for attacks.
+func TestStepOpenedInAnotherBrowserIsNoForgery(t *testing.T) {
+	e := newSignInEnv(t)
+	wechat := browser(t)
+	login := get(t, wechat, e.authURL("portal", "st"))
+	wrong := submit(t, wechat, login, url.Values{"username": {userID}, "password": {"nope"}})
+	if wrong.status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", wrong.status)
+	}
+	before := csrfRefused(t, e.base)
+	other := browser(t) // the system browser: no cookies of the in-app one
+	p := get(t, other, wrong.url.String())
+	after := csrfRefused(t, e.base)
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "登录已过期") {
+		t.Fatalf("the login address opened in another browser: %d %.300s; want the expired page", p.status, p.body)
+	}
+	if before != after {
+		t.Fatalf("opening the login address in another browser (answered %d): csrf_refused went from %s to %s; "+
+			"a navigation that posts no form is no forged request", p.status, before, after)
 	}
 }

@@ -23,6 +23,7 @@ import (
 // SignInStore keeps the browser side of sign-in; *store.Store implements it.
 type SignInStore interface {
 	FinishAuthRequest(ctx context.Context, id string, expires time.Time) error
+	AuthRequestFinished(ctx context.Context, id string) (bool, error)
 	Session(ctx context.Context, key string) (store.Session, error)
 	Consent(ctx context.Context, userID, clientID string) ([]string, error)
 	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
@@ -310,8 +311,7 @@ func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, o
 	// A request of no known kind was sealed before kinds were recorded: start again. A front end
 	// without sign-in began no flow.
 	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
-		return ar, false, s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
-			"此次登录用时过长或已经完成，请返回应用重新开始。 This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
+		return ar, false, s.expiredPage(c)
 	}
 	if !sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) ||
 		(form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
@@ -340,15 +340,39 @@ func knownFlow(ar store.AuthRequest) bool {
 func sameSecret(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // stepOpened answers a step's form address opened as a page (the address bar after a wrong
-// password, a link opened in another browser): the sign-in of its request again, as Keycloak
-// shows the flow's page, or the expired page; never the data interfaces' JSON.
+// password): the sign-in of its request again, as Keycloak shows the flow's page, or the
+// expired page for a request already finished or opened in another browser; never the data
+// interfaces' JSON.
 func (s *Server) stepOpened(c echo.Context) error {
-	ar, ok, err := s.flowRequest(c, false)
+	ar, ok, err := s.openedRequest(c)
 	if !ok {
 		return err
 	}
+	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(c.Request().Context(), ar.ID); {
+	case err != nil:
+		return s.redirectErrorInternal(c, ar, err)
+	case finished:
+		return s.expiredPage(c)
+	}
 	ar.Passed, ar.Session = nil, ""
 	return s.startLogin(c, ar, "")
+}
+
+// openedRequest is flowRequest for an address opened as a page: no form was posted, so one
+// opened in another browser (a link copied, WeChat's "open in browser") is no forgery but a
+// sign-in this browser cannot go on with, answered with the expired page.
+func (s *Server) openedRequest(c echo.Context) (ar store.AuthRequest, ok bool, err error) {
+	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) ||
+		!sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) {
+		return ar, false, s.expiredPage(c)
+	}
+	return ar, true, nil
+}
+
+// expiredPage answers a sign-in step that can no longer go on.
+func (s *Server) expiredPage(c echo.Context) error {
+	return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired",
+		"此次登录用时过长或已经完成，请返回应用重新开始。 This sign-in took too long or was already finished. Go back to the application and start again.", "expired")
 }
 
 // loginLocal takes the built-in login form.

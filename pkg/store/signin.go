@@ -204,6 +204,19 @@ func (s *Store) FinishAuthRequest(ctx context.Context, id string, expires time.T
 	return nil
 }
 
+// AuthRequestFinished reports whether the authorization request id was answered
+// (FinishAuthRequest), without answering it.
+func (s *Store) AuthRequestFinished(ctx context.Context, id string) (bool, error) {
+	var f finishedRequest
+	switch err := s.getByID(ctx, colAuthRequests, id, &f); {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
 // TakeOnce records the one use of a single-use value of the browser flows that travels sealed
 // rather than stored (the binding page's sign-in ticket and platform authorization state), by
 // a key naming its kind and id; ErrReplayed when it was taken before. expires is the value's
