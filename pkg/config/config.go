@@ -886,6 +886,8 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	} else {
 		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.add("platform.api_base: %q is not an absolute http(s) URL", pl.APIBase)
+		} else if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			p.add("platform.api_base: %q has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", pl.APIBase)
 		}
 		if pl.AppID == "" {
 			p.add("platform.appid: required with api_base")

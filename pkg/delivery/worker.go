@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -126,6 +127,9 @@ type Worker struct {
 	// get no access token; other workers may still send.
 	ownMu sync.Mutex
 	own   sending.PauseState
+	// refused is the pause for a problem of the account that this worker's own call met,
+	// until it sends again; nil when it met none (it may wait for a pause another set).
+	refused atomic.Pointer[sending.PauseState]
 }
 
 // maxCachedBindings bounds the binding cache (about 100 bytes an entry).
@@ -305,6 +309,18 @@ func (w *Worker) OwnPause() (string, bool) {
 		return st.Reason + "; " + st.Action, ok
 	}
 	return st.Reason, ok
+}
+
+// AccountRefused reports that the platform refused this worker's own call for a problem of the
+// account that an operator must fix (a wrong secret, a template id, a missing permission),
+// with the cause and what to do, until the worker sends again. A worker that only waits for
+// such a pause another set reports nothing: it may run the corrected configuration.
+func (w *Worker) AccountRefused() (string, bool) {
+	st := w.refused.Load()
+	if st == nil {
+		return "", false
+	}
+	return st.Reason + "; " + st.Action, true
 }
 
 // selfPause reports the pause of this worker alone that err calls for: the platform refused
@@ -644,6 +660,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			w.cfg.Announce(r)
 		}
 	default:
+		w.refused.Store(nil)
 		w.cfg.Metrics.Delivery(metrics.OutcomeSent, "")
 		log.Debug("delivery sent", "ucsId", r.UcsID, "attempt", r.Attempts, "msgId", out.msgID)
 		_ = msg.Ack()
@@ -1075,6 +1092,7 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	switch {
 	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
+		w.refused.Store(&st)
 	case hasCode && pe.Code == platform.CodeMinuteQuota:
 		// "retry next minute": every message would meet it until then.
 		st = sending.PauseState{Until: now.Truncate(time.Minute).Add(time.Minute),

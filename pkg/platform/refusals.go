@@ -54,16 +54,16 @@ var accountActions = map[int]string{
 	CodeAPIUnauthorized: "the official account lacks the permission for template messages: " +
 		"enable the template message feature for the account, then run `worker -resume`",
 	CodeInvalidAppSecret: "platform.secret is not the account's current AppSecret: " +
-		"set the right one in the configuration, restart the workers, then run `worker -resume`",
+		"set the right one in the configuration, restart the workers and, once all have restarted, run `worker -resume`",
 	CodeInvalidAppID: "platform.appid is not a valid AppID: " +
-		"set the account's AppID in the configuration, restart the workers, then run `worker -resume`",
+		"set the account's AppID in the configuration, restart the workers and, once all have restarted, run `worker -resume`",
 	CodeAppSecretMissing: "platform.secret is empty: " +
-		"set the account's AppSecret in the configuration, restart the workers, then run `worker -resume`",
+		"set the account's AppSecret in the configuration, restart the workers and, once all have restarted, run `worker -resume`",
 	CodeAPIForbidden: "the platform banned template messages for the official account: " +
 		"read the reason in the platform's console, have the ban lifted, then run `worker -resume`",
 	CodeInvalidTemplateID: "a template_id of platform.templates is not one of the account's templates " +
 		"(the platform deletes them all when the account changes its service category): " +
-		"set the account's template ids in the configuration, restart the workers, then run `worker -resume`",
+		"set the account's template ids in the configuration, restart the workers and, once all have restarted, run `worker -resume`",
 	CodeAccountLimited: "the platform restricted the official account after a violation: " +
 		"read the reason in the platform's console, have the restriction lifted, then run `worker -resume`",
 }

@@ -876,13 +876,16 @@ func (w *Worker) ready(ctx context.Context) error {
 	if err := w.conn.st.Ping(ctx); err != nil {
 		return errors.New("mongodb: unreachable")
 	}
+	// The platform refused this worker's own call for a problem of the account, which stops
+	// every worker until an operator acts: not ready, with the cause and what to do. A worker
+	// started since, which only waits for that pause, is ready: it may run the corrected
+	// configuration, and a rollout of it must not wait for the pause to end. (The daily quota
+	// ends by itself: no worker is made unready by it.)
+	if why, refused := w.w.AccountRefused(); refused {
+		return errors.New("sending paused: " + why)
+	}
 	if err := w.pc.Ready(ctx); err != nil {
 		return errors.New("platform: no access token")
-	}
-	// A refusal of the account stops every worker until an operator acts: not ready, with
-	// the cause and what to do. (The daily quota ends by itself: the worker stays ready.)
-	if st, paused := w.pause.Paused(); paused && st.Action != "" {
-		return errors.New("sending paused: " + st.Reason + "; " + st.Action)
 	}
 	// The platform refuses this worker's address, or it can get no access token: the others
 	// may still send, this one not.
