@@ -41,8 +41,8 @@ func TestRolloutOfCorrectedSecretEndsThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	octx, ostop := context.WithCancel(ctx)
-	oran := make(chan error, 1)
-	go func() { oran <- old.Run(octx) }()
+	oran := make(chan struct{})
+	go func() { _ = old.Run(octx); close(oran) }()
 	oldStopped := false
 	stopOld := func() {
 		if !oldStopped {
@@ -81,8 +81,8 @@ func TestRolloutOfCorrectedSecretEndsThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	nctx, nstop := context.WithCancel(ctx)
-	nran := make(chan error, 1)
-	go func() { nran <- nw.Run(nctx) }()
+	nran := make(chan struct{})
+	go func() { _ = nw.Run(nctx); close(nran) }()
 	t.Cleanup(func() { nstop(); <-nran; nw.Close() })
 	probes := httptest.NewServer(nw.Handler())
 	t.Cleanup(probes.Close)
