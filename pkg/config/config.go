@@ -886,7 +886,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	} else {
 		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.add("platform.api_base: %q is not an absolute http(s) URL", pl.APIBase)
-		} else if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		} else if strings.ContainsAny(pl.APIBase, "?#") { // also a bare "?" or "#", which url.Parse leaves empty
 			p.add("platform.api_base: %q has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", pl.APIBase)
 		}
 		if pl.AppID == "" {
@@ -904,8 +904,8 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	}
 	if pl.OAuthBase != "" {
 		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			u.RawQuery != "" || u.Fragment != "" {
-			p.add("platform.oauth_base: %q is not an absolute http(s) URL without query", pl.OAuthBase)
+			strings.ContainsAny(pl.OAuthBase, "?#") {
+			p.add("platform.oauth_base: %q is not an absolute http(s) URL without query or fragment", pl.OAuthBase)
 		}
 	}
 	if pl.EncodingAESKey != "" {

@@ -313,11 +313,16 @@ func (w *Worker) OwnPause() (string, bool) {
 
 // AccountRefused reports that the platform refused this worker's own call for a problem of the
 // account that an operator must fix (a wrong secret, a template id, a missing permission),
-// with the cause and what to do, until the worker sends again. A worker that only waits for
-// such a pause another set reports nothing: it may run the corrected configuration.
+// with the cause and what to do, while that pause holds and until the worker sends again. A
+// worker that only waits for such a pause another set reports nothing: it may run the
+// corrected configuration.
 func (w *Worker) AccountRefused() (string, bool) {
 	st := w.refused.Load()
-	if st == nil {
+	if st == nil || w.cfg.Pause == nil {
+		return "", false
+	}
+	if cur, paused := w.cfg.Pause.Paused(); !paused || cur.Action == "" {
+		// Resumed, or ended after its 24 hours: the next call tells whether the fix holds.
 		return "", false
 	}
 	return st.Reason + "; " + st.Action, true

@@ -66,7 +66,7 @@ func (c Config) Validate() error {
 	var problems []string
 	if u, err := url.Parse(c.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems = append(problems, "APIBase must be an absolute http or https URL")
-	} else if u.RawQuery != "" || u.Fragment != "" {
+	} else if strings.ContainsAny(c.APIBase, "?#") { // also a bare "?" or "#", which url.Parse leaves empty
 		problems = append(problems, "APIBase must not have a query or fragment")
 	}
 	if c.AppID == "" {
