@@ -59,7 +59,10 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	}
 	// The session's clients are told when it ends (back-channel logout): recorded before the
 	// tokens are issued, so that no client holds tokens of a session that would not tell it.
-	if err := s.Store.AddSessionClient(ctx, se.Key, c.ID); err != nil {
+	switch err := s.Store.AddSessionClient(ctx, se.Key, c.ID); {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	case err != nil:
 		return nil, internal("the token could not be issued", err)
 	}
 	scope := stillAllowed(c, ac.Scope)

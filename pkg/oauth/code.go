@@ -33,7 +33,7 @@ type SignInStore interface {
 	SessionBySID(ctx context.Context, sid string) (store.Session, error)
 	PutSession(ctx context.Context, se store.Session) ([]store.SessionRef, error)
 	RenewSession(ctx context.Context, se store.Session) error
-	EndSession(ctx context.Context, se store.Session) error
+	EndSession(ctx context.Context, se store.Session) (store.Session, error)
 	AddSessionClient(ctx context.Context, key, clientID string) error
 	UserSessions(ctx context.Context, userID string) ([]store.Session, error)
 	UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error

@@ -66,13 +66,22 @@ func (s *Service) EndSession(ctx context.Context, key string) error {
 }
 
 func (s *Service) endSession(ctx context.Context, se store.Session) error {
-	if err := s.Store.EndSession(ctx, se); err != nil {
+	ended, err := s.Store.EndSession(ctx, se)
+	if err != nil {
 		return err
 	}
-	// The clients are told whatever happens next: the session has ended in the store.
-	s.tellClients(se)
+	// The clients are told whatever happens next: the session has ended in the store. They are
+	// those recorded when it ended: a code exchanged meanwhile records its client before, or
+	// is refused (AddSessionClient).
+	s.tellClients(ended)
 	if s.Revoked != nil {
-		return s.Revoked.Put(ctx, revokedSessionKey(se.SID), []byte("1"))
+		if err := s.Revoked.Put(ctx, revokedSessionKey(se.SID), []byte("1")); err != nil {
+			// The sign-out has happened: answering that it failed would leave the browser
+			// where it is, its cookie set and the campus sign-on open, for a retry that finds
+			// nothing to end. Every replica refuses the session's access tokens within
+			// SessionRecheck by reading the store.
+			s.Logger.Warn("telling the replicas of an ended session failed; they learn it from the store", "err", err)
+		}
 	}
 	return nil
 }

@@ -745,6 +745,13 @@ func (s *Server) logout(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/logout?"+q.Encode())
 	}
 	if key == "" || s.cfg.SignIn == nil {
+		if idc == nil && target == "" {
+			// Nothing to end and nowhere to go: the signed-out page (also where the campus
+			// sign-on's logout returns to when no application asked for a return).
+			return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+				return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
+			})
+		}
 		if idc != nil && s.cfg.SignIn != nil {
 			// No session cookie (a cross-site POST does not carry it): the hint names the
 			// session to end, as Keycloak ends it.
@@ -823,18 +830,17 @@ func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
 }
 
 // endSession ends the browser's session and returns to target (already checked) or shows the
-// signed-out page. A session signed in through the campus single sign-on ends that one too, as
-// Keycloak's CAS broker does: the browser goes to CAS's logout, which sends it on to target or
-// to this service's signed-out page. Otherwise the next person at a shared computer would be
-// signed in as the last one, with no password asked.
+// signed-out page. With the campus single sign-on configured, the browser goes through its
+// logout, which sends it on to target or to this service's signed-out page, as Keycloak's CAS
+// broker does for a session signed in through it. It does so for every sign-out, whatever the
+// session this browser holds here says: a sign-out by id_token_hint from another site's form
+// carries no cookie, this service's session may have expired before the application's, and a
+// local sign-in may have renewed a campus one; the campus session may live on in each case,
+// and the next person at a shared computer would be signed in as the last one, with no
+// password asked. A browser with no campus session passes through its logout unchanged.
 func (s *Server) endSession(c echo.Context, target, state string) error {
-	viaCAS := false
 	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
-		ctx := c.Request().Context()
-		if se, err := s.cfg.SignIn.Store.Session(ctx, oauth.Hash(key)); err == nil {
-			viaCAS = se.IDP == "cas" && s.cfg.SignIn.CAS != nil
-		}
-		if err := s.cfg.OAuth.EndSession(ctx, oauth.Hash(key)); err != nil {
+		if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
 			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
 		}
 	}
@@ -842,7 +848,7 @@ func (s *Server) endSession(c echo.Context, target, state string) error {
 	if target != "" && state != "" {
 		target = withQuery(target, url.Values{"state": {state}})
 	}
-	if viaCAS {
+	if s.cfg.SignIn != nil && s.cfg.SignIn.CAS != nil {
 		if target == "" {
 			// The logout endpoint, without the session cookie now, shows the signed-out page.
 			target = s.cfg.OAuth.Issuer + "/protocol/openid-connect/logout"

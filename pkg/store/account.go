@@ -169,22 +169,28 @@ func (s *Store) unlist(ctx context.Context, userID string, refs []SessionRef) er
 }
 
 // EndSession ends a session and takes it off its user's list; its tokens stop working with it.
-func (s *Store) EndSession(ctx context.Context, se Session) error {
+// It returns the session as it ended, with the clients recorded until then.
+func (s *Store) EndSession(ctx context.Context, se Session) (Session, error) {
 	unlock := s.sessions.lock(se.Key)
-	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": se.Key}, bson.M{"$set": bson.M{"ended": true}})
+	var ended Session
+	err := s.col(colSessions).FindOneAndUpdate(ctx, bson.M{"_id": se.Key}, bson.M{"$set": bson.M{"ended": true}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&ended)
 	unlock()
-	if err != nil {
-		return fmt.Errorf("end session: %w", err)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		ended = se
+	case err != nil:
+		return se, fmt.Errorf("end session: %w", err)
 	}
 	defer s.users.lock(se.UserID)()
 	var list userSessions
 	switch err := s.getByID(ctx, colUserSessions, se.UserID, &list); {
 	case errors.Is(err, ErrNotFound):
-		return nil
+		return ended, nil
 	case err != nil:
-		return err
+		return ended, err
 	}
-	return s.unlist(ctx, se.UserID, slices.DeleteFunc(list.Sessions, func(r SessionRef) bool { return r.Key != se.Key }))
+	return ended, s.unlist(ctx, se.UserID, slices.DeleteFunc(list.Sessions, func(r SessionRef) bool { return r.Key != se.Key }))
 }
 
 // UserSessions returns a user's live sessions, newest sign-in first.

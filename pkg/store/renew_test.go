@@ -101,7 +101,7 @@ func TestRenewalRacingEndLeavesItEnded(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if err := st.EndSession(ctx, se); err != nil {
+			if _, err := st.EndSession(ctx, se); err != nil {
 				t.Error(err)
 			}
 		}()

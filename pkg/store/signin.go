@@ -298,11 +298,16 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 }
 
 // AddSessionClient records that clientID received tokens in the session whose cookie hashes to
-// key (once, however often it is called).
+// key (once, however often it is called); ErrNotFound when the session has ended. Either the
+// client is recorded before the session ends, and EndSession's answer names it, or it is not
+// recorded at all.
 func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) error {
-	_, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$addToSet": bson.M{"clients": clientID}})
+	res, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key, "ended": bson.M{"$ne": true}}, bson.M{"$addToSet": bson.M{"clients": clientID}})
 	if err != nil {
 		return fmt.Errorf("record the session's client: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return ErrNotFound
 	}
 	return nil
 }

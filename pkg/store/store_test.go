@@ -582,7 +582,7 @@ func TestAccountRecords(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].Key != "c" || list[1].Key != "b" {
 		t.Fatalf("sessions newest first: %+v %v", list, err)
 	}
-	if err := st.EndSession(ctx, list[0]); err != nil {
+	if _, err := st.EndSession(ctx, list[0]); err != nil {
 		t.Fatal(err)
 	}
 	if list, err = st.UserSessions(ctx, "u1"); err != nil || len(list) != 1 || list[0].Key != "b" {

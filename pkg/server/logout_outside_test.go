@@ -1,0 +1,323 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/event"
+
+	"github.com/campus-it/ucs/pkg/cas/castest"
+	"github.com/campus-it/ucs/pkg/clocktest"
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/service"
+)
+
+// nextCASSignIn is what the next person at the same computer meets when pressing
+// "sign in" with the campus sign-on: "" when the campus sign-on asks for the password, else the
+// userid the application would be handed without any password typed.
+func nextCASSignIn(t *testing.T, e *signInEnv, b *http.Client) string {
+	t.Helper()
+	p := get(t, b, e.authURL("trusted", "next", "kc_idp_hint", "cas"))
+	if strings.Contains(p.body, `name="password"`) {
+		return ""
+	}
+	q := callback(t, p)
+	tok, errc := e.exchange(t, "trusted", q.Get("code"))
+	if errc != "" {
+		t.Fatalf("exchange of the next sign-in's code: %s", errc)
+	}
+	who, _ := jwtClaims(t, tok["id_token"].(string))["userid"].(string)
+	return who
+}
+
+// TestPostLogoutWithHintEndsCampusSignOn: OpenID Connect RP-Initiated Logout 1.0 §2 lets
+// the application send the logout request by POST (a form on its page); Keycloak's logout
+// endpoint takes it (LogoutEndpoint.logout @POST). The browser sends this service's
+// SameSite=Lax session cookie with no cross-site POST, so the service finds the session by
+// the id_token_hint and ends it. Keycloak then logs out of the identity provider the session
+// was brokered through (AuthenticationManager.browserLogout → keycloakInitiatedBrowserLogout,
+// which sends the browser to CAS /logout), exactly as for a GET with the cookie
+// (TestLogoutEndsCampusSingleSignOn). Here the hint's session ends, but the browser is sent
+// straight back to the application: the campus single sign-on lives on, and the next person at
+// the same lab computer who presses "sign in" is signed in as the previous student.
+func TestPostLogoutWithHintEndsCampusSignOn(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok := e.casSignIn(t, b, "s1")
+
+	form := url.Values{"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}, "state": {"out"}}
+	req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect/logout", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultTransport.RoundTrip(req) // a cross-site form post: no cookie of this service
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST logout with id_token_hint: %d, want a redirect", resp.StatusCode)
+	}
+	// The browser follows the redirect as a top-level navigation: its cookies for CAS go along.
+	if !strings.HasPrefix(loc, rpRedirect) {
+		get(t, b, loc)
+	}
+	// The session of the hint did end (the service's part works).
+	if q := callback(t, get(t, b, e.authURL("trusted", "pn", "prompt", "none"))); q.Get("error") != "login_required" {
+		t.Fatalf("the hint's session lives on: %v", q)
+	}
+	if who := nextCASSignIn(t, e, b); who != "" || !strings.HasPrefix(loc, e.cas.URL()+"/logout") {
+		t.Fatalf("POST logout (id_token_hint of a campus sign-on session, no session cookie) answered %d Location %q: "+
+			"not through the campus sign-on's logout; the next person's sign-in at the same browser is answered at once as userid %q "+
+			"with no password typed; want the browser sent through %s/logout?service=… as Keycloak's broker logout does",
+			resp.StatusCode, loc, who, e.cas.URL())
+	}
+}
+
+// TestLogoutDuringNATSOutage: a student signed in through the campus sign-on presses
+// "sign out" while the front end's connection to NATS is briefly down. The logout ends the
+// session in the store and tells its clients, then fails to write the shared revocation and
+// answers 503 "sign-out could not be recorded; try again" — though it was recorded — without
+// clearing the cookie and without going through the campus sign-on's logout. The student
+// retries, as told, once NATS is back: the session is found ended, so the retry skips the
+// campus logout (endSession only goes through CAS for a live session). The campus single
+// sign-on outlives both attempts, and the next person at that computer is signed in as the
+// student. A failed logout must change nothing (DESIGN: "Bad input gets a clear error and
+// changes nothing"), or a logout that ended the session must finish it (cookie, CAS, target).
+func TestLogoutDuringNATSOutage(t *testing.T) {
+	var proxy *embeddedtest.Proxy
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		proxy = embeddedtest.NewProxy(t, strings.TrimPrefix(c.NATS.URL, "nats://"))
+		c.NATS.URL = "nats://" + proxy.Addr()
+	})
+	ready := func() int {
+		resp, err := http.Get(e.base + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	b := browser(t)
+	tok := e.casSignIn(t, b, "s1")
+	logout := e.issuer + "/protocol/openid-connect/logout?" + url.Values{
+		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode()
+
+	proxy.SetDown(true)
+	embeddedtest.Eventually(t, 10*time.Second, "the front end notices NATS is down", func() bool { return ready() == 503 })
+	first := get(t, b, logout)
+	proxy.SetDown(false)
+	embeddedtest.Eventually(t, 20*time.Second, "the front end reconnects", func() bool { return ready() == 200 })
+
+	sessionEnded := callback(t, get(t, b, e.authURL("trusted", "pn", "prompt", "none"))).Get("error") == "login_required"
+	throughCAS := strings.HasPrefix(first.url.String(), e.cas.URL()+"/logout")
+	retried := false
+	if first.status >= 400 {
+		// The page said to try again: the student does.
+		retried = true
+		p := get(t, b, logout)
+		throughCAS = throughCAS || strings.HasPrefix(p.url.String(), e.cas.URL()+"/logout")
+	}
+	if who := nextCASSignIn(t, e, b); who != "" {
+		t.Fatalf("logout during a NATS outage answered %d (%.80q), yet the session had ended: %v; retried: %v; "+
+			"any attempt through the campus sign-on's logout: %v; the next person at the browser is signed in as %q "+
+			"with no password; want a failed logout to end nothing, or the campus sign-on ended on the retry",
+			first.status, first.body, sessionEnded, retried, throughCAS, who)
+	}
+}
+
+// monitoredSignInEnv is newSignInEnvWith with a MongoDB command monitor of the test's, so that a test
+// can hold one command of the service at a chosen moment.
+func monitoredSignInEnv(t *testing.T, monitor *event.CommandMonitor, change func(*config.Config)) *signInEnv {
+	t.Helper()
+	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Shutdown)
+	f := embeddedtest.FerretDB(t)
+	clk := clocktest.New(time.Now().Truncate(time.Second))
+	casSrv := castest.New(map[string]string{"2020000042": "cas-password"}, castest.WithClock(clk.Now))
+	t.Cleanup(casSrv.Close)
+	ts := httptest.NewUnstartedServer(nil)
+	base := "http://" + ts.Listener.Addr().String()
+	cfg := &config.Config{
+		PublicURL: base,
+		NATS:      config.NATS{URL: n.URL()},
+		MongoDB:   config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
+		OAuth: config.OAuth{
+			IdentityProviders: config.IdentityProviders{Default: "local", CAS: config.CASProvider{URL: casSrv.URL()}, Local: config.LocalProvider{Enabled: true}},
+			Clients: []config.Client{{ClientID: "trusted", ClientSecret: rpSecret, Grants: []string{"authorization_code"},
+				Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, SkipConsent: true}},
+		},
+		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
+	}
+	if change != nil {
+		change(cfg)
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(config.RoleAPI); err != nil {
+		t.Fatal(err)
+	}
+	deps := service.Deps{Now: clk.Now, MongoMonitor: monitor}
+	api, err := service.NewAPI(context.Background(), cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	ts.Config.Handler = api.Server
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return &signInEnv{issuer: base + "/auth/realms/campus", base: base, cas: casSrv, clock: clk, writes: &writeRecorder{}, cfg: cfg, deps: deps}
+}
+
+// TestCodeExchangeRacingLogout: the code exchange checks that the session lives
+// (stillGranted) and only then records the client among the session's clients
+// (AddSessionClient), which decides who gets a back-channel logout token. A logout that falls
+// between the two ends the session and tells its clients as recorded then — not this one —
+// and the exchange goes on to issue an ID token (and access token) of the ended session. The
+// application signs the user in to its own session with it and is never told that the session
+// ended: Back-Channel Logout 1.0 is exactly what it registered to rely on. The comment at
+// authorization_code.go:59 promises "no client holds tokens of a session that would not tell
+// it". Want: the exchange refused (invalid_grant), or the client sent a logout token.
+func TestCodeExchangeRacingLogout(t *testing.T) {
+	tokens := make(chan string, 4)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens <- r.PostFormValue("logout_token")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rcv.Close)
+
+	var armed atomic.Bool
+	reached, release := make(chan struct{}), make(chan struct{})
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName == "update" && ev.Command.Lookup("update").StringValue() == "sso_sessions" && armed.CompareAndSwap(true, false) {
+			close(reached)
+			<-release // the exchange's AddSessionClient waits here, before it reaches the store
+		}
+	}}
+	e := monitoredSignInEnv(t, monitor, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "bc-app", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, RedirectURIs: []string{rpRedirect},
+			SkipConsent: true, BackchannelLogoutURI: rcv.URL + "/logout", BackchannelLogoutSessionRequired: true})
+	})
+	b := browser(t)
+	code := e.signInCode(t, b, "bc-app", "scope", "openid")
+
+	type result struct {
+		status int
+		body   map[string]any
+		err    error
+	}
+	done := make(chan result, 1)
+	armed.Store(true)
+	go func() {
+		form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect},
+			"client_id": {"bc-app"}, "client_secret": {rpSecret}}
+		resp, err := http.PostForm(e.issuer+"/protocol/openid-connect/token", form)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		done <- result{status: resp.StatusCode, body: m}
+	}()
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("the exchange never recorded the session's client")
+	}
+	// The user signs out meanwhile (the interface's logout: redirect_uri, no confirmation).
+	out := get(t, b, e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape(rpRedirect))
+	close(release)
+	if out.status != http.StatusFound {
+		t.Fatalf("logout: %d %s", out.status, out.body)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.status != http.StatusOK {
+		return // refused: the client holds nothing of the ended session
+	}
+	idt, _ := r.body["id_token"].(string)
+	select {
+	case <-tokens:
+		return // told
+	case <-time.After(5 * time.Second): // a span in which the logout token would have been sent
+	}
+	t.Fatalf("a code exchange that raced a logout answered 200 with an ID token of the ended session (sid %s; "+
+		"userinfo with its access token now %d) and the client, registered for back-channel logout, was never "+
+		"sent a logout token; want invalid_grant or a logout token", idTokenSID(t, idt), userinfo(t, e.issuer, r.body["access_token"].(string)))
+}
+
+// TestLogoutAfterSessionExpiryEndsCampusSignOn: the interface tells applications to keep
+// their own session apart from the single sign-on session, so an application's session
+// commonly outlives this service's (oauth.session_ttl, here 1 h). When the student then
+// presses "sign out" in the application, it sends the browser to the logout endpoint with its
+// id_token_hint, as TestLogoutEndsCampusSingleSignOn does. The service finds the sign-in
+// session over and shows the signed-out page (or returns to the application) without going
+// through the campus sign-on's logout: endSession decides "through CAS" only from a live
+// session (signin.go endSession: `if se, err := …Session(…); err == nil { viaCAS = … }`), though
+// the store still returns the expired record's IDP. The campus single sign-on, which has its
+// own lifetime, lives on, and the next person at that computer is signed in as the student with
+// no password — what the comment on endSession says the redirect through CAS is for.
+func TestLogoutAfterSessionExpiryEndsCampusSignOn(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(time.Hour) })
+	b := browser(t)
+	tok := e.casSignIn(t, b, "s1")
+	e.clock.Advance(61 * time.Minute) // the application's own session is still open
+	p := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
+		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode())
+	throughCAS := strings.HasPrefix(p.url.String(), e.cas.URL()+"/logout")
+	if who := nextCASSignIn(t, e, b); who != "" || !throughCAS {
+		t.Fatalf("sign-out from the application after this service's session expired: %d %q from %s (through CAS's "+
+			"logout: %v); the next person at the browser is signed in as %q with no password; want the browser sent "+
+			"through the campus sign-on's logout", p.status, p.location, p.url.Host+p.url.Path, throughCAS, who)
+	}
+}
+
+// TestLocalReauthKeepsCampusLogout: a student signs in through the campus sign-on; later
+// an application of the same browser asks for a fresh sign-in with the local form
+// (kc_idp_hint=local, prompt=login) and the same campus number signs in there. The service
+// renews the browser's one session and overwrites its provider with "local"
+// (oauth.Service.SignIn: cur.IDP = se.IDP), forgetting that the browser also holds a campus
+// single sign-on session. At sign-out, endSession then skips the campus sign-on's logout: the
+// next person at the computer is signed in as the student through the campus sign-on with no
+// password.
+func TestLocalReauthKeepsCampusLogout(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.Directory.Users = append(c.Directory.Users, config.User{UserID: "2020000042", Password: userPass})
+	})
+	b := browser(t)
+	e.casSignIn(t, b, "s1")
+	p := get(t, b, e.authURL("trusted", "s2", "kc_idp_hint", "local", "prompt", "login"))
+	if !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("prompt=login: %d %s", p.status, p.url)
+	}
+	tok, errc := e.exchange(t, "trusted", callback(t, submit(t, b, p, url.Values{"username": {"2020000042"}, "password": {userPass}})).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	out := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{
+		"id_token_hint": {tok["id_token"].(string)}, "post_logout_redirect_uri": {rpRedirect}}.Encode())
+	throughCAS := strings.HasPrefix(out.url.String(), e.cas.URL()+"/logout")
+	if who := nextCASSignIn(t, e, b); who != "" || !throughCAS {
+		t.Fatalf("sign-out after a local re-authentication of a campus sign-on session: %d %q (through CAS's logout: %v); "+
+			"the next person at the browser is signed in as %q with no password; want the campus sign-on ended too",
+			out.status, out.location, throughCAS, who)
+	}
+}
