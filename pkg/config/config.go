@@ -152,7 +152,8 @@ type OAuth struct {
 	// 10h; 5m to 720h.
 	SessionTTL Duration `yaml:"session_ttl"`
 	// RefreshTokenTTL is the lifetime of a refresh token (refresh_expires_in), never beyond its
-	// session. Default 1800s; 60s to session_ttl.
+	// session, and the sign-in session's idle limit (Keycloak's SSO Session Idle): a session
+	// unused that long ends. Default 1800s; 60s to session_ttl.
 	RefreshTokenTTL Duration `yaml:"refresh_token_ttl"`
 	// IdentityProviders are where users sign in.
 	IdentityProviders IdentityProviders `yaml:"identity_providers"`

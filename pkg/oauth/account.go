@@ -35,7 +35,7 @@ func (s *Service) SignIn(ctx context.Context, current string, se store.Session) 
 		cur, err := s.Store.Session(ctx, current)
 		switch {
 		case err == nil && cur.UserID == se.UserID:
-			cur.AuthTime, cur.IDP, cur.Address, cur.Agent, cur.Expires = se.AuthTime, se.IDP, se.Address, se.Agent, se.Expires
+			cur.AuthTime, cur.IDP, cur.Address, cur.Agent, cur.Expires, cur.Idle = se.AuthTime, se.IDP, se.Address, se.Agent, se.Expires, se.Idle
 			err = s.Store.RenewSession(ctx, cur)
 			if err == nil {
 				return cur, false, nil
@@ -168,7 +168,26 @@ func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKe
 	if err != nil {
 		return se, errorf(ErrInvalidGrant, "the sign-in session ended")
 	}
+	s.Touch(ctx, se)
 	return se, nil
+}
+
+// IdleEnd is when session se ends if nothing uses it from now on: RefreshTTL from now, the
+// lifetime of a refresh token issued now (Keycloak's SSO Session Idle), never past its end.
+func (s *Service) IdleEnd(se store.Session) time.Time {
+	idle := s.Now().Add(s.RefreshTTL)
+	if s.RefreshTTL <= 0 || se.Expires.Before(idle) {
+		return se.Expires
+	}
+	return idle
+}
+
+// Touch records a use of session se: its idle end moves on (IdleEnd). A store that cannot
+// take it leaves the session to end sooner, never later.
+func (s *Service) Touch(ctx context.Context, se store.Session) {
+	if err := s.Store.TouchSession(ctx, se.Key, s.IdleEnd(se)); err != nil {
+		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)
+	}
 }
 
 // accessRevoked reports whether the grant of an access token was revoked after it was issued,

@@ -321,3 +321,27 @@ func TestLocalReauthKeepsCampusLogout(t *testing.T) {
 			out.status, out.location, throughCAS, who)
 	}
 }
+
+// TestSSOSessionIdle: a sign-in session no one uses for refresh_token_ttl ends, as Keycloak's
+// SSO Session Idle ends it (its default, 30 minutes, is refresh_token_ttl's): the next person at
+// a lab computer is asked to sign in, though session_ttl (10 h) has not passed. An
+// authorization the session answers is a use of it, and moves its idle end on.
+func TestSSOSessionIdle(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	// Used every 20 minutes, it lives on.
+	for i := range 3 {
+		e.clock.Advance(20 * time.Minute)
+		if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("code") == "" {
+			t.Fatalf("prompt=none %d min after the last use (use %d): %v", 20, i+1, q)
+		}
+	}
+	// Then left alone for 31 minutes, it has ended.
+	e.clock.Advance(31 * time.Minute)
+	if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("error") != "login_required" {
+		t.Fatalf("prompt=none 31 min after the last use (refresh_token_ttl 30 min): %v; want login_required", q)
+	}
+}

@@ -181,7 +181,9 @@ func (s *Server) authorize(c echo.Context) error {
 	}
 	switch {
 	case signedIn && !oauth.PromptHas(ar.Prompt, "login"):
-		// Signed in already: a second authorization in the same session skips the login.
+		// Signed in already: a second authorization in the same session skips the login, and
+		// is a use of it.
+		s.cfg.OAuth.Touch(ctx, se)
 		return s.afterLogin(c, ar, se)
 	case ar.Prompt == "none":
 		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user is not signed in and prompt=none forbids asking")
@@ -480,6 +482,7 @@ func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Ti
 		AuthTime: authTime, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
 		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
+	se.Idle = s.cfg.OAuth.IdleEnd(se)
 	var current string
 	cookie := cookieValue(c, cookieSession)
 	if cookie != "" {

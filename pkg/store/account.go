@@ -124,7 +124,7 @@ func (s *Store) RenewSession(ctx context.Context, se Session) error {
 		return err
 	}
 	_, err = s.col(colSessions).UpdateOne(ctx, bson.M{"_id": old.Key}, bson.M{"$set": bson.M{
-		"auth_time": se.AuthTime, "idp": se.IDP, "addr": se.Address, "agent": se.Agent, "expires": se.Expires}})
+		"auth_time": se.AuthTime, "idp": se.IDP, "addr": se.Address, "agent": se.Agent, "expires": se.Expires, "idle": se.Idle}})
 	unlock()
 	if err != nil {
 		return fmt.Errorf("renew session: %w", err)

@@ -129,8 +129,12 @@ type Session struct {
 	IDP      string    `bson:"idp"`
 	AuthTime time.Time `bson:"auth_time"`
 	Expires  time.Time `bson:"expires"`
-	Ended    bool      `bson:"ended"`
-	At       time.Time `bson:"at"`
+	// Idle is when the session ends if nothing uses it before (Keycloak's SSO Session Idle):
+	// a sign-in, an authorization it answers, a code exchange or a refresh moves it on
+	// (TouchSession). Zero: no idle limit (a session of an earlier version).
+	Idle  time.Time `bson:"idle,omitempty"`
+	Ended bool      `bson:"ended"`
+	At    time.Time `bson:"at"`
 	// Address and Agent are where the sign-in came from (source address and User-Agent, cut
 	// short), shown to the user on the account page.
 	Address string `bson:"addr,omitempty"`
@@ -291,10 +295,19 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 	if err := s.getByID(ctx, colSessions, key, &se); err != nil {
 		return se, err
 	}
-	if se.Ended || !s.now().Before(se.Expires) {
+	if now := s.now(); se.Ended || !now.Before(se.Expires) || !se.Idle.IsZero() && !now.Before(se.Idle) {
 		return se, ErrNotFound
 	}
 	return se, nil
+}
+
+// TouchSession moves the idle end of the live session whose cookie hashes to key on to idle,
+// never back.
+func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) error {
+	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key, "ended": bson.M{"$ne": true}}, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
+		return fmt.Errorf("touch session: %w", err)
+	}
+	return nil
 }
 
 // AddSessionClient records that clientID received tokens in the session whose cookie hashes to
