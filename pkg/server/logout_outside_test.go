@@ -14,12 +14,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/event"
 
-	"github.com/campus-it/ucs/pkg/cas/castest"
-	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/config"
-	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/service"
 )
 
 // nextCASSignIn is what the next person at the same computer meets when pressing
@@ -135,51 +131,6 @@ func TestLogoutDuringNATSOutage(t *testing.T) {
 	}
 }
 
-// monitoredSignInEnv is newSignInEnvWith with a MongoDB command monitor of the test's, so that a test
-// can hold one command of the service at a chosen moment.
-func monitoredSignInEnv(t *testing.T, monitor *event.CommandMonitor, change func(*config.Config)) *signInEnv {
-	t.Helper()
-	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Shutdown)
-	f := embeddedtest.FerretDB(t)
-	clk := clocktest.New(time.Now().Truncate(time.Second))
-	casSrv := castest.New(map[string]string{"2020000042": "cas-password"}, castest.WithClock(clk.Now))
-	t.Cleanup(casSrv.Close)
-	ts := httptest.NewUnstartedServer(nil)
-	base := "http://" + ts.Listener.Addr().String()
-	cfg := &config.Config{
-		PublicURL: base,
-		NATS:      config.NATS{URL: n.URL()},
-		MongoDB:   config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
-		OAuth: config.OAuth{
-			IdentityProviders: config.IdentityProviders{Default: "local", CAS: config.CASProvider{URL: casSrv.URL()}, Local: config.LocalProvider{Enabled: true}},
-			Clients: []config.Client{{ClientID: "trusted", ClientSecret: rpSecret, Grants: []string{"authorization_code"},
-				Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, SkipConsent: true}},
-		},
-		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
-	}
-	if change != nil {
-		change(cfg)
-	}
-	cfg.Defaults()
-	if err := cfg.Validate(config.RoleAPI); err != nil {
-		t.Fatal(err)
-	}
-	deps := service.Deps{Now: clk.Now, MongoMonitor: monitor}
-	api, err := service.NewAPI(context.Background(), cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(api.Close)
-	ts.Config.Handler = api.Server
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return &signInEnv{issuer: base + "/auth/realms/campus", base: base, cas: casSrv, clock: clk, writes: &writeRecorder{}, cfg: cfg, deps: deps}
-}
-
 // TestCodeExchangeRacingLogout: the code exchange checks that the session lives
 // (stillGranted) and only then records the client among the session's clients
 // (AddSessionClient), which decides who gets a back-channel logout token. A logout that falls
@@ -187,7 +138,7 @@ func monitoredSignInEnv(t *testing.T, monitor *event.CommandMonitor, change func
 // and the exchange goes on to issue an ID token (and access token) of the ended session. The
 // application signs the user in to its own session with it and is never told that the session
 // ended: Back-Channel Logout 1.0 is exactly what it registered to rely on. The comment at
-// authorization_code.go:59 promises "no client holds tokens of a session that would not tell
+// authorization code grant promises "no client holds tokens of a session that would not tell
 // it". Want: the exchange refused (invalid_grant), or the client sent a logout token.
 func TestCodeExchangeRacingLogout(t *testing.T) {
 	tokens := make(chan string, 4)
@@ -200,12 +151,13 @@ func TestCodeExchangeRacingLogout(t *testing.T) {
 	var armed atomic.Bool
 	reached, release := make(chan struct{}), make(chan struct{})
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName == "update" && ev.Command.Lookup("update").StringValue() == "sso_sessions" && armed.CompareAndSwap(true, false) {
+		if ev.CommandName == "update" && ev.Command.Lookup("update").StringValue() == "sso_sessions" &&
+			strings.Contains(ev.Command.String(), "$addToSet") && armed.CompareAndSwap(true, false) {
 			close(reached)
 			<-release // the exchange's AddSessionClient waits here, before it reaches the store
 		}
 	}}
-	e := monitoredSignInEnv(t, monitor, func(c *config.Config) {
+	e := newSignInEnvMonitored(t, nil, monitor, func(c *config.Config) {
 		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "bc-app", ClientSecret: rpSecret,
 			Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, RedirectURIs: []string{rpRedirect},
 			SkipConsent: true, BackchannelLogoutURI: rcv.URL + "/logout", BackchannelLogoutSessionRequired: true})

@@ -89,6 +89,13 @@ func newSignInEnvLogged(t *testing.T, logger *slog.Logger, change ...func(*confi
 // configuration before the service starts.
 func newSignInEnvWith(t *testing.T, logger *slog.Logger, change ...func(*config.Config)) *signInEnv {
 	t.Helper()
+	return newSignInEnvMonitored(t, logger, nil, change...)
+}
+
+// newSignInEnvMonitored is newSignInEnvWith with monitor (nil: none) told of every MongoDB
+// command the service starts, so that a test can hold one of them at a chosen moment.
+func newSignInEnvMonitored(t *testing.T, logger *slog.Logger, monitor *event.CommandMonitor, change ...func(*config.Config)) *signInEnv {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +138,12 @@ func newSignInEnvWith(t *testing.T, logger *slog.Logger, change ...func(*config.
 		t.Fatal(err)
 	}
 	writes := &writeRecorder{}
-	deps := service.Deps{Now: clk.Now, MongoMonitor: writes.monitor(), Logger: logger}
+	mm := writes.monitor()
+	if monitor != nil {
+		started := mm.Started
+		mm.Started = func(ctx context.Context, ev *event.CommandStartedEvent) { started(ctx, ev); monitor.Started(ctx, ev) }
+	}
+	deps := service.Deps{Now: clk.Now, MongoMonitor: mm, Logger: logger}
 	api, err := service.NewAPI(context.Background(), cfg, deps)
 	if err != nil {
 		t.Fatal(err)
