@@ -12,13 +12,11 @@ import (
 )
 
 // TestProcessPanelsSurviveANATSOutage: the dashboard's "Memory" and "Goroutines" panels
-// show "each process's memory and goroutines" (README, Monitoring) by joining the Go and process
-// collectors with `and on (job, instance) ucs_consumer_pending`. ucs_consumer_pending is read
-// from NATS at every scrape and, by design (metrics.PendingFunc), "a failed read reports
-// nothing". So while NATS cannot be read, exactly when an operator looks at memory and
-// goroutines, the join drops every process and both panels go blank, although every process
-// still exports go_* and process_*. The series the panels join on must be one each program
-// exports whatever NATS does.
+// show "each process's memory and goroutines" (README, Monitoring) by joining the Go and
+// process collectors with a series of this service. That series must be one each program
+// exports whatever NATS does: ucs_consumer_pending, read from NATS at every scrape, reports
+// nothing when the read fails (metrics.PendingFunc), and a join on it would blank both panels
+// exactly when an operator looks at them.
 func TestProcessPanelsSurviveANATSOutage(t *testing.T) {
 	var dash map[string]any
 	if err := json.Unmarshal(readFile(t, dashboardFile), &dash); err != nil {

@@ -8,9 +8,9 @@ import (
 )
 
 // TestAPIBaseEmptyFragmentRefused: an api_base ending in a bare "#" (an address copied
-// from a browser's bar) has a fragment, which the config schema's pattern refuses, but
-// net/url leaves Fragment empty for it, so the check lets it through: the platform client
-// then appends its paths after the "#", and every call goes to the API's root.
+// from a browser's bar) has a fragment, though net/url leaves Fragment empty for it: it is
+// refused, as the config schema's pattern refuses it, since the platform client would append
+// its paths after the "#" and every call would go to the API's root.
 func TestAPIBaseEmptyFragmentRefused(t *testing.T) {
 	for _, base := range []string{"https://api.weixin.qq.com/#", "https://api.weixin.qq.com#"} {
 		c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"},
@@ -23,9 +23,9 @@ func TestAPIBaseEmptyFragmentRefused(t *testing.T) {
 	}
 }
 
-// TestOAuthBaseEmptyFragmentRefused: the same for oauth_base, whose schema pattern
-// refuses "#" too: the binding page would send the browser to the platform's root page.
-// A bare "?" likewise (ForceQuery, which the api_base check reads and this one does not).
+// TestOAuthBaseEmptyFragmentRefused: the same for oauth_base, whose schema pattern refuses
+// "#" too (the binding page would send the browser to the platform's root page), and a bare
+// "?" likewise.
 func TestOAuthBaseEmptyFragmentRefused(t *testing.T) {
 	for _, base := range []string{"https://open.weixin.qq.com/#", "https://open.weixin.qq.com/?"} {
 		c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"},

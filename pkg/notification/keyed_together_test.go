@@ -39,14 +39,11 @@ func (m *meetingRecords) Get(ctx context.Context, key string) ([]byte, uint64, e
 }
 
 // TestConcurrentKeyedBatchCountsRejectedOnce: ucs_push_rejected_total counts "pushes
-// refused, each once" (deployments/README.md), and notification.Config.Rejected says an item is
-// counted "not again when a retry is answered from the batch's key record". Two requests of the
-// same keyed batch (one good item, one refused) that arrive together: one takes the key, the
-// other is refused whole with ErrKeyInUse (409, "still under way"), or answered from the record
-// when the first finished meanwhile; a retry is answered from the record. But the refused request had already counted its refused item (PushBatch's
-// loop runs before the key is claimed, and the claim's ErrKeyInUse returns after it), so the
-// one refused push is counted twice, where a plain sequential retry counts it once
-// (TestBatchCountsRejectedOnce).
+// refused, each once" (deployments/README.md). Two requests of the same keyed batch (one good
+// item, one refused) arrive together: one takes the key; the other is refused whole with
+// ErrKeyInUse (409, "still under way"), or answered from the record when the first finished
+// meanwhile; a retry is answered from the record. The refused item is counted once, by the
+// request that took the key, as for a plain sequential retry (TestBatchCountsRejectedOnce).
 func TestConcurrentKeyedBatchCountsRejectedOnce(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()

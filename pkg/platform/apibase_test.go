@@ -11,10 +11,9 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 )
 
-// TestAPIBaseEmptyFragmentRefused: with an api_base ending in "#", New accepts the
-// configuration (its check reads only a non-empty fragment), and the token call goes to the
-// API's root "/" rather than /cgi-bin/stable_token: the path travels in the fragment, which
-// is never sent.
+// TestAPIBaseEmptyFragmentRefused: New refuses an api_base ending in a bare "#", which
+// net/url reads as an empty fragment: the paths appended to it would travel in the fragment,
+// which is never sent, and the token call would go to the API's root "/".
 func TestAPIBaseEmptyFragmentRefused(t *testing.T) {
 	var mu sync.Mutex
 	var paths []string

@@ -38,14 +38,11 @@ func nextCASSignIn(t *testing.T, e *signInEnv, b *http.Client) string {
 
 // TestPostLogoutWithHintEndsCampusSignOn: OpenID Connect RP-Initiated Logout 1.0 §2 lets
 // the application send the logout request by POST (a form on its page); Keycloak's logout
-// endpoint takes it (LogoutEndpoint.logout @POST). The browser sends this service's
-// SameSite=Lax session cookie with no cross-site POST, so the service finds the session by
-// the id_token_hint and ends it. Keycloak then logs out of the identity provider the session
-// was brokered through (AuthenticationManager.browserLogout → keycloakInitiatedBrowserLogout,
-// which sends the browser to CAS /logout), exactly as for a GET with the cookie
-// (TestLogoutEndsCampusSingleSignOn). Here the hint's session ends, but the browser is sent
-// straight back to the application: the campus single sign-on lives on, and the next person at
-// the same lab computer who presses "sign in" is signed in as the previous student.
+// endpoint takes it. A cross-site POST carries no SameSite=Lax session cookie, so the service
+// finds the session by the id_token_hint and ends it. The browser then goes through the campus
+// sign-on's logout, as Keycloak's broker logout sends it to CAS /logout and as a GET with the
+// cookie does (TestLogoutEndsCampusSingleSignOn): the next person at the same lab computer who
+// presses "sign in" is asked for a password.
 func TestPostLogoutWithHintEndsCampusSignOn(t *testing.T) {
 	e := newSignInEnv(t)
 	b := browser(t)
@@ -79,16 +76,12 @@ func TestPostLogoutWithHintEndsCampusSignOn(t *testing.T) {
 	}
 }
 
-// TestLogoutDuringNATSOutage: a student signed in through the campus sign-on presses
-// "sign out" while the front end's connection to NATS is briefly down. The logout ends the
-// session in the store and tells its clients, then fails to write the shared revocation and
-// answers 503 "sign-out could not be recorded; try again" — though it was recorded — without
-// clearing the cookie and without going through the campus sign-on's logout. The student
-// retries, as told, once NATS is back: the session is found ended, so the retry skips the
-// campus logout (endSession only goes through CAS for a live session). The campus single
-// sign-on outlives both attempts, and the next person at that computer is signed in as the
-// student. A failed logout must change nothing (DESIGN: "Bad input gets a clear error and
-// changes nothing"), or a logout that ended the session must finish it (cookie, CAS, target).
+// TestLogoutDuringNATSOutage: a student signed in through the campus sign-on presses "sign
+// out" while the front end's connection to NATS is briefly down. The session ends in the store
+// and its clients are told; the shared revocation cannot be written, but the sign-out goes on
+// (the other front ends learn it from the store within a minute): the cookie is cleared and the
+// browser goes through the campus sign-on's logout, so that the next person at that computer
+// is asked for a password, not told to retry a sign-out that already happened.
 func TestLogoutDuringNATSOutage(t *testing.T) {
 	var proxy *embeddedtest.Proxy
 	e := newSignInEnvWith(t, nil, func(c *config.Config) {
@@ -132,14 +125,11 @@ func TestLogoutDuringNATSOutage(t *testing.T) {
 }
 
 // TestCodeExchangeRacingLogout: the code exchange checks that the session lives
-// (stillGranted) and only then records the client among the session's clients
-// (AddSessionClient), which decides who gets a back-channel logout token. A logout that falls
-// between the two ends the session and tells its clients as recorded then — not this one —
-// and the exchange goes on to issue an ID token (and access token) of the ended session. The
-// application signs the user in to its own session with it and is never told that the session
-// ended: Back-Channel Logout 1.0 is exactly what it registered to rely on. The comment at
-// authorization code grant promises "no client holds tokens of a session that would not tell
-// it". Want: the exchange refused (invalid_grant), or the client sent a logout token.
+// (stillGranted) and then records the client among the session's clients (AddSessionClient),
+// which decides who gets a back-channel logout token. A logout that falls between the two
+// either finds the client recorded, and sends it a logout token, or makes the recording fail,
+// and the exchange answers invalid_grant: no client holds tokens of an ended session without
+// being told (Back-Channel Logout 1.0 is what it registered to rely on).
 func TestCodeExchangeRacingLogout(t *testing.T) {
 	tokens := make(chan string, 4)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -219,14 +209,10 @@ func TestCodeExchangeRacingLogout(t *testing.T) {
 // TestLogoutAfterSessionExpiryEndsCampusSignOn: the interface tells applications to keep
 // their own session apart from the single sign-on session, so an application's session
 // commonly outlives this service's (oauth.session_ttl, here 1 h). When the student then
-// presses "sign out" in the application, it sends the browser to the logout endpoint with its
-// id_token_hint, as TestLogoutEndsCampusSingleSignOn does. The service finds the sign-in
-// session over and shows the signed-out page (or returns to the application) without going
-// through the campus sign-on's logout: endSession decides "through CAS" only from a live
-// session (signin.go endSession: `if se, err := …Session(…); err == nil { viaCAS = … }`), though
-// the store still returns the expired record's IDP. The campus single sign-on, which has its
-// own lifetime, lives on, and the next person at that computer is signed in as the student with
-// no password — what the comment on endSession says the redirect through CAS is for.
+// presses "sign out" in the application, which sends the browser to the logout endpoint with
+// its id_token_hint, the browser still goes through the campus sign-on's logout: the campus
+// single sign-on has its own lifetime, and the next person at that computer must be asked for
+// a password.
 func TestLogoutAfterSessionExpiryEndsCampusSignOn(t *testing.T) {
 	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(time.Hour) })
 	b := browser(t)
@@ -244,12 +230,9 @@ func TestLogoutAfterSessionExpiryEndsCampusSignOn(t *testing.T) {
 
 // TestLocalReauthKeepsCampusLogout: a student signs in through the campus sign-on; later
 // an application of the same browser asks for a fresh sign-in with the local form
-// (kc_idp_hint=local, prompt=login) and the same campus number signs in there. The service
-// renews the browser's one session and overwrites its provider with "local"
-// (oauth.Service.SignIn: cur.IDP = se.IDP), forgetting that the browser also holds a campus
-// single sign-on session. At sign-out, endSession then skips the campus sign-on's logout: the
-// next person at the computer is signed in as the student through the campus sign-on with no
-// password.
+// (kc_idp_hint=local, prompt=login) and the same campus number signs in there, which renews the
+// browser's one session as a local one. The browser still holds a campus single sign-on
+// session, so its sign-out goes through the campus sign-on's logout all the same.
 func TestLocalReauthKeepsCampusLogout(t *testing.T) {
 	e := newSignInEnvWith(t, nil, func(c *config.Config) {
 		c.Directory.Users = append(c.Directory.Users, config.User{UserID: "2020000042", Password: userPass})

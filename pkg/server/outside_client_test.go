@@ -13,11 +13,11 @@ import (
 	"github.com/campus-it/ucs/pkg/store"
 )
 
-// TestForeignSentIDCostsAsUnknown: another client's ucsId must read as unknown and cost
-// what an unknown one does (TestOtherClientsIDCostsAsUnknown states the rule), or the time a
-// lookup takes tells a client that a ucsId it holds is a push of someone else's, and that it
-// was sent. A foreign push whose sent record is in the store costs two reads of the results
-// (its sent record, then its receipt), an unknown ucsId one.
+// TestForeignSentIDCostsAsUnknown: another client's ucsId reads as unknown and costs what an
+// unknown one does (TestOtherClientsIDCostsAsUnknown states the rule), or the time a lookup
+// takes would tell a client that a ucsId it holds is someone else's push, and that it was
+// sent. A foreign push whose sent record is in the store costs the one read of the results an
+// unknown ucsId costs: the owner is checked before its receipt is read.
 func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	reads := embeddedtest.CountFinds("push_results")
 	e := newEnvDeps(t, nil, service.Deps{MongoMonitor: reads.Monitor()})
@@ -46,13 +46,11 @@ func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	}
 }
 
-// TestInvisibleNoteheadIsBlank: a required data value that shows nothing is blank
-// (DESIGN: every string free of what the platform removes; push.showsNothing lists the
-// characters "that show nothing by themselves", the Hangul fillers and the blank Braille
-// pattern among them). U+1D159 MUSICAL SYMBOL NULL NOTEHEAD is such a character (a spacing
-// glyph with no ink, listed with U+3164 and U+2800 among the invisible characters used to
-// send "empty" messages), yet a required field of only that is accepted and a message with an
-// empty main item is sent.
+// TestInvisibleNoteheadIsBlank: a required data value that shows nothing is blank (DESIGN:
+// every string free of what the platform removes; push.showsNothing lists the characters
+// "that show nothing by themselves"). U+1D159 MUSICAL SYMBOL NULL NOTEHEAD is one (a spacing
+// glyph with no ink, used with U+3164 and U+2800 to send "empty" messages): a main item of it
+// alone is refused, as those are.
 func TestInvisibleNoteheadIsBlank(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)

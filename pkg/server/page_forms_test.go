@@ -38,15 +38,13 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// TestAccountSignOutOfCASSessionInChromium: a student signed in through the campus
-// single sign-on presses "退出登录 Sign out" on the account page, in their own session's row.
-// The server ends the session and answers with a redirect to the campus sign-on's /logout (as
-// it must, so the next person at the computer is not signed in as them), but the account
-// page's Content-Security-Policy allows forms to post only to 'self' and Chromium applies
-// form-action to the redirect that answers the post: the browser refuses the navigation, the
-// student stays on the account page (or an error), and the campus single sign-on is never
-// ended. The logout confirmation page lists the campus sign-on's logout among its form
-// actions for exactly this reason; the account page does not.
+// TestAccountSignOutOfCASSessionInChromium: a student signed in through the campus single
+// sign-on presses "退出登录 Sign out" on the account page, in their own session's row. The
+// server ends the session and redirects to the campus sign-on's /logout, so that the next
+// person at the computer is not signed in as them. Chromium checks the redirect that answers a
+// form against the page's form-action, so the account page must allow the campus sign-on's
+// origin there: the browser reaches the signed-out page, and the next sign-in asks for the
+// password.
 func TestAccountSignOutOfCASSessionInChromium(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, problems := chromium(t)
@@ -76,13 +74,11 @@ func TestAccountSignOutOfCASSessionInChromium(t *testing.T) {
 	tb.run(chromedp.Navigate(e.issuer+"/account?kc_idp_hint=cas"), chromedp.WaitVisible(chromedp.CSS(`input[name=password]`)))
 }
 
-// TestConsentRenewThroughCASInChromium: an application asks with max_age=60 and the
-// campus sign-on as provider; the student, signed in 30 s before, gets the consent page and
-// reads it for 5 minutes. The server rightly answers "Allow" with a new sign-in at the campus
-// sign-on (a redirect to its /login?renew=true; TestMaxAgeRecheckedAtConsent shows the same
-// for the local form), but the consent page's form-action allows only 'self' and the
-// application's redirect_uri: Chromium refuses the redirect and the student is stuck on the
-// consent page, with no way to finish the sign-in.
+// TestConsentRenewThroughCASInChromium: an application asks with max_age=60 and the campus
+// sign-on as provider; the student, signed in 30 s before, reads the consent page for 5
+// minutes. "Allow" is answered with a new sign-in at the campus sign-on (a redirect to its
+// /login?renew=true; TestMaxAgeRecheckedAtConsent shows the same for the local form), which
+// the consent page's form-action must allow for Chromium to follow it.
 func TestConsentRenewThroughCASInChromium(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, problems := chromium(t)
@@ -110,13 +106,11 @@ func TestConsentRenewThroughCASInChromium(t *testing.T) {
 
 // TestFormAddressesOpenedAsPagesAnswerHTML: after a wrong password the browser shows the
 // login form again at the form's own address (/login-actions/authenticate?req=…), and the
-// consent page lives at /login-actions/authenticate too. A person who opens that address again
-// with a GET (WeChat's "在浏览器打开 open in browser", copying the address to another browser,
-// pressing Enter in the address bar), or opens the account and binding forms' addresses, is
-// a browser asking for a page; the server answers the data interfaces' JSON envelope
-// {"code":"A00405","msg":"method GET is not allowed here"} instead of a page. Keycloak's
-// LoginActionsService answers GET on login-actions/authenticate with the flow's current page
-// or its "page has expired" page, never JSON.
+// consent page is shown there too. A person who opens that address with a GET (WeChat's
+// "在浏览器打开 open in browser", pressing Enter in the address bar), or opens the account
+// forms' addresses, is a browser asking for a page, and gets one, as Keycloak's
+// LoginActionsService answers GET on login-actions/authenticate with the flow's page or its
+// "page has expired" page; never the data interfaces' JSON envelope.
 func TestFormAddressesOpenedAsPagesAnswerHTML(t *testing.T) {
 	e := newSignInEnv(t)
 	b := browser(t)
@@ -131,14 +125,7 @@ func TestFormAddressesOpenedAsPagesAnswerHTML(t *testing.T) {
 		e.issuer + "/account/sessions/end",
 		e.issuer + "/account/grants/revoke",
 	} {
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
-		resp, err := b.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := read(t, resp)
-		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		if p, ct := openAsPage(t, b, u); !strings.HasPrefix(ct, "text/html") {
 			t.Errorf("GET %s in a browser: %d %s %.120s; want an HTML page (the login form again or an expired page)",
 				strings.TrimPrefix(u, e.base), p.status, ct, p.body)
 		}
@@ -146,12 +133,10 @@ func TestFormAddressesOpenedAsPagesAnswerHTML(t *testing.T) {
 }
 
 // TestErrorPageExplanationInChineseAndMarkedEnglish: the pages are "Chinese first with
-// English beside it" (package pages), in a document of lang="zh-CN". The error pages'
-// explanations (unknown client, expired sign-in, refused form, campus sign-on failure, too
-// many attempts) are written in English only, and ErrorData.Message puts text with no Chinese
-// in the Chinese slot: the explanation a student needs reaches them in English alone, and
-// inherits lang="zh-CN", so a screen reader reads English words with a Chinese voice (WCAG
-// 3.1.2 Language of Parts). Chromium shows it.
+// English beside it" (package pages), in a document of lang="zh-CN". An error page's
+// explanation (here: an unknown client) is given in Chinese, and its English part is marked
+// lang="en", so that a screen reader reads each in its language (WCAG 3.1.2 Language of
+// Parts). Chromium shows it.
 func TestErrorPageExplanationInChineseAndMarkedEnglish(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, _ := chromium(t)
@@ -169,13 +154,9 @@ func TestErrorPageExplanationInChineseAndMarkedEnglish(t *testing.T) {
 
 // TestStepOpenedForFinishedRequestShowsExpired: after a wrong password the browser shows
 // /login-actions/authenticate?req=…; the student then signs in and is sent back to the
-// application, which finishes the request (once only). Opening that address again (the
-// scenario stepOpened was added for: the address bar, "open in browser") shows a login form
-// (200) for the finished request rather than the expired page the OpenAPI description and
-// stepOpened's comment promise; the form can never succeed: the correct password answers
-// "此次登录已经完成 This sign-in was already finished" (400). The student is asked for a
-// password for nothing (and a session is made), where Keycloak either shows its expired page
-// or restarts a flow that can finish.
+// application, which finishes the request (once only). Opening that address again shows the
+// expired page at once, not a login form that could never finish (its password would be
+// answered "此次登录已经完成 This sign-in was already finished").
 func TestStepOpenedForFinishedRequestShowsExpired(t *testing.T) {
 	e := newSignInEnv(t)
 	b := browser(t)
@@ -192,24 +173,14 @@ func TestStepOpenedForFinishedRequestShowsExpired(t *testing.T) {
 	}
 }
 
-// TestBindUnbindAddressOpenedAsPage: the same change that made the account forms'
-// addresses answer a page when opened with GET (a385032: "a form's address opened as a page
-// shows a page"; TestFormAddressesOpenedAsPagesAnswerHTML names "the account and binding forms'
-// addresses") left the binding page's unbind form, /bind/unbind, POST only: a student in
-// WeChat's in-app browser who opens that address (WeChat's "在浏览器打开", a copied link, a
-// reload) gets the data interfaces' JSON envelope instead of a page.
+// TestBindUnbindAddressOpenedAsPage: the binding page's unbind form address, /bind/unbind,
+// opened with GET in WeChat's in-app browser (a copied link, a reload) shows a page, the
+// binding page, as the account forms' addresses do; never the data interfaces' JSON.
 func TestBindUnbindAddressOpenedAsPage(t *testing.T) {
 	e := newBindEnv(t)
 	b := phone(t)
 	e.authorizedAs(t, b, followerA)
-	req, _ := http.NewRequest(http.MethodGet, e.base+"/bind/unbind", nil)
-	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
-	resp, err := b.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := read(t, resp)
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+	if p, ct := openAsPage(t, b, e.base+"/bind/unbind"); !strings.HasPrefix(ct, "text/html") {
 		t.Fatalf("GET /bind/unbind in the in-app browser: %d %s %.120s; want a page (the binding page)", p.status, ct, p.body)
 	}
 }
@@ -227,15 +198,11 @@ func csrfRefused(t *testing.T, base string) string {
 	return ""
 }
 
-// TestStepOpenedInAnotherBrowserIsNoForgery: stepOpened exists for "a link opened in
-// another browser" (its comment; WeChat's "在浏览器打开 open in browser" moves the address to the
-// system browser). That plain navigation, a GET that carries no form and changes nothing, is
-// refused through flowRequest's CSRF branch: it is logged at warn as "sign-in step refused:
-// not from the sign-in page of this browser" and counted as
-// ucs_security_events_total{event="csrf_refused"}, which the dashboard explains as "an attack
-// or a misconfigured client". Before a385032 the GET was a 405 and counted nothing; now every
-// student who opens the sign-in in another browser raises the forged-request count operators
-// watch for attacks.
+// TestStepOpenedInAnotherBrowserIsNoForgery: the sign-in address opened in another browser
+// (WeChat's "在浏览器打开 open in browser" moves it to the system browser) is a plain
+// navigation that posts no form: it gets the expired page, and is neither logged nor counted
+// as a forged request (ucs_security_events_total{event="csrf_refused"}, which operators watch
+// for attacks).
 func TestStepOpenedInAnotherBrowserIsNoForgery(t *testing.T) {
 	e := newSignInEnv(t)
 	wechat := browser(t)
@@ -255,4 +222,20 @@ func TestStepOpenedInAnotherBrowserIsNoForgery(t *testing.T) {
 		t.Fatalf("opening the login address in another browser (answered %d): csrf_refused went from %s to %s; "+
 			"a navigation that posts no form is no forged request", p.status, before, after)
 	}
+}
+
+// openAsPage opens u as a browser opens an address typed or followed: a GET asking for HTML.
+// It returns the answer and its Content-Type.
+func openAsPage(t *testing.T, b *http.Client, u string) (page, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	resp, err := b.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read(t, resp), resp.Header.Get("Content-Type")
 }

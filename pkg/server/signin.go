@@ -310,19 +310,30 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 // When ok is false the request has been answered (an error page) and the handler must return
 // err at once: nothing after a refusal may run.
 func (s *Server) flowRequest(c echo.Context, form bool) (ar store.AuthRequest, ok bool, err error) {
-	// A request of no known kind was sealed before kinds were recorded: start again. A front end
-	// without sign-in began no flow.
-	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) {
+	ar, ok = s.sealedRequest(c)
+	if !ok {
 		return ar, false, s.expiredPage(c)
 	}
-	if !sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) ||
-		(form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
+	if !fromBrowser(c, ar) || (form && (c.FormValue("csrf") == "" || !sameSecret(c.FormValue("csrf"), ar.CSRF))) {
 		s.securityEvent(c, metrics.EventCSRFRefused, "sign-in step refused: not from the sign-in page of this browser",
 			"client", ar.ClientID, "path", c.Path())
 		return ar, false, s.errorPage(c, http.StatusForbidden, "请求无效 Request refused",
 			"此表单并非来自本浏览器中的登录页面。 This form did not come from the sign-in page of this browser.", "csrf")
 	}
 	return ar, true, nil
+}
+
+// sealedRequest opens the authorization request a step's address carries; false when there is
+// none, it expired, or it is of no known kind (sealed before kinds were recorded: start
+// again). A front end without sign-in began no flow.
+func (s *Server) sealedRequest(c echo.Context) (ar store.AuthRequest, ok bool) {
+	ok = s.cfg.SignIn != nil && s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) == nil && s.now().Before(ar.Expires) && knownFlow(ar)
+	return ar, ok
+}
+
+// fromBrowser reports whether the request ar was started in this browser.
+func fromBrowser(c echo.Context, ar store.AuthRequest) bool {
+	return sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser)
 }
 
 // knownFlow reports whether ar is of a kind of flow this service runs, as its kind says.
@@ -364,8 +375,7 @@ func (s *Server) stepOpened(c echo.Context) error {
 // opened in another browser (a link copied, WeChat's "open in browser") is no forgery but a
 // sign-in this browser cannot go on with, answered with the expired page.
 func (s *Server) openedRequest(c echo.Context) (ar store.AuthRequest, ok bool, err error) {
-	if s.cfg.SignIn == nil || s.cfg.SignIn.Requests.Open(c.QueryParam("req"), &ar) != nil || !s.now().Before(ar.Expires) || !knownFlow(ar) ||
-		!sameSecret(oauth.Hash(cookieValue(c, cookieBrowser)), ar.Browser) {
+	if ar, ok = s.sealedRequest(c); !ok || !fromBrowser(c, ar) {
 		return ar, false, s.expiredPage(c)
 	}
 	return ar, true, nil
@@ -751,9 +761,7 @@ func (s *Server) logout(c echo.Context) error {
 		if idc == nil && target == "" {
 			// Nothing to end and nowhere to go: the signed-out page (also where the campus
 			// sign-on's logout returns to when no application asked for a return).
-			return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
-				return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
-			})
+			return s.signedOutPage(c)
 		}
 		if idc != nil && s.cfg.SignIn != nil {
 			// No session cookie (a cross-site POST does not carry it): the hint names the
@@ -859,11 +867,16 @@ func (s *Server) endSession(c echo.Context, target, state string) error {
 		return c.Redirect(http.StatusFound, s.cfg.SignIn.CAS.LogoutURL(target))
 	}
 	if target == "" {
-		return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
-			return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
-		})
+		return s.signedOutPage(c)
 	}
 	return c.Redirect(http.StatusFound, target)
+}
+
+// signedOutPage is the page of a browser signed out.
+func (s *Server) signedOutPage(c echo.Context) error {
+	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
+		return pages.LoggedOut(b, pages.LoggedOutData{Nonce: nonce})
+	})
 }
 
 // clientRequest reads a token, revocation or introspection request: its form, the client's

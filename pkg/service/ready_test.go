@@ -24,13 +24,12 @@ import (
 	"github.com/campus-it/ucs/pkg/store"
 )
 
-// TestWorkerReadyAfterResumeWhenHeldPushFails follows the operators' guide for 48001,
-// a fix that needs no restart: enable the template message feature in the platform's console,
-// then `worker -resume`. The worker whose own call met the refusal held one push at the gate;
-// after the resume that push fails for its own reason (its user stopped following meanwhile:
-// 43004), and the queue holds nothing else. The pause no longer holds (README: "While it
-// lasts, /readyz ... answers 503"), yet the worker's /readyz keeps answering 503 "sending
-// paused: 48001 ..." until it happens to send a message, which in a quiet queue is never.
+// TestWorkerReadyAfterResumeWhenHeldPushFails follows the operators' guide for 48001, a fix
+// that needs no restart: enable the template message feature in the platform's console, then
+// `worker -resume`. The worker whose own call met the refusal held one push at the gate and is
+// not ready while the pause lasts; after the resume that push fails for its own reason (its
+// user stopped following meanwhile: 43004), and the queue holds nothing else. The pause no
+// longer holds, so the worker is ready again, though it has sent nothing since.
 func TestWorkerReadyAfterResumeWhenHeldPushFails(t *testing.T) {
 	ctx := context.Background()
 	natsURL := embeddedtest.NATS(t)
