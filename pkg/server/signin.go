@@ -492,7 +492,15 @@ func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Ti
 		AuthTime: authTime, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
 		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
+	// The session is not used again before its consent, which may come as late as the sign-in
+	// request allows: it does not end idle before then.
 	se.Idle = s.cfg.OAuth.IdleEnd(se)
+	if consentBy := now.Add(authRequestTTL); se.Idle.Before(consentBy) {
+		se.Idle = consentBy
+		if se.Expires.Before(consentBy) {
+			se.Idle = se.Expires
+		}
+	}
 	var current string
 	cookie := cookieValue(c, cookieSession)
 	if cookie != "" {

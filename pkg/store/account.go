@@ -70,8 +70,8 @@ func (l *userLocks) lock(userID string) func() {
 }
 
 // PutSession stores a sign-in session and adds it to its user's list. It returns the user's
-// sessions that have not expired, the new one included, oldest first; entries that expired are
-// dropped from the list.
+// live sessions, the new one included, oldest first; entries of sessions that ended (expired,
+// unused past their idle end, or signed out) are dropped from the list.
 func (s *Store) PutSession(ctx context.Context, se Session) ([]SessionRef, error) {
 	if _, err := s.col(colSessions).InsertOne(ctx, se); err != nil {
 		return nil, fmt.Errorf("insert session: %w", err)
@@ -102,14 +102,22 @@ func (s *Store) PutSession(ctx context.Context, se Session) ([]SessionRef, error
 	now := s.now()
 	var live, gone []SessionRef
 	for _, r := range list.Sessions {
-		if now.Before(r.Expires) {
-			live = append(live, r)
-		} else {
+		if !now.Before(r.Expires) {
 			gone = append(gone, r)
+			continue
+		}
+		// A session also ends unused (its idle end) or signed out; the list does not say so.
+		switch _, err := s.Session(ctx, r.Key); {
+		case errors.Is(err, ErrNotFound):
+			gone = append(gone, r)
+		case err != nil:
+			return nil, err
+		default:
+			live = append(live, r)
 		}
 	}
 	if err := s.unlist(ctx, se.UserID, gone); err != nil {
-		s.log.Warn("dropping expired sessions from a user's list failed", "err", err)
+		s.log.Warn("dropping ended sessions from a user's list failed", "err", err)
 	}
 	return live, nil
 }

@@ -125,3 +125,32 @@ func TestRenewalRacingEndLeavesItEnded(t *testing.T) {
 			"%d leave it on its user's list (PutSession returns it, MaxSessionsPerUser counts it)", rounds, resurrected, zombies)
 	}
 }
+
+// TestTouchPastIdleEndKeepsSessionEnded: a use checked just before a session's idle end, whose
+// touch reaches the store just after it, does not bring the ended session back; a touch before
+// the end moves it on.
+func TestTouchPastIdleEndKeepsSessionEnded(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
+	ctx := context.Background()
+	se := store.Session{Key: "idle-key", SID: "idle-sid", UserID: "idle-user", IDP: "local",
+		AuthTime: clk.Now(), Expires: clk.Now().Add(10 * time.Hour), Idle: clk.Now().Add(30 * time.Minute)}
+	if _, err := st.PutSession(ctx, se); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(29 * time.Minute)
+	if err := st.TouchSession(ctx, se.Key, clk.Now().Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	if _, err := st.Session(ctx, se.Key); err != nil {
+		t.Fatalf("a session touched 29 min into its 30 min idle limit, 2 min later: %v; want live", err)
+	}
+	clk.Advance(31 * time.Minute)
+	if err := st.TouchSession(ctx, se.Key, clk.Now().Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Session(ctx, se.Key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a session touched after its idle end: %v; want it ended (ErrNotFound)", err)
+	}
+}

@@ -302,9 +302,13 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 }
 
 // TouchSession moves the idle end of the live session whose cookie hashes to key on to idle,
-// never back.
+// never back. A session past its idle end stays ended: a use checked just before that end
+// does not bring it back.
 func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) error {
-	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key, "ended": bson.M{"$ne": true}}, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
+	now := s.now()
+	live := bson.M{"_id": key, "ended": bson.M{"$ne": true},
+		"$or": bson.A{bson.M{"idle": bson.M{"$exists": false}}, bson.M{"idle": bson.M{"$gt": now}}}}
+	if _, err := s.col(colSessions).UpdateOne(ctx, live, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
 		return fmt.Errorf("touch session: %w", err)
 	}
 	return nil
