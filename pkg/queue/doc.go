@@ -32,7 +32,9 @@
 // subject (a batch lookup reads all of its ids in one batch direct get) and says whether a
 // worker has received it yet. A stream written in the earlier layout (pushes on
 // ucs.push.mp.<ucsId>, chunks on ucs.push.batch.<block>) is converted at start by Migrate,
-// without losing a push.
+// without losing a push; KeepStream, which every front end runs, converts and configures it
+// again should a program of the earlier version, started during an upgrade, configure it as
+// that version did.
 //
 // # Beside it
 //

@@ -305,3 +305,55 @@ func TestEarlierFrontEndRefusedAfterMigration(t *testing.T) {
 		t.Fatalf("a push on its own subject: %v", err)
 	}
 }
+
+// TestKeepStreamUndoesAnEarlierStart: during an upgrade a program of the earlier version
+// starts (the autoscaler adds a worker) and configures the stream as that version did: its
+// subjects, no atomic batches, a 10-minute dedupe window, an age limit. An earlier front end
+// publishes a chunk meanwhile. KeepStream configures the stream again and moves the chunk's
+// pushes, and batches are stored again.
+func TestKeepStreamUndoesAnEarlierStart(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 24, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	// The earlier version's EnsureStream, at its start.
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{
+		Name: "S", Subjects: []string{"ucs.push.mp.>", "ucs.push.batch.>"}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, Replicas: 1, MaxBytes: 1 << 24, MaxAge: 168 * time.Hour, Discard: jetstream.DiscardNew,
+		AllowDirect: true, MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Duplicates: 10 * time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := newPushes("portal", 2)
+	publishChunk(t, js, "7", chunk)
+	p, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishBatch(ctx, newPushes("portal", 2), queue.PublishOptions{}); err == nil {
+		t.Fatal("a batch was stored in the earlier version's configuration, which has no atomic batches")
+	}
+
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { queue.KeepStream(kctx, js, c, 20*time.Millisecond, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	st, err := js.Stream(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the stream configured again", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.Config.AllowAtomicPublish && info.Config.MaxAge == 0 &&
+			info.Config.Duplicates == time.Hour && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == "ucs.push.mp.*.*"
+	})
+	requireMoved(t, st, chunk)
+	if n := legacyLeft(t, st); n != 0 {
+		t.Fatalf("%d messages left on the earlier subjects", n)
+	}
+	if err := p.PublishBatch(ctx, newPushes("portal", 2), queue.PublishOptions{}); err != nil {
+		t.Fatalf("a batch once the stream is configured again: %v", err)
+	}
+}

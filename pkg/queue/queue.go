@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -93,11 +95,20 @@ const DedupeWindow = 24 * time.Hour
 // queue: a message is removed once a worker acknowledges it, and until then it is on disk,
 // replicated. When the stream is full, new messages are refused, never old ones dropped.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	st, err := js.CreateOrUpdateStream(ctx, streamConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
+	}
+	return st, nil
+}
+
+// streamConfig is the push stream's configuration.
+func streamConfig(c Config) jetstream.StreamConfig {
 	dedupe := DedupeWindow
 	if c.MaxAge > 0 && c.MaxAge < dedupe {
 		dedupe = c.MaxAge
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "template message pushes accepted by the front end, awaiting delivery",
 		// Two tokens, client and ucsId: a front end of the earlier layout still running
@@ -122,11 +133,51 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 		MaxMsgsPerSubject:    1,
 		DiscardNewPerSubject: true,
 		Duplicates:           dedupe,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", c.Stream, err)
 	}
-	return st, nil
+}
+
+// KeepStreamEvery is how often KeepStream checks the push stream's configuration.
+const KeepStreamEvery = 15 * time.Second
+
+// KeepStream checks the push stream's configuration every interval until ctx ends, and
+// converts and configures the stream again (Migrate, EnsureStream) when it finds the layout
+// changed. A program of the earlier version that starts during an upgrade (a worker the
+// autoscaler adds, a pod restarted) configures the stream as that version did, at its start:
+// the earlier subjects, no atomic batches (every batch would be refused), a 10-minute dedupe
+// window and an age limit that drops waiting pushes. Only what the earlier version sets
+// differently is compared; the byte bound, which a migration under way lifts, is not.
+func KeepStream(ctx context.Context, js jetstream.JetStream, c Config, interval time.Duration, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	want := streamConfig(c)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := js.Stream(ctx, c.Stream)
+		if err != nil {
+			continue // NATS unreachable, or the stream gone: the next look, or the next start
+		}
+		got := st.CachedInfo().Config
+		if slices.Equal(got.Subjects, want.Subjects) && got.AllowAtomicPublish == want.AllowAtomicPublish &&
+			got.Duplicates == want.Duplicates && got.MaxAge == want.MaxAge {
+			continue
+		}
+		log.Warn("the push stream's configuration was changed, by a program of an earlier version perhaps; configuring it again",
+			"stream", c.Stream, "subjects", got.Subjects, "allow_atomic", got.AllowAtomicPublish, "duplicates", got.Duplicates, "max_age", got.MaxAge)
+		if _, err := Migrate(ctx, js, c, log); err != nil {
+			log.Error("converting the push stream again failed", "stream", c.Stream, "err", err)
+			continue
+		}
+		if _, err := EnsureStream(ctx, js, c); err != nil {
+			log.Error("configuring the push stream again failed", "stream", c.Stream, "err", err)
+		}
+	}
 }
 
 // EnsureConsumer creates the durable pull consumer every worker shares, or updates it.
