@@ -157,6 +157,35 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 	return true, 0, nil
 }
 
+// TakeN takes n tokens at once from key's shared bucket, or none, and without them says how
+// long until n are there. It keeps no lease: each call is a round trip to the shared bucket,
+// for costs that come in uneven amounts (the bytes of a record) rather than one a request. A
+// key is used with Take or with TakeN, not both; n above r.Burst is an error.
+func (t *TokenBuckets) TakeN(ctx context.Context, key string, n int, r Rate) (ok bool, wait time.Duration, err error) {
+	if n > r.Burst {
+		return false, 0, fmt.Errorf("token bucket %s: %d tokens asked at once, it holds %d", key, n, r.Burst)
+	}
+	_, err = t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		now := t.now() // read at each try, as in Take
+		st := full(r, now)
+		if old != nil {
+			if err := json.Unmarshal(old, &st); err != nil {
+				return nil, fmt.Errorf("token bucket %s: %w", key, err)
+			}
+		}
+		next, got, w := st.take(now, r, n)
+		ok, wait = got == n, w
+		if !ok && next.At >= st.At {
+			return nil, errNothingTaken
+		}
+		return json.Marshal(next)
+	})
+	if err != nil && !errors.Is(err, errNothingTaken) {
+		return false, 0, err
+	}
+	return ok, wait, nil
+}
+
 // errNothingTaken ends an update of an empty bucket without a write.
 var errNothingTaken = errors.New("no token taken")
 

@@ -122,3 +122,40 @@ func TestTokenBucketsBounded(t *testing.T) {
 		t.Fatal("a dropped lease let a token through that the shared bucket does not have")
 	}
 }
+
+// TestTokenBucketsTakeN: TakeN takes all of n tokens or none, across replicas, says how long
+// until n are back, and refuses more than the burst.
+func TestTokenBucketsTakeN(t *testing.T) {
+	ctx := context.Background()
+	kv := counters(t, "shares")
+	clk := clocktest.New(time.Date(2025, 9, 1, 8, 0, 0, 0, time.UTC))
+	a := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
+	b := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
+	r := natskv.Rate{PerSecond: 10, Burst: 1000}
+	for i, tc := range []struct {
+		tb     *natskv.TokenBuckets
+		n      int
+		ok     bool
+		wait   time.Duration
+		before time.Duration
+	}{
+		{a, 600, true, 0, 0},
+		{b, 300, true, 0, 0},
+		{a, 200, false, 10 * time.Second, 0}, // 100 left: 100 more come in 10 s
+		{b, 100, true, 0, 0},
+		{a, 50, true, 0, 5 * time.Second},
+		{b, 1, false, 100 * time.Millisecond, 0},
+	} {
+		clk.Advance(tc.before)
+		ok, wait, err := tc.tb.TakeN(ctx, "client", tc.n, r)
+		if err != nil || ok != tc.ok || wait != tc.wait {
+			t.Fatalf("take %d: %d tokens: ok %v, wait %v, %v; want ok %v, wait %v", i, tc.n, ok, wait, err, tc.ok, tc.wait)
+		}
+	}
+	if ok, _, err := a.TakeN(ctx, "other", 1001, r); ok || err == nil {
+		t.Fatalf("more than the burst at once: ok %v, %v; want an error", ok, err)
+	}
+	if ok, _, err := a.TakeN(ctx, "other", 1000, r); !ok || err != nil {
+		t.Fatalf("another key's whole burst: ok %v, %v", ok, err)
+	}
+}

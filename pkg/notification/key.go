@@ -45,6 +45,7 @@ type keyRecord struct {
 // keyed is a request carrying an Idempotency-Key.
 type keyed struct {
 	s      *Service
+	client string
 	key    string // the record's key: the client and its key, hashed
 	hash   string
 	replay *keyRecord // the key's record, when it has one to answer from
@@ -81,7 +82,7 @@ func (s *Service) keyOf(ctx context.Context, client string, k Key) (*keyed, erro
 func (s *Service) newKeyed(client string, k Key) *keyed {
 	sum := sha256.Sum256([]byte(client + "\x00" + k.Name))
 	bh := sha256.Sum256(k.Body)
-	return &keyed{s: s, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
+	return &keyed{s: s, client: client, key: hex.EncodeToString(sum[:]), hash: hex.EncodeToString(bh[:])}
 }
 
 // StoredPush returns the ucsId under which an earlier single push with client's key k and the
@@ -168,6 +169,16 @@ func (r *keyed) takeOver(ctx context.Context, rec keyRecord, rev uint64) error {
 func (r *keyed) claim(ctx context.Context, ids []string) error {
 	now := r.s.cfg.Now()
 	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: published(ids), Batch: r.batch})
+	if share := r.s.cfg.KeyShare; share != nil {
+		// The record's room in the bucket: its key and value, and the stored message's subject
+		// and framing.
+		switch ok, wait, err := share(ctx, r.client, len(b)+len(r.key)+recordFraming); {
+		case err != nil:
+			return fmt.Errorf("%w: Idempotency-Key shares: %w", ErrQueueUnavailable, err)
+		case !ok:
+			return &KeyShareUsedError{Wait: wait}
+		}
+	}
 	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
@@ -180,6 +191,19 @@ func (r *keyed) claim(ctx context.Context, ids []string) error {
 	r.replay = &keyRecord{Hash: r.hash, IDs: ids, Batch: r.batch}
 	r.owner, r.rev, r.took = true, rev, now // took: as the record says, for every front end
 	return nil
+}
+
+// recordFraming is what a record takes in the bucket beside its key and value: the subject's
+// prefix ($KV.<bucket>.) and the stored message's header and checksum, rounded up.
+const recordFraming = 64
+
+// KeyShareUsedError is the error of a request whose client has used up its share of the
+// Idempotency-Key records (Config.KeyShare): its new key takes no record, and nothing is
+// accepted. The share comes back at a steady rate: by Wait, there is room for this request.
+type KeyShareUsedError struct{ Wait time.Duration }
+
+func (e *KeyShareUsedError) Error() string {
+	return "this client's share of the Idempotency-Key records is used up for " + e.Wait.Round(time.Second).String()
 }
 
 // published lists the items a request publishes: those given a ucsId.

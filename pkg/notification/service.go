@@ -76,6 +76,10 @@ type Config struct {
 	KeepEvent func(ctx context.Context, key string, event []byte) error
 	// Records keeps Idempotency-Key records; nil refuses keys (ErrKeysUnsupported).
 	Records Records
+	// KeyShare, when set, takes the room a new Idempotency-Key's record needs, in bytes, from
+	// its client's share of the records, so that no client can fill them for the others;
+	// without room it says how long until there is (a *KeyShareUsedError for the request).
+	KeyShare func(ctx context.Context, client string, bytes int) (ok bool, wait time.Duration, err error)
 	// ResultCache bounds the final results kept in memory. Default 100,000 (about 25 MB).
 	ResultCache int
 	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their

@@ -484,53 +484,78 @@ func TestBatchBodiesShareARoom(t *testing.T) {
 }
 
 // TestKeyRecordsBounded: the Idempotency-Key records are bounded, to a quarter of
-// nats.max_bytes. Once they are nearly full, a batch under a new key is refused with 503 before
-// anything is published, rather than the bucket growing; the requests that took a key still
-// record their answers, in the room kept for that, so that their retries are answered from
-// their records; a request without a key is served as before.
+// nats.max_bytes, and each client to a share of them. A client that used up its share is
+// refused a new key with 503 before anything is published, while another client still takes
+// new keys; once the records are nearly full, every new key is refused the same way, rather than
+// the bucket growing. The requests that took a key are answered from their records on retry,
+// and a request without a key is served as before.
 func TestKeyRecordsBounded(t *testing.T) {
 	e := newEnvWith(t, func(c *config.Config) { c.NATS.MaxBytes = 1 << 20 })
-	tok := e.token("pusher", pushSecret)
+	tok, otherTok := e.token("pusher", pushSecret), e.token("other", pushSecret)
 	st := e.limitStream(-1)
 	sc := st.CachedInfo().Config
 	sc.MaxBytes = -1 // the pushes fit; the key records are what fills
 	if _, err := e.js.UpdateStream(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
-	items := goodItems(1000)
-	body := batchBody(items...)
+	body := batchBody(goodItems(1000)...)
+	batch := func(tok, key string) answer {
+		return e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": key})
+	}
 	var first []answer
-	keysFull := false
-	for i := 0; i < 40 && !keysFull; i++ {
-		a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("full-%d", i)})
-		keysFull = strings.Contains(string(a.body), "records of keys are full")
+	shareUsed := false
+	for i := 0; i < 10 && !shareUsed; i++ {
+		a := batch(tok, fmt.Sprintf("share-%d", i))
+		shareUsed = strings.Contains(string(a.body), "this client's share of the records of keys is used up")
 		switch {
-		case keysFull && (a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30"):
-			t.Errorf("refused for full key records: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
-		case !keysFull && a.status != http.StatusOK:
+		case shareUsed && (a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == ""):
+			t.Errorf("refused for a used-up share: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
+		case !shareUsed && a.status != http.StatusOK:
 			t.Fatalf("batch %d: %d %.200s", i, a.status, a.body)
-		case !keysFull:
+		case !shareUsed:
 			first = append(first, a)
 		}
 	}
+	stored := e.streamPushes()
+	if !shareUsed || len(first) == 0 || stored != 1000*len(first) {
+		t.Fatalf("10 batches of 1,000 under fresh keys from one client: %d taken, share used up: %v; %d pushes stored", len(first), shareUsed, stored)
+	}
+	if a := batch(otherTok, "other-0"); a.status != http.StatusOK {
+		t.Fatalf("another client's batch under a new key, the first client's share used up: %d %.200s", a.status, a.body)
+	}
+
+	// Every client's new key is refused once the records are nearly full.
 	ctx := context.Background()
 	kv, err := e.js.KeyValue(ctx, service.IdempotencyBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, err := kv.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
+	bound := service.KeyRecordBytes(e.cfg)
+	filler := []byte(strings.Repeat("x", 900))
+	for i := 0; ; i++ {
+		status, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(status.Bytes()) >= bound-2_000 {
+			break
+		}
+		if _, err := kv.Put(ctx, fmt.Sprintf("filler-%d", i), filler); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if bound := service.KeyRecordBytes(e.cfg); !keysFull || int64(status.Bytes()) > bound {
-		t.Fatalf("40 batches of 1,000 under fresh keys: the key records hold %d bytes in %d records (bound %d), refused for it: %v",
-			status.Bytes(), status.Values(), bound, keysFull)
+	if a := batch(otherTok, "other-1"); a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "30" ||
+		!strings.Contains(string(a.body), "records of keys are full") {
+		t.Errorf("a new key with the records full: %d, Retry-After %q %.200s", a.status, a.header.Get("Retry-After"), a.body)
 	}
-	stored := e.streamPushes()
+	if status, err := kv.Status(ctx); err != nil || int64(status.Bytes()) > bound {
+		t.Fatalf("the key records: %v, %v; bound %d", status, err, bound)
+	}
+	stored = e.streamPushes()
 	for i, a := range first {
-		again := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, map[string]string{"Idempotency-Key": fmt.Sprintf("full-%d", i)})
+		again := batch(tok, fmt.Sprintf("share-%d", i))
 		if again.status != http.StatusOK || fmt.Sprint(again.batch(t)) != fmt.Sprint(a.batch(t)) {
-			t.Fatalf("the retry of key full-%d with the records full: %d %.200s", i, again.status, again.body)
+			t.Fatalf("the retry of key share-%d with the records full: %d %.200s", i, again.status, again.body)
 		}
 	}
 	plain := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(0), nil)

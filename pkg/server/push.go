@@ -3,7 +3,9 @@ package server
 import (
 	"errors"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,7 +73,11 @@ func (s *Server) push(c echo.Context) error {
 // that maps its errors to the envelope's codes and the HTTP statuses. An error it does not
 // name is an internal error.
 func notificationError(err error) error {
+	var share *notification.KeyShareUsedError
 	switch {
+	case errors.As(err, &share):
+		return &Error{Code: CodeUnavailable, Message: "Idempotency-Key: this client's share of the records of keys is used up; try again later, or without a key",
+			Header: http.Header{"Retry-After": {strconv.Itoa(max(1, int(math.Ceil(share.Wait.Seconds()))))}}}
 	case errors.Is(err, notification.ErrQueueFull):
 		return &Error{Code: CodeUnavailable, Message: "the push queue is full; try again later", Internal: err,
 			Header: http.Header{"Retry-After": {"30"}}}

@@ -256,6 +256,8 @@ const (
 	// IdempotencyBucket holds the records of Idempotency-Keys for 24 hours, KeyRecordBytes of
 	// them at most.
 	IdempotencyBucket = "ucs_idempotency"
+	// KeySharesBucket holds each client's share of the Idempotency-Key records (KeyShare).
+	KeySharesBucket = "ucs_key_shares"
 	// CallbackNoncesBucket holds the (timestamp, nonce) pairs of the platform's callbacks, each
 	// accepted once by whichever front end takes it first.
 	CallbackNoncesBucket = "ucs_callback_nonces"
@@ -263,10 +265,25 @@ const (
 
 // KeyRecordBytes bounds the Idempotency-Key records: a quarter of the push stream's
 // nats.max_bytes (2 GiB by default, the records of about eight million keyed pushes). A request
-// is refused with its key only when the records are full: 503, nothing accepted, until the
-// oldest records expire. Forgetting a record early instead would let a retry take the key
-// afresh and get ucsIds the stream's dedupe never stored.
+// is refused with its key when the records are full, or its client's share of them (KeyShare)
+// is used up: 503, nothing accepted, until the oldest records expire or the share has room.
+// Forgetting a record early instead would let a retry take the key afresh and get ucsIds the
+// stream's dedupe never stored.
 func KeyRecordBytes(cfg *config.Config) int64 { return cfg.NATS.MaxBytes / 4 }
+
+// KeyShare is each client's share of the Idempotency-Key records, a token bucket of bytes: an
+// eighth of KeyRecordBytes at once, refilled at that much a day (the records' lifetime), so
+// that one client's live records take at most a quarter of the bucket and a client that
+// fills its share keeps no other client from a new key. It is at least minKeyShare, whatever
+// nats.max_bytes.
+func KeyShare(cfg *config.Config) natskv.Rate {
+	share := max(KeyRecordBytes(cfg)/8, minKeyShare)
+	return natskv.Rate{PerSecond: float64(share) / notification.KeyTTL.Seconds(), Burst: int(share)}
+}
+
+// minKeyShare is the least share of a client: the records of two batches of 1,000 (a claim
+// of one is about 33 KB).
+const minKeyShare = 96 << 10
 
 // NewAPI connects to NATS and MongoDB, loads or creates the signing key, loads the bindings of
 // the configuration into the store, and builds the server.
@@ -374,6 +391,13 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A share's state must outlive the records it counts, or an idle day would not be needed
+	// to refill it.
+	shareKV, err := natskv.OpenCounters(ctx, a.conn.js, KeySharesBucket, notification.KeyTTL, cfg.NATS.Replicas)
+	if err != nil {
+		return err
+	}
+	shares, shareRate := natskv.NewTokenBuckets(shareKV, natskv.TokenBucketsConfig{Now: d.Now}), KeyShare(cfg)
 	pause, err := sending.OpenPause(ctx, a.conn.js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
@@ -410,6 +434,10 @@ func (a *API) build(ctx context.Context) error {
 	a.Notify, err = notification.New(notification.Config{
 		Publisher: publisher, Waiting: waiting, Store: a.Store, Events: a.writer,
 		KeepEvent: events.Keep, Records: records, Paused: pause.Paused,
+		KeyShare: func(ctx context.Context, client string, bytes int) (bool, time.Duration, error) {
+			sum := sha256.Sum256([]byte(client)) // a client id may hold what a key may not
+			return shares.TakeN(ctx, "share."+hex.EncodeToString(sum[:16]), bytes, shareRate)
+		},
 		Announce: announce.NewFinals(a.conn.nc).Announce,
 		Accepted: func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
 		Final:    act.Final, Sent: act.Sent, ReceiptUnknown: a.Metrics.ReceiptUnknown,
