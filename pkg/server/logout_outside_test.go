@@ -141,7 +141,7 @@ func TestCodeExchangeRacingLogout(t *testing.T) {
 	var armed atomic.Bool
 	reached, release := make(chan struct{}), make(chan struct{})
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName == "update" && ev.Command.Lookup("update").StringValue() == "sso_sessions" &&
+		if ev.CommandName == "findAndModify" && ev.Command.Lookup("findAndModify").StringValue() == "sso_sessions" &&
 			strings.Contains(ev.Command.String(), "$addToSet") && armed.CompareAndSwap(true, false) {
 			close(reached)
 			<-release // the exchange's AddSessionClient waits here, before it reaches the store

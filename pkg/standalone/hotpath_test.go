@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"go.mongodb.org/mongo-driver/bson"
-	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -21,98 +17,21 @@ import (
 	"github.com/campus-it/ucs/pkg/standalone"
 )
 
-// command is one command the MongoDB driver sent.
-type command struct {
-	name, collection string
-	body             bson.Raw
-}
-
-// recorder keeps the commands the driver sends while it is on.
-type recorder struct {
-	mu   sync.Mutex
-	on   bool
-	cmds []command
-}
-
-func (r *recorder) monitor() *event.CommandMonitor {
-	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if !r.on || e.DatabaseName == "admin" {
-			return
-		}
-		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
-		if e.CommandName == "find" && coll == "clients" {
-			// The registered clients are read whole at a front end's start and every
-			// oauth.ClientsReload in the background, never for a request, and they are tens of
-			// records: not a hot path, and not at a time the test can foresee.
-			return
-		}
-		r.cmds = append(r.cmds, command{name: e.CommandName, collection: coll, body: append(bson.Raw(nil), e.Command...)})
-	}}
-}
-
-func (r *recorder) set(on bool) { r.mu.Lock(); r.on = on; r.mu.Unlock() }
-
-func (r *recorder) take() []command {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.cmds
-	r.cmds = nil
-	return c
-}
-
-// filters returns the filters of a command that reads, changes or deletes documents, and
-// whether the command is one of those.
-func filters(c command) ([]bson.RawValue, bool) {
-	switch c.name {
-	case "find", "count", "distinct":
-		return []bson.RawValue{c.body.Lookup("filter")}, true
-	case "findAndModify":
-		return []bson.RawValue{c.body.Lookup("query")}, true
-	case "update", "delete":
-		field := map[string]string{"update": "updates", "delete": "deletes"}[c.name]
-		arr, ok := c.body.Lookup(field).ArrayOK()
-		if !ok {
-			return []bson.RawValue{{}}, true // no statements to read: counted as a violation
-		}
-		vals, _ := arr.Values()
-		var out []bson.RawValue
-		for _, v := range vals {
-			out = append(out, v.Document().Lookup("q"))
-		}
-		return out, true
-	case "aggregate", "mapReduce":
-		return []bson.RawValue{{}}, true // never by primary key
-	}
-	return nil, false
-}
-
-// byID reports whether a filter is exactly {_id: <string or ObjectID>}: the one filter the
-// embedded FerretDB answers from an index.
-func byID(f bson.RawValue) bool {
-	doc, ok := f.DocumentOK()
-	if !ok {
-		return false
-	}
-	elems, err := doc.Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != "_id" {
-		return false
-	}
-	t := elems[0].Value().Type
-	return t == bson.TypeString || t == bson.TypeObjectID
-}
-
 // TestHotPathsReadByID records every command the MongoDB driver sends while the service
 // accepts pushes, delivers them (with retries and redeliveries), takes the platform's receipts
 // and an unsubscribe, checks bearer tokens, looks up bindings and answers lookups of queued,
 // retrying and finished pushes, and fails on any read, update or delete whose filter is not a
 // single _id equality, and on any command at all while pushes are accepted.
 func TestHotPathsReadByID(t *testing.T) {
-	rec := &recorder{}
+	rec := &embeddedtest.Commands{Skip: func(c embeddedtest.Command) bool {
+		// The registered clients are read whole at a front end's start and every
+		// oauth.ClientsReload in the background, never for a request, and they are tens of
+		// records: not a hot path, and not at a time the test can foresee.
+		return c.Name == "find" && c.Collection == "clients"
+	}}
 	dir := t.TempDir()
 	s, err := standalone.Start(context.Background(), standalone.Options{
-		DataDir: dir, Listen: "127.0.0.1:0", Workers: 0, MongoMonitor: rec.monitor(),
+		DataDir: dir, Listen: "127.0.0.1:0", Workers: 0, MongoMonitor: rec.Monitor(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +50,7 @@ func TestHotPathsReadByID(t *testing.T) {
 	}
 
 	// Accept: no command at all.
-	rec.set(true)
+	rec.Record(true)
 	var ids []string
 	for _, b := range []string{body, body, body, leaving, unbound} {
 		st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, b)
@@ -140,8 +59,8 @@ func TestHotPathsReadByID(t *testing.T) {
 		}
 		ids = append(ids, m["data"].(map[string]any)["ucsId"].(string))
 	}
-	if cmds := rec.take(); len(cmds) != 0 {
-		t.Fatalf("accepting pushes sent %d commands to the store, the first %s on %s", len(cmds), cmds[0].name, cmds[0].collection)
+	if cmds := rec.Take(); len(cmds) != 0 {
+		t.Fatalf("accepting pushes sent %d commands to the store, the first %s on %s", len(cmds), cmds[0].Name, cmds[0].Collection)
 	}
 	result := func(id string) map[string]any { return lookup(t, base, tok, id) }
 	// Queued, with no worker running: answered by the queue alone.
@@ -150,18 +69,18 @@ func TestHotPathsReadByID(t *testing.T) {
 			t.Fatalf("queued: %v", r)
 		}
 	}
-	reads := func(cmds []command) int {
+	reads := func(cmds []embeddedtest.Command) int {
 		n := 0
 		for _, c := range cmds {
-			if _, ok := filters(c); ok {
+			if _, ok := c.Filters(); ok {
 				n++
 			}
 		}
 		return n
 	}
-	rec.take()
+	rec.Take()
 	result(ids[0])
-	if n := reads(rec.take()); n != 0 {
+	if n := reads(rec.Take()); n != 0 {
 		t.Fatalf("the lookup of a push no worker has received made %d store reads, want none", n)
 	}
 
@@ -181,7 +100,7 @@ func TestHotPathsReadByID(t *testing.T) {
 	s.Sim.SetFaults(simulator.Faults{BusyRate: 1})
 	cfg := workerConfig(t, dir)
 	cfg.Worker.BackoffInitial, cfg.Worker.BackoffMax = config.Duration(100*time.Millisecond), config.Duration(300*time.Millisecond)
-	w, err := service.NewWorker(ctx, cfg, service.Deps{MongoMonitor: rec.monitor()})
+	w, err := service.NewWorker(ctx, cfg, service.Deps{MongoMonitor: rec.Monitor()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,19 +128,19 @@ func TestHotPathsReadByID(t *testing.T) {
 	}
 	embeddedtest.Eventually(t, 20*time.Second, "the unbound push fails", func() bool { return result(ids[4])["state"] == "failed" })
 
-	cmds := rec.take()
+	cmds := rec.Take()
 
 	// A final result costs two store reads at most: none in the front end that took its receipt
 	// (or heard of it); in a front end that did not, its sent record and then its receipt's
 	// final result, and none after that. (A ucsId the store has no record of costs one.)
-	other, err := service.NewAPI(ctx, s.Config, service.Deps{MongoMonitor: rec.monitor()})
+	other, err := service.NewAPI(ctx, s.Config, service.Deps{MongoMonitor: rec.Monitor()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
 	srv := httptest.NewServer(other.Server)
 	defer srv.Close()
-	cmds = append(cmds, rec.take()...)
+	cmds = append(cmds, rec.Take()...)
 	for _, front := range []struct {
 		url  string
 		want int
@@ -229,7 +148,7 @@ func TestHotPathsReadByID(t *testing.T) {
 		if st, m := call(t, "GET", front.url+"/v1/infra/notification/mp/"+ids[1], "", tok, ""); st != 200 || m["data"].(map[string]any)["state"] != "delivered" {
 			t.Fatalf("lookup: %d %v", st, m)
 		}
-		got := rec.take()
+		got := rec.Take()
 		if n := reads(got); n != front.want {
 			t.Fatalf("a delivered push's lookup made %d store reads, want %d", n, front.want)
 		}
@@ -247,7 +166,7 @@ func TestHotPathsReadByID(t *testing.T) {
 		len(m["data"].(map[string]any)["results"].([]any)) != len(unknown) {
 		t.Fatalf("batch lookup of unknown ucsIds: %d %v", st, m)
 	}
-	got := rec.take()
+	got := rec.Take()
 	if n := reads(got); n != len(unknown) {
 		t.Fatalf("a batch lookup of %d unknown ucsIds made %d store reads, want one each", len(unknown), n)
 	}
@@ -255,16 +174,16 @@ func TestHotPathsReadByID(t *testing.T) {
 
 	seen := map[string]int{}
 	for _, c := range cmds {
-		fs, reads := filters(c)
+		fs, reads := c.Filters()
 		if !reads {
 			continue
 		}
 		for _, f := range fs {
-			if !byID(f) {
-				t.Errorf("%s on %s with filter %s: not a single _id equality", c.name, c.collection, f)
+			if !embeddedtest.ByID(f) {
+				t.Errorf("%s on %s with filter %s: not a single _id equality", c.Name, c.Collection, f)
 			}
 		}
-		seen[c.name+" "+c.collection]++
+		seen[c.Name+" "+c.Collection]++
 	}
 	// The run went through every path the test means to check. A receipt reads push_msgids only
 	// when the worker's announcement of the sent message was missed, which a healthy run never

@@ -154,3 +154,56 @@ func TestTouchPastIdleEndKeepsSessionEnded(t *testing.T) {
 		t.Fatalf("a session touched after its idle end: %v; want it ended (ErrNotFound)", err)
 	}
 }
+
+// TestSessionUsesWriteByID: the session writes of every refresh, code exchange and
+// authorization (a touch of its idle end, a client recorded) filter by _id alone, the one
+// filter the embedded FerretDB answers from its index: any other scans every session stored.
+func TestSessionUsesWriteByID(t *testing.T) {
+	clk := clocktest.New(at(0))
+	cmds := &embeddedtest.Commands{}
+	st := embeddedtest.StoreWith(t, store.Options{Now: clk.Now, Monitor: cmds.Monitor()})
+	ctx := context.Background()
+	se := store.Session{Key: "use-key", SID: "use-sid", UserID: "use-user", IDP: "local",
+		AuthTime: clk.Now(), Expires: clk.Now().Add(10 * time.Hour), Idle: clk.Now().Add(30 * time.Minute)}
+	if _, err := st.PutSession(ctx, se); err != nil {
+		t.Fatal(err)
+	}
+	cmds.Record(true)
+	if err := st.TouchSession(ctx, se.Key, clk.Now().Add(40*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddSessionClient(ctx, se.Key, "portal"); err != nil {
+		t.Fatal(err)
+	}
+	got := cmds.Take()
+	writes := 0
+	for _, c := range got {
+		fs, ok := c.Filters()
+		if !ok {
+			continue
+		}
+		for _, f := range fs {
+			if !embeddedtest.ByID(f) {
+				t.Errorf("%s on %s with filter %s: not a single _id equality", c.Name, c.Collection, f)
+			}
+		}
+		if c.Name != "find" {
+			writes++
+		}
+	}
+	if writes != 2 {
+		t.Fatalf("a touch and a client recorded made %d writes, want 2: %v", writes, got)
+	}
+	if _, err := st.EndSession(ctx, se); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddSessionClient(ctx, se.Key, "kiosk"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a client recorded in an ended session: %v, want ErrNotFound", err)
+	}
+	if err := st.TouchSession(ctx, se.Key, clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Session(ctx, se.Key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an ended session touched: %v, want it ended", err)
+	}
+}

@@ -303,12 +303,17 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 
 // TouchSession moves the idle end of the live session whose cookie hashes to key on to idle,
 // never back. A session past its idle end stays ended: a use checked just before that end
-// does not bring it back.
+// does not bring it back. Like every write of a session, it is by _id alone, which the
+// embedded store answers from its index (DESIGN.md, FerretDB).
 func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) error {
-	now := s.now()
-	live := bson.M{"_id": key, "ended": bson.M{"$ne": true},
-		"$or": bson.A{bson.M{"idle": bson.M{"$exists": false}}, bson.M{"idle": bson.M{"$gt": now}}}}
-	if _, err := s.col(colSessions).UpdateOne(ctx, live, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
+	defer s.sessions.lock(key)()
+	if _, err := s.Session(ctx, key); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
 		return fmt.Errorf("touch session: %w", err)
 	}
 	return nil
@@ -316,14 +321,18 @@ func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) er
 
 // AddSessionClient records that clientID received tokens in the session whose cookie hashes to
 // key (once, however often it is called); ErrNotFound when the session has ended. Either the
-// client is recorded before the session ends, and EndSession's answer names it, or it is not
-// recorded at all.
+// client is recorded before the session ends, and EndSession's answer names it, or the session
+// had ended when it was recorded, and the answer is ErrNotFound: each is one atomic update of
+// the session's document.
 func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) error {
-	res, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key, "ended": bson.M{"$ne": true}}, bson.M{"$addToSet": bson.M{"clients": clientID}})
-	if err != nil {
+	var before Session
+	err := s.col(colSessions).FindOneAndUpdate(ctx, bson.M{"_id": key}, bson.M{"$addToSet": bson.M{"clients": clientID}}).Decode(&before)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return ErrNotFound
+	case err != nil:
 		return fmt.Errorf("record the session's client: %w", err)
-	}
-	if res.MatchedCount == 0 {
+	case before.Ended:
 		return ErrNotFound
 	}
 	return nil

@@ -78,11 +78,18 @@ func FerretDB(t testing.TB) *embedded.FerretDB {
 // Store starts FerretDB and opens a store on a database named after the test.
 func Store(t testing.TB, now func() time.Time) *store.Store {
 	t.Helper()
+	return StoreWith(t, store.Options{Now: now})
+}
+
+// StoreWith is Store with the options o (its URI and Database are the test's).
+func StoreWith(t testing.TB, o store.Options) *store.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := FerretDB(t)
 	db := DBName(t)
-	st, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db, Now: now})
+	o.URI, o.Database = f.URI(), db
+	st, err := store.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
