@@ -153,8 +153,8 @@ type OAuth struct {
 	SessionTTL Duration `yaml:"session_ttl"`
 	// RefreshTokenTTL is the lifetime of a refresh token (refresh_expires_in), never beyond its
 	// session, and the sign-in session's idle limit (Keycloak's SSO Session Idle): a session
-	// unused that long ends (a new one lasts at least the 10 minutes a sign-in may take to its
-	// consent). Default 1800s; 60s to session_ttl.
+	// unused that long ends (not while its consent page waits for an answer, up to the sign-in
+	// request's 10 minutes). Default 1800s; 60s to session_ttl.
 	RefreshTokenTTL Duration `yaml:"refresh_token_ttl"`
 	// IdentityProviders are where users sign in.
 	IdentityProviders IdentityProviders `yaml:"identity_providers"`

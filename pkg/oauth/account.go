@@ -184,8 +184,24 @@ func (s *Service) IdleEnd(se store.Session) time.Time {
 
 // Touch records a use of session se: its idle end moves on (IdleEnd). A store that cannot
 // take it leaves the session to end sooner, never later.
-func (s *Service) Touch(ctx context.Context, se store.Session) {
-	if err := s.Store.TouchSession(ctx, se.Key, s.IdleEnd(se)); err != nil {
+func (s *Service) Touch(ctx context.Context, se store.Session) { s.touch(ctx, se, s.IdleEnd(se)) }
+
+// Hold keeps session se from ending idle before until, the end of a sign-in request it is
+// answering (the user reads the consent page), or IdleEnd if that is later; never past its
+// expiry.
+func (s *Service) Hold(ctx context.Context, se store.Session, until time.Time) {
+	idle := s.IdleEnd(se)
+	if until.After(idle) {
+		idle = until
+		if se.Expires.Before(idle) {
+			idle = se.Expires
+		}
+	}
+	s.touch(ctx, se, idle)
+}
+
+func (s *Service) touch(ctx context.Context, se store.Session, idle time.Time) {
+	if err := s.Store.TouchSession(ctx, se.Key, idle); err != nil {
 		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)
 	}
 }

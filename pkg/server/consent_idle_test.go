@@ -39,3 +39,50 @@ func TestConsentReadLongerThanTheIdleLimit(t *testing.T) {
 		t.Fatalf("consent given 2 minutes after signing in (sign-in request valid 10 minutes) was refused: %d %s", answer.status, body)
 	}
 }
+
+// shortIdle sets refresh_token_ttl (the session's idle limit) to its documented lower bound.
+func shortIdle(c *config.Config) { c.OAuth.RefreshTokenTTL = config.Duration(60 * time.Second) }
+
+// TestConsentInSignedInSessionOutlivesIdle: a user signed in 30 s ago is asked by an
+// application for consent and reads the consent page for two minutes, within the sign-in
+// request's 10 minutes, with refresh_token_ttl at its lower bound (60s): the consent is taken,
+// as for a new session, since the session does not end idle while the consent may come.
+func TestConsentInSignedInSessionOutlivesIdle(t *testing.T) {
+	e := newSignInEnvWith(t, nil, shortIdle)
+	b := browser(t)
+	e.signedIn(t, b)
+	e.clock.Advance(30 * time.Second) // the user signed in to the account page 30 s ago
+	consent := get(t, b, e.authURL("portal", "st"))
+	if consent.status != 200 || !strings.Contains(consent.body, `name="accept"`) {
+		t.Fatalf("consent page for a signed-in browser: %d %s", consent.status, consent.body)
+	}
+	e.clock.Advance(2 * time.Minute) // the user reads what the application asks for
+	answer := submit(t, b, consent, url.Values{"accept": {"yes"}})
+	if answer.status != http.StatusFound || !strings.HasPrefix(answer.location, rpRedirect) {
+		body := answer.body
+		if i := strings.Index(body, "<main"); i >= 0 {
+			body = body[i:min(len(body), i+300)]
+		}
+		t.Fatalf("consent given 2 minutes after the authorization request arrived (request valid 10 minutes), in a signed-in browser, was refused: %d %s", answer.status, body)
+	}
+}
+
+// TestCodeOfAnsweredAuthorizationExchanges: answering an authorization (the code, after the
+// consent) is a use of the session. A user signs in, reads the consent page for 9 min 50 s (the
+// request allows 10) and consents; the application exchanges the code 30 s later, within the
+// code's 60 s, and gets its tokens, with refresh_token_ttl at its lower bound (60s).
+func TestCodeOfAnsweredAuthorizationExchanges(t *testing.T) {
+	e := newSignInEnvWith(t, nil, shortIdle)
+	b := browser(t)
+	login := get(t, b, e.authURL("portal", "st"))
+	consent := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+	if consent.status != 200 || !strings.Contains(consent.body, `name="accept"`) {
+		t.Fatalf("consent page: %d %s", consent.status, consent.body)
+	}
+	e.clock.Advance(9*time.Minute + 50*time.Second)
+	code := callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}})).Get("code")
+	e.clock.Advance(30 * time.Second)
+	if _, errc := e.exchange(t, "portal", code); errc != "" {
+		t.Fatalf("a code issued 30 s ago, in answer to the consent just given, was refused: %s (the session ended idle 10 minutes after the sign-in although the authorization it answered is a use)", errc)
+	}
+}

@@ -181,9 +181,7 @@ func (s *Server) authorize(c echo.Context) error {
 	}
 	switch {
 	case signedIn && !oauth.PromptHas(ar.Prompt, "login"):
-		// Signed in already: a second authorization in the same session skips the login, and
-		// is a use of it.
-		s.cfg.OAuth.Touch(ctx, se)
+		// Signed in already: a second authorization in the same session skips the login.
 		return s.afterLogin(c, ar, se)
 	case ar.Prompt == "none":
 		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user is not signed in and prompt=none forbids asking")
@@ -492,15 +490,7 @@ func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Ti
 		AuthTime: authTime, Expires: now.Add(s.cfg.SignIn.SessionTTL), At: now,
 		Address: c.RealIP(), Agent: userAgent(c.Request().UserAgent()),
 	}
-	// The session is not used again before its consent, which may come as late as the sign-in
-	// request allows: it does not end idle before then.
 	se.Idle = s.cfg.OAuth.IdleEnd(se)
-	if consentBy := now.Add(authRequestTTL); se.Idle.Before(consentBy) {
-		se.Idle = consentBy
-		if se.Expires.Before(consentBy) {
-			se.Idle = se.Expires
-		}
-	}
 	var current string
 	cookie := cookieValue(c, cookieSession)
 	if cookie != "" {
@@ -550,8 +540,10 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	if ar.Prompt == "none" {
 		return s.redirectError(c, ar, oauth.ErrConsentRequired, "the user has not consented and prompt=none forbids asking")
 	}
-	// The consent step takes only this request as it is now: signed in, by this session.
+	// The consent step takes only this request as it is now: signed in, by this session, which
+	// does not end idle while the user may still answer.
 	ar.Passed, ar.Session = append(slices.Clone(ar.Passed), store.StepLogin), se.Key
+	s.cfg.OAuth.Hold(c.Request().Context(), se, ar.Expires)
 	action, err := s.flowURL("consent", ar)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
@@ -612,12 +604,14 @@ func (s *Server) consent(c echo.Context) error {
 	return s.finish(c, ar, se)
 }
 
-// finish issues the code and sends the browser back to the client.
+// finish issues the code and sends the browser back to the client. Answering the authorization
+// is a use of the session: its idle end moves on, past the code's lifetime.
 func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
 	ctx := c.Request().Context()
 	if ok, err := s.finishOnce(c, ar); !ok {
 		return err
 	}
+	s.cfg.OAuth.Touch(ctx, se)
 	code, err := s.cfg.OAuth.IssueCode(ctx, oauth.CodeGrant{
 		ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, Nonce: ar.Nonce, Scope: ar.Scope, CodeChallenge: ar.CodeChallenge,
 		UserID: se.UserID, SessionKey: se.Key, SID: se.SID, AuthTime: se.AuthTime,
