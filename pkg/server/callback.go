@@ -34,14 +34,19 @@ func badSignature() *Error {
 		Header: http.Header{"Www-Authenticate": {`Signature realm="callback"`}}}
 }
 
-// answerWithin bounds the work of answering a callback: the platform waits 5 s for the answer,
-// and pushes a callback it got none for again (counting it against the account's alarms).
+// answerWithin bounds the work of answering a callback: the platform waits platformWait for the
+// answer.
 const answerWithin = 4 * time.Second
+
+// platformWait is how long the platform waits for a callback's answer. It pushes a callback it
+// got no answer for again (three times at most), and takes any answer, success or not, as
+// final, counting a failure against the account's alarms.
+const platformWait = 5 * time.Second
 
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
 // (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
 // check). A pair taken before by an event push with the same mark is the platform repeating
-// the same push (it got no timely answer, or a 503), and is taken again; any other pair taken
+// the same push (it got no timely answer), or this push trying again, and is taken again; any other pair taken
 // before is a replay, refused. A record whose write failed may have been written all the same: the
 // platform's repeat then finds its own mark.
 func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
@@ -90,10 +95,13 @@ func (s *Server) callbackVerify(c echo.Context) error {
 // stream of platform events (notification.Service.KeepEvent) and answered "success" (in
 // plaintext, which the platform accepts in safe mode too) once the stream has it, whatever the
 // store is doing; the front end that applies events (notification.Service.ApplyEvents) applies
-// it from there. Events of other kinds are answered "success" and not kept. When the stream
-// cannot take the event, the answer is 503 and the platform, which repeats an event it got no
-// success for, pushes it again.
+// it from there. Events of other kinds are answered "success" and not kept. While the stream
+// (or the record of the pair) cannot take the event, storing it is tried again until
+// answerWithin; past that the push is left unanswered beyond the platform's wait, and the
+// connection closed: the platform repeats only a push it got no answer for, and would take a
+// 503 as final, the event lost.
 func (s *Server) callbackEvent(c echo.Context) error {
+	start := time.Now()
 	// One bound for recording the pair and keeping the event, so that the answer comes before
 	// the platform stops waiting for it.
 	ctx, cancel := context.WithTimeout(c.Request().Context(), answerWithin)
@@ -111,16 +119,32 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	if err := s.takeNonce(ctx, c, ts, nonce, platform.NonceMark(body)); err != nil {
-		return err
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		if err = s.takeNonce(ctx, c, ts, nonce, platform.NonceMark(body)); err == nil {
+			// The pair, once recorded, is taken again by a repeat of this push.
+			if err = s.notify.KeepEvent(ctx, ev); err == nil {
+				return c.String(http.StatusOK, "success")
+			}
+		} else if e, ok := errors.AsType[*Error](err); !ok || e.Code != CodeUnavailable {
+			return err // a replay, refused
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+			t.Stop()
+		}
+		break
 	}
-	if err := s.notify.KeepEvent(ctx, ev); err != nil {
-		// Not "success": the platform pushes the event again, and its repeat takes the
-		// pair again.
-		return &Error{Code: CodeUnavailable, Message: "could not record the event", Internal: err,
-			Header: http.Header{"Retry-After": {"5"}}}
+	s.log.Warn("a platform event could not be stored in time; it is left unanswered, for the platform to push it again", "err", err)
+	t := time.NewTimer(time.Until(start.Add(platformWait + 500*time.Millisecond)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.Request().Context().Done(): // the platform stopped waiting
 	}
-	return c.String(http.StatusOK, "success")
+	panic(http.ErrAbortHandler) // net/http closes the connection without an answer
 }
 
 // reason is why err refused a callback, for the log.

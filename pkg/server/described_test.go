@@ -290,7 +290,6 @@ func TestNATSDownAnswersDescribed(t *testing.T) {
 		return e.do("GET", "/readyz", "", "", "").status == 503
 	})
 	j := "application/json"
-	now := e.clock.Now().Unix()
 	reqs := []describedReq{
 		{m: "POST", p: "/v1/infra/notification/mp", ct: j, auth: tok, body: goodItemN(2)},
 		{m: "POST", p: "/v1/infra/notification/mp", ct: j, auth: tok, body: goodItemN(3), h: map[string]string{"Idempotency-Key": "down-1"}},
@@ -299,7 +298,7 @@ func TestNATSDownAnswersDescribed(t *testing.T) {
 		{m: "POST", p: "/v1/infra/notification/mp/results", ct: j, auth: tok, body: `{"ucsIds":["` + id + `"]}`},
 		{m: "GET", p: "/v1/infra/notification/mp/" + id, auth: tok, op: "/v1/infra/notification/mp/{ucsId}"},
 		{m: "GET", p: callbackPath + "?" + e.plainQuery(cbToken, "down-check") + "&echostr=abc", op: callbackPath},
-		{m: "POST", p: callbackPath + "?" + e.plainQuery(cbToken, "down-event"), ct: "text/xml", body: followEvent("oA", "subscribe", now), op: callbackPath},
+		// An event push is left unanswered instead (TestCallbackUnansweredWhileNATSSlow).
 		{m: "GET", p: "/readyz"},
 	}
 	for _, s := range checkDescribed(t, e, reqs) {

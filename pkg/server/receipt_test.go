@@ -19,7 +19,6 @@ import (
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
-	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -204,28 +203,6 @@ func TestCallbacksAnsweredWhileStoreDown(t *testing.T) {
 	if e.following("2020000001") {
 		t.Fatal("the unsubscribe taken while the store was down was not applied")
 	}
-}
-
-// TestCallbackRefusedWithoutStream: an event the stream cannot take is answered 503, so that
-// the platform pushes it again, and its query is accepted then.
-func TestCallbackRefusedWithoutStream(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	name := queue.PlatformEventStream(e.cfg.NATS.Stream)
-	if err := e.js.DeleteStream(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	q, body := e.plainQuery(cbToken, "lost"), followEvent("oA", "unsubscribe", e.clock.Now().Unix())
-	if a := e.callback(q, body); a.status != 503 {
-		t.Fatalf("event without its stream: %d %s", a.status, a.body)
-	}
-	if _, err := queue.OpenPlatformEvents(ctx, e.js, service.QueueConfig(e.cfg)); err != nil {
-		t.Fatal(err)
-	}
-	if a := e.callback(q, body); a.status != 200 {
-		t.Fatalf("the platform's repeat: %d %s", a.status, a.body)
-	}
-	embeddedtest.Eventually(t, 30*time.Second, "the repeat applied", func() bool { return !e.following("2020000001") })
 }
 
 // TestFinalIsFinal: once a push is delivered, a second, different receipt for it is answered

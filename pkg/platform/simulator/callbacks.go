@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -213,8 +214,9 @@ func (p *pusher) close() {
 	p.wg.Wait()
 }
 
-// deliver POSTs e to the callback URL, signed, retrying a failed push up to
-// callbackRetries times. Closing stops the pauses between retries (nil: no
+// deliver POSTs e to the callback URL, signed, retrying a push left unanswered (a
+// time-out, a connection that failed) up to callbackRetries times; an answer other than
+// success ends it, as the platform's does. Closing stops the pauses between retries (nil: no
 // such signal).
 func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct{}) error {
 	body := e.xml()
@@ -248,6 +250,9 @@ func (s *Simulator) deliver(ctx context.Context, e *event, closing <-chan struct
 			return nil
 		}
 		s.log.Debug("event push failed", "event", e.name, "openid", e.openid, "attempt", attempt+1, "error", err)
+		if errors.Is(err, errAnswered) {
+			break // an answer, if not success, is final: the platform repeats only a push left unanswered
+		}
 	}
 	s.stats.callbacksFailed.Add(1)
 	s.log.Warn("event push failed for good", "event", e.name, "openid", e.openid, "msgid", e.msgID, "error", err)
@@ -285,10 +290,13 @@ func (s *Simulator) post(ctx context.Context, openid string, body []byte, encryp
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("callback answered HTTP status %s", resp.Status)
+		return fmt.Errorf("%w: HTTP status %s", errAnswered, resp.Status)
 	}
 	return nil
 }
+
+// errAnswered is a push answered with a failure, which the platform does not repeat.
+var errAnswered = errors.New("callback answered with a failure")
 
 // parseCallbackURL parses Config.CallbackURL; empty means no pushes.
 func parseCallbackURL(raw string) (*url.URL, error) {

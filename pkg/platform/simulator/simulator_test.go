@@ -53,7 +53,8 @@ type pushed struct {
 type receiver struct {
 	srv      *httptest.Server
 	events   chan pushed
-	failFor  atomic.Int64 // answer HTTP 500 to this many requests first
+	failFor  atomic.Int64 // leave this many requests unanswered first (the connection dropped)
+	refuse   atomic.Int64 // then answer HTTP 500 to this many
 	requests atomic.Int64
 	inFlight atomic.Int64
 	maxIn    atomic.Int64
@@ -81,6 +82,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		<-rc.gate
 	}
 	if rc.failFor.Add(-1) >= 0 {
+		panic(http.ErrAbortHandler) // no answer
+	}
+	if rc.refuse.Add(-1) >= 0 {
 		http.Error(w, "down", http.StatusInternalServerError)
 		return
 	}
@@ -488,20 +492,24 @@ func TestTemplateSendJobFinishEvent(t *testing.T) {
 func TestCallbackRetries(t *testing.T) {
 	tests := []struct {
 		name      string
-		failFor   int64
+		failFor   int64 // pushes left unanswered
+		refuse    int64 // pushes answered 500 after those
 		requests  int64
 		delivered int64
 		failed    int64
 	}{
-		{"delivered at once", 0, 1, 1, 0},
-		{"third attempt", 2, 3, 1, 0},
-		{"last retry", 3, 4, 1, 0},
-		{"gives up after three retries", 10, 4, 0, 1},
+		{"delivered at once", 0, 0, 1, 1, 0},
+		{"third attempt", 2, 0, 3, 1, 0},
+		{"last retry", 3, 0, 4, 1, 0},
+		{"gives up after three retries", 10, 0, 4, 0, 1},
+		{"an answer that is no success is final", 0, 1, 1, 0, 1},
+		{"so after a retry", 1, 1, 2, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := newReceiver(t)
 			rc.failFor.Store(tt.failFor)
+			rc.refuse.Store(tt.refuse)
 			e := newEnv(t, simulator.Config{CallbackURL: rc.srv.URL, CallbackDelay: time.Millisecond})
 			tok := e.token(t, false).AccessToken
 			if a := e.send(t, tok, examMessage(follower, "")); a.ErrCode != 0 {
@@ -556,7 +564,7 @@ func TestSubscribeAndUnsubscribePushEvents(t *testing.T) {
 		t.Errorf("send after unsubscribing: %+v, want 43004", a)
 	}
 
-	rc.failFor.Store(100)
+	rc.refuse.Store(100)
 	if err := e.sim.Subscribe(ctx, "oUnlucky"); err == nil || !strings.Contains(err.Error(), "500") {
 		t.Errorf("Subscribe with a failing receiver: %v", err)
 	}
