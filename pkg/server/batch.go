@@ -48,7 +48,7 @@ func readJSON(c echo.Context, limit int) ([]byte, error) {
 	if err := checkJSON(c.Request(), limit); err != nil {
 		return nil, err
 	}
-	return readJSONBody(c.Request(), limit)
+	return readJSONBody(c.Request(), limit, 4<<10)
 }
 
 // checkJSON refuses a body the data interfaces cannot read (checkJSONRequest), or one declared
@@ -63,11 +63,13 @@ func checkJSON(r *http.Request, limit int) *Error {
 	return nil
 }
 
-// readJSONBody reads a body of at most limit bytes that checkJSON let through.
-func readJSONBody(r *http.Request, limit int) ([]byte, error) {
-	size := 64 << 10
+// readJSONBody reads a body of at most limit bytes that checkJSON let through, into a buffer of
+// its declared length (+1, for the read that sees the end) up to first bytes, grown as more
+// comes: a body declared long and sent slowly holds no more than has come.
+func readJSONBody(r *http.Request, limit, first int) ([]byte, error) {
+	size := first
 	if r.ContentLength >= 0 {
-		size = int(r.ContentLength) + 1 // read to the end in one buffer
+		size = min(int(r.ContentLength)+1, first)
 	}
 	body, err := readBody(r.Body, make([]byte, 0, size), limit)
 	if err != nil {
@@ -107,9 +109,9 @@ func (s *Server) readBatch(c echo.Context, client string) (body []byte, release 
 	if err := checkJSON(r, maxBatchBytes); err != nil {
 		return nil, nil, err
 	}
-	n := int64(maxBatchBytes + 1)
+	n := int64(maxBatchBytes)
 	if r.ContentLength >= 0 {
-		n = r.ContentLength + 1 // +1: the read that sees the end
+		n = r.ContentLength
 	}
 	shareSize := s.batchRoomSize / 4
 	v, _ := s.clientRooms.LoadOrStore(client, semaphore.NewWeighted(shareSize))
@@ -130,7 +132,8 @@ func (s *Server) readBatch(c echo.Context, client string) (body []byte, release 
 		s.batchRoom.Release(inRoom)
 		share.Release(inShare)
 	}
-	if body, err = readJSONBody(r, maxBatchBytes); err != nil {
+	// Its room is taken: the body is read into one buffer of its declared length.
+	if body, err = readJSONBody(r, maxBatchBytes, maxBatchBytes+1); err != nil {
 		release()
 		return nil, nil, err
 	}

@@ -828,3 +828,66 @@ func (e *env) refuseEveryPush() (restore func()) {
 		}
 	}
 }
+
+// keysOfAngles is a push body of 20 unknown keys besides valid fields, each 62 '<' and two
+// digits, which the batch's answer quotes back (cut to 64 runes) as its problems.
+func keysOfAngles() string {
+	var b strings.Builder
+	b.WriteString(`{"userId":"2020000001","type":"JML","data":{"class":"高等数学","info":"第三章习题"}`)
+	for j := range 20 {
+		fmt.Fprintf(&b, `,"%s%02d":0`, strings.Repeat("<", 62), j)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// TestBatchAnswerWithinTheRoomsBound: the batch room charges a batch its body, which it holds
+// about two and a half times until answered (BatchRoom). The answer, built whole before it is
+// written, stays within that even for refused items whose unknown keys it quotes back: '<' is
+// written as it is, not as \u003c, six bytes for one.
+func TestBatchAnswerWithinTheRoomsBound(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = keysOfAngles()
+	}
+	body := batchBody(items...)
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("batch: %d %.300s", a.status, a.body)
+	}
+	if limit := len(body) * 5 / 2; len(a.body) > limit {
+		t.Fatalf("a batch of %d bytes (the room it is charged) is answered with %d bytes, %.1f times its body: past the 2.5× the room assumes",
+			len(body), len(a.body), float64(len(a.body))/float64(len(body)))
+	}
+}
+
+// TestTwoChunkedBatchesFitAQuarter: one client's batches hold at most a quarter of the room
+// (16 MiB), and a batch of unknown length (chunked) takes 8 MiB of it: two such batches of one
+// client are read at once.
+func TestTwoChunkedBatchesFitAQuarter(t *testing.T) {
+	e := newEnv(t)
+	server.SetBatchRoom(e.api.Server, server.BatchRoom, 500*time.Millisecond)
+	tok := e.token("pusher", pushSecret)
+	stallBatch(t, e, tok, -1) // a chunked batch whose body is still coming
+	embeddedtest.Eventually(t, 10*time.Second, "the stalled batch holds its room", func() bool {
+		return !server.BatchRoomFree(e.api.Server, server.BatchRoom-8<<20+1)
+	})
+	body := batchBody(goodItemN(0), goodItemN(1))
+	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/infra/notification/mp/batch", io.MultiReader(strings.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a second chunked batch of the client (2 × 8 MiB = its quarter, 16 MiB): %d %s", resp.StatusCode, b)
+	}
+}

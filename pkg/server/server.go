@@ -159,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
+	s.e.JSONSerializer = jsonAnswers{}
 	// The source address feeds rate limits and brute-force blocks, so a header is believed
 	// only from a trusted proxy.
 	s.e.IPExtractor = echo.ExtractIPDirect()
