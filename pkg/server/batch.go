@@ -92,6 +92,18 @@ func tooLarge(limit int) *Error {
 // and by 167 MB with it). One client's batches hold at most a quarter of it.
 const BatchRoom = 64 << 20
 
+// answerTime is the time a push or a batch has to be stored and answered once its body is
+// read: the queue's wait for a PubAck and a batch's answer, with room to spare.
+const answerTime = 30 * time.Second
+
+// answerInTime gives the answer its own time from now (answerTime): a body that came slowly (a
+// large batch over a slow link) must not leave the server's write time-out, counted from the
+// request's headers, spent by the time its pushes are stored, or the caller, told nothing,
+// sends them again.
+func answerInTime(c echo.Context) {
+	_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(answerTime))
+}
+
 // batchRoomWait bounds a batch's wait for room: past it the batch is answered 503, to be sent
 // again shortly.
 const batchRoomWait = 5 * time.Second
@@ -319,6 +331,7 @@ func (s *Server) batch(c echo.Context) error {
 		return err
 	}
 	defer release()
+	answerInTime(c)
 	raw, perr := decodeList[jsontext.Value](body, "messages")
 	if perr != nil {
 		return perr

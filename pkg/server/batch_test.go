@@ -891,3 +891,44 @@ func TestTwoChunkedBatchesFitAQuarter(t *testing.T) {
 		t.Fatalf("a second chunked batch of the client (2 × 8 MiB = its quarter, 16 MiB): %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestSlowBodyIsStillAnswered: a push or a batch whose body comes slowly (a large batch over a
+// slow link) has used the server's write time-out, counted from its headers, by the time it is
+// read: it is stored, and answered all the same, so that its caller does not send it again.
+func TestSlowBodyIsStillAnswered(t *testing.T) {
+	e := newEnv(t)
+	ts := httptest.NewUnstartedServer(e.api.Server)
+	ts.Config.WriteTimeout = time.Second
+	ts.Start()
+	t.Cleanup(ts.Close)
+	tok := e.token("pusher", pushSecret)
+	for i, c := range []struct{ path, body string }{
+		{"/v1/infra/notification/mp/batch", batchBody(goodItemN(0), goodItemN(1))},
+		{"/v1/infra/notification/mp", goodItemN(2)},
+	} {
+		before := e.streamPushes()
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = io.WriteString(pw, c.body[:len(c.body)/2])
+			time.Sleep(1500 * time.Millisecond) // the slow link: past the write time-out
+			_, _ = io.WriteString(pw, c.body[len(c.body)/2:])
+			_ = pw.Close()
+		}()
+		req, err := http.NewRequest(http.MethodPost, ts.URL+c.path, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s, a body that took 1.5 s, the write time-out 1 s: %v; %d pushes stored, not answered", c.path, err, e.streamPushes()-before)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if want := 2 - i; resp.StatusCode != http.StatusOK || e.streamPushes() != before+want {
+			t.Fatalf("%s, a slow body: %d %s; %d pushes stored, want %d", c.path, resp.StatusCode, raw, e.streamPushes()-before, want)
+		}
+	}
+}

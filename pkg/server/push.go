@@ -31,8 +31,12 @@ func (s *Server) push(c echo.Context) error {
 	}
 	bp := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(bp)
+	began := time.Now()
 	body, err := readBody(r.Body, (*bp)[:0], push.MaxBodyBytes)
 	*bp = body[:0]
+	if time.Since(began) > time.Second {
+		answerInTime(c) // a body that came slowly
+	}
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			s.cfg.Metrics.Rejected(string(push.RuleKindBody)) // as a batch item of that size is
