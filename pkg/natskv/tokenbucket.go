@@ -186,6 +186,27 @@ func (t *TokenBuckets) TakeN(ctx context.Context, key string, n int, r Rate) (ok
 	return ok, wait, nil
 }
 
+// GiveN puts n tokens back into key's shared bucket, taken by TakeN for something that then
+// did not come about, up to the burst. A bucket not there (never used, or expired) is full.
+func (t *TokenBuckets) GiveN(ctx context.Context, key string, n int, r Rate) error {
+	_, err := t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		if old == nil {
+			return nil, errNothingTaken
+		}
+		var st bucketState
+		if err := json.Unmarshal(old, &st); err != nil {
+			return nil, fmt.Errorf("token bucket %s: %w", key, err)
+		}
+		next, _, _ := st.take(t.now(), r, 0) // refilled to now
+		next.Tokens = math.Min(float64(r.Burst), next.Tokens+float64(n))
+		return json.Marshal(next)
+	})
+	if err != nil && !errors.Is(err, errNothingTaken) {
+		return err
+	}
+	return nil
+}
+
 // errNothingTaken ends an update of an empty bucket without a write.
 var errNothingTaken = errors.New("no token taken")
 

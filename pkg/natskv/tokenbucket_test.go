@@ -124,7 +124,7 @@ func TestTokenBucketsBounded(t *testing.T) {
 }
 
 // TestTokenBucketsTakeN: TakeN takes all of n tokens or none, across replicas, says how long
-// until n are back, and refuses more than the burst.
+// until n are back, and refuses more than the burst; GiveN puts tokens back, up to the burst.
 func TestTokenBucketsTakeN(t *testing.T) {
 	ctx := context.Background()
 	kv := counters(t, "shares")
@@ -151,6 +151,23 @@ func TestTokenBucketsTakeN(t *testing.T) {
 		if err != nil || ok != tc.ok || wait != tc.wait {
 			t.Fatalf("take %d: %d tokens: ok %v, wait %v, %v; want ok %v, wait %v", i, tc.n, ok, wait, err, tc.ok, tc.wait)
 		}
+	}
+	// 50 taken for something that did not come about are given back, and taken again.
+	if err := b.GiveN(ctx, "client", 50, r); err != nil {
+		t.Fatal(err)
+	}
+	if ok, wait, err := a.TakeN(ctx, "client", 50, r); !ok || err != nil {
+		t.Fatalf("tokens given back, taken again: ok %v, wait %v, %v", ok, wait, err)
+	}
+	// Given back beyond the burst, the bucket holds the burst.
+	if err := a.GiveN(ctx, "client", 5000, r); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := a.TakeN(ctx, "client", 1000, r); !ok || err != nil {
+		t.Fatalf("the whole burst after a large give: ok %v, %v", ok, err)
+	}
+	if ok, _, err := a.TakeN(ctx, "client", 1, r); ok || err != nil {
+		t.Fatalf("one more than the burst: ok %v, %v; want none", ok, err)
 	}
 	if ok, _, err := a.TakeN(ctx, "other", 1001, r); ok || err == nil {
 		t.Fatalf("more than the burst at once: ok %v, %v; want an error", ok, err)

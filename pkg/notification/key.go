@@ -56,6 +56,20 @@ type keyed struct {
 	// tookOver: this request took over a key whose request left its record pending; it
 	// finishes the record whatever becomes of its publish.
 	tookOver bool
+	// shared is the room of the client's share its claim took (Config.KeyShares), given back
+	// when no record of it is kept.
+	shared int
+}
+
+// giveShare gives back the room the claim took from the client's share.
+func (r *keyed) giveShare(ctx context.Context) {
+	if r.shared == 0 {
+		return
+	}
+	if err := r.s.cfg.KeyShares.Give(context.WithoutCancel(ctx), r.client, r.shared); err != nil {
+		r.s.cfg.Logger.Warn("giving back a share of the Idempotency-Key records failed", "err", err)
+	}
+	r.shared = 0
 }
 
 var errKeyRace = errors.New("another request took the key first")
@@ -169,17 +183,22 @@ func (r *keyed) takeOver(ctx context.Context, rec keyRecord, rev uint64) error {
 func (r *keyed) claim(ctx context.Context, ids []string) error {
 	now := r.s.cfg.Now()
 	b, _ := json.Marshal(keyRecord{Hash: r.hash, IDs: ids, Pending: now.UnixMilli(), Failed: published(ids), Batch: r.batch})
-	if share := r.s.cfg.KeyShare; share != nil {
+	if shares := r.s.cfg.KeyShares; shares != nil {
 		// The record's room in the bucket: its key and value, and the stored message's subject
 		// and framing.
-		switch ok, wait, err := share(ctx, r.client, len(b)+len(r.key)+recordFraming); {
+		size := len(b) + len(r.key) + recordFraming
+		switch ok, wait, err := shares.Take(ctx, r.client, size); {
 		case err != nil:
 			return fmt.Errorf("%w: Idempotency-Key shares: %w", ErrQueueUnavailable, err)
 		case !ok:
 			return &KeyShareUsedError{Wait: wait}
 		}
+		r.shared = size
 	}
 	rev, err := r.s.cfg.Records.Create(ctx, r.key, b)
+	if err != nil {
+		r.giveShare(ctx) // no record of this request's
+	}
 	switch {
 	case errors.Is(err, natskv.ErrRecordExists):
 		return errKeyRace
@@ -270,7 +289,9 @@ func (r *keyed) forget(ctx context.Context, failed []int) {
 	if err := r.s.cfg.Records.Forget(context.WithoutCancel(ctx), r.key, r.rev); err != nil {
 		r.s.cfg.Logger.Warn("deleting the record of an Idempotency-Key the full queue refused failed", "err", err)
 		r.finish(ctx, failed)
+		return
 	}
+	r.giveShare(ctx)
 }
 
 // finishTakeOver records, for a request that took the key over, that the items failed are

@@ -59,6 +59,15 @@ type Records interface {
 	Forget(ctx context.Context, key string, rev uint64) error
 }
 
+// KeyShares are the clients' shares of the Idempotency-Key records, in bytes.
+type KeyShares interface {
+	// Take takes the room a new key's record needs from client's share; without room it says
+	// how long until there is (a *KeyShareUsedError for the request).
+	Take(ctx context.Context, client string, bytes int) (ok bool, wait time.Duration, err error)
+	// Give puts back room taken for a record that was not kept.
+	Give(ctx context.Context, client string, bytes int) error
+}
+
 // DefaultReceiptWait is Config.ReceiptWait's default: the platform's duplicate window and a
 // minute, so that a receipt waits for every attempt that may still learn its msgid.
 const DefaultReceiptWait = platform.DuplicateWindow + time.Minute
@@ -76,10 +85,9 @@ type Config struct {
 	KeepEvent func(ctx context.Context, key string, event []byte) error
 	// Records keeps Idempotency-Key records; nil refuses keys (ErrKeysUnsupported).
 	Records Records
-	// KeyShare, when set, takes the room a new Idempotency-Key's record needs, in bytes, from
-	// its client's share of the records, so that no client can fill them for the others;
-	// without room it says how long until there is (a *KeyShareUsedError for the request).
-	KeyShare func(ctx context.Context, client string, bytes int) (ok bool, wait time.Duration, err error)
+	// KeyShares, when set, bounds each client's share of the Idempotency-Key records, so that
+	// no client can fill them for the others.
+	KeyShares KeyShares
 	// ResultCache bounds the final results kept in memory. Default 100,000 (about 25 MB).
 	ResultCache int
 	// SentCache bounds the sent messages kept in memory by msgid (RememberSent) for their

@@ -281,6 +281,27 @@ func KeyShare(cfg *config.Config) natskv.Rate {
 	return natskv.Rate{PerSecond: float64(share) / notification.KeyTTL.Seconds(), Burst: int(share)}
 }
 
+// keyShares are the clients' shares of the Idempotency-Key records (notification.KeyShares),
+// token buckets of bytes in the bucket KeySharesBucket.
+type keyShares struct {
+	tb   *natskv.TokenBuckets
+	rate natskv.Rate
+}
+
+func (k keyShares) Take(ctx context.Context, client string, bytes int) (bool, time.Duration, error) {
+	return k.tb.TakeN(ctx, shareKey(client), bytes, k.rate)
+}
+
+func (k keyShares) Give(ctx context.Context, client string, bytes int) error {
+	return k.tb.GiveN(ctx, shareKey(client), bytes, k.rate)
+}
+
+// shareKey is client's key in KeySharesBucket: a client id may hold what a key may not.
+func shareKey(client string) string {
+	sum := sha256.Sum256([]byte(client))
+	return "share." + hex.EncodeToString(sum[:16])
+}
+
 // minKeyShare is the least share of a client: the records of two batches of 1,000 (a claim
 // of one is about 33 KB).
 const minKeyShare = 96 << 10
@@ -434,13 +455,10 @@ func (a *API) build(ctx context.Context) error {
 	a.Notify, err = notification.New(notification.Config{
 		Publisher: publisher, Waiting: waiting, Store: a.Store, Events: a.writer,
 		KeepEvent: events.Keep, Records: records, Paused: pause.Paused,
-		KeyShare: func(ctx context.Context, client string, bytes int) (bool, time.Duration, error) {
-			sum := sha256.Sum256([]byte(client)) // a client id may hold what a key may not
-			return shares.TakeN(ctx, "share."+hex.EncodeToString(sum[:16]), bytes, shareRate)
-		},
-		Announce: announce.NewFinals(a.conn.nc).Announce,
-		Accepted: func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
-		Final:    act.Final, Sent: act.Sent, ReceiptUnknown: a.Metrics.ReceiptUnknown,
+		KeyShares: keyShares{tb: shares, rate: shareRate},
+		Announce:  announce.NewFinals(a.conn.nc).Announce,
+		Accepted:  func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
+		Final:     act.Final, Sent: act.Sent, ReceiptUnknown: a.Metrics.ReceiptUnknown,
 		Replayed: a.Metrics.Replayed, Rejected: a.Metrics.Rejected,
 		Now: d.Now, Logger: d.Logger,
 	})
