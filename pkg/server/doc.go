@@ -18,8 +18,9 @@
 // Each event is authenticated (package platform: signature, or msg_signature and decryption in
 // safe mode), its (timestamp, nonce) pair taken for all front ends by its body alone (Nonces:
 // the platform's repeat of the same push is taken again, a replay with another body is not),
-// and it is
-// kept in the platform events stream (notification.Service.KeepEvent) and answered success at
-// once, whatever the store is doing; 503 only if the stream cannot take it. One front end at a
-// time applies the events in order (notification.Service.ApplyEvents).
+// and it is kept in the platform events stream (notification.Service.KeepEvent) and answered
+// success at once, whatever the store is doing. An event the stream cannot take within 4 s gets
+// no answer at all: the platform repeats only a push it got none for, and takes any answer,
+// a 503 too, as final. One front end at a time applies the events in order
+// (notification.Service.ApplyEvents).
 package server
