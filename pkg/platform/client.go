@@ -215,6 +215,16 @@ func (c *Client) send(ctx context.Context, tok string, body []byte) (msgID int64
 	return a.MsgID, nil
 }
 
+// redacted is an address as errors name it: a password in it (api_base may carry a gateway's
+// credentials) written xxxxx, as net/http's own errors write it.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(the platform's address)"
+	}
+	return u.Redacted()
+}
+
 // post sends a JSON body and returns the answer's body. shownURL is what
 // errors name instead of target: target may carry the access token, which the
 // standard client would otherwise copy into its error text.
@@ -233,7 +243,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 	if err != nil {
 		// Named as net/http names its operations ("Post", "Get").
 		op := method[:1] + strings.ToLower(method[1:])
-		return nil, &url.Error{Op: op, URL: shownURL, Err: errors.New("cannot build the request")}
+		return nil, &url.Error{Op: op, URL: redacted(shownURL), Err: errors.New("cannot build the request")}
 	}
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
@@ -242,7 +252,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return nil, &url.Error{Op: ue.Op, URL: shownURL, Err: ue.Err}
+			return nil, &url.Error{Op: ue.Op, URL: redacted(shownURL), Err: ue.Err}
 		}
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func (w *WebAuth) OpenID(ctx context.Context, code string) (string, error) {
 		// The transport's error names the whole URL, secret and code included: keep only why.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return "", &url.Error{Op: ue.Op, URL: w.exchangeURL, Err: ue.Err}
+			return "", &url.Error{Op: ue.Op, URL: redacted(w.exchangeURL), Err: ue.Err}
 		}
 		return "", errors.New("platform: web authorization: request failed")
 	}
