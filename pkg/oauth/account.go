@@ -10,8 +10,9 @@ import (
 	"github.com/campus-it/ucs/pkg/store"
 )
 
-// MaxSessionsPerUser bounds a user's live sign-in sessions: a sign-in beyond it ends the
-// oldest, so that one account cannot grow its records without end.
+// MaxSessionsPerUser bounds a user's live sign-in sessions (the account page's list, and the
+// tokens they keep valid): a sign-in beyond it ends the oldest. The records of ended sessions
+// stay until the sweep removes them, a day after their session_ttl.
 const MaxSessionsPerUser = 100
 
 // ErrNotYours answers a request of the account page about a session or application that is

@@ -214,6 +214,13 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
 			"此应答不属于本浏览器发起的授权，请从公众号菜单重新打开页面。 This answer does not belong to an authorization started in this browser. Open the page again from the official account's menu.", "invalid_state")
 	}
+	// Each code costs a call to the platform on the official account's credentials: an address
+	// whose codes are refused too often is slowed (429) before one is made, as at the campus
+	// sign-on's return.
+	g, addr := s.cfg.OAuth.Guard, c.RealIP()
+	if e := g.Slowed(addr); e != nil {
+		return s.tooManyPage(c, e)
+	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)
 	defer cancel()
 	openID, err := s.cfg.Bind.Platform.OpenID(ctx, c.QueryParam("code"))
@@ -231,7 +238,10 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 		var pe *platform.Error
 		if errors.As(err, &pe) {
 			// The code itself is never logged: it is a credential until it is used.
-			s.log.Warn("binding: the platform refused the authorization code", "errcode", pe.Code, "addr", c.RealIP())
+			s.log.Warn("binding: the platform refused the authorization code", "errcode", pe.Code, "addr", addr)
+			if e := g.AddressFailed(ctx, addr); e != nil {
+				return s.tooManyPage(c, e)
+			}
 			return s.errorPage(c, http.StatusBadRequest, "微信授权失败 WeChat authorization failed",
 				"微信未能确认您的身份（链接可能已用过或已过期），请从公众号菜单重新打开页面。 The platform did not confirm who you are (the link may have been used already or expired). Open the page again from the official account's menu.",
 				"platform_"+strconv.Itoa(pe.Code))

@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -450,5 +452,31 @@ func TestBindRefusesAUserNumberNoPushNames(t *testing.T) {
 	}
 	if _, ok := e.bindingOf(t, casMailUser); ok {
 		t.Fatal("a user number no push can name was bound")
+	}
+}
+
+// TestBindPlatformReturnSlowed: each return of the platform's authorization costs a call to
+// the platform on the official account's credentials. An address whose made-up codes the
+// platform refuses is slowed (429) past the failures an address may have, as at the campus
+// sign-on's return, before any more calls are made for it.
+func TestBindPlatformReturnSlowed(t *testing.T) {
+	e := newBindEnv(t)
+	b, state := e.startAuthorization(t)
+	const tries = oauth.DefaultAddressFailureBurst + 200
+	var refused, slowed int
+	for i := range tries {
+		switch p := e.returned(t, b, "not-a-code-"+strconv.Itoa(i), state, nil); p.status {
+		case http.StatusTooManyRequests:
+			slowed++
+		case http.StatusBadRequest:
+			refused++
+		default:
+			t.Fatalf("try %d: %d %s", i, p.status, p.body)
+		}
+	}
+	calls := e.sim.Stats().Errors["40029"] // the platform's answer to a code it does not know
+	if calls > int64(oauth.DefaultAddressFailureBurst)+50 || slowed == 0 {
+		t.Fatalf("%d returns with made-up codes from one address: %d calls of the platform, %d refused, %d slowed; want the address slowed past %d",
+			tries, calls, refused, slowed, oauth.DefaultAddressFailureBurst)
 	}
 }
