@@ -18,7 +18,7 @@ import (
 // 10 minutes, gets the consent taken: the new session does not end idle before its consent
 // may come (Keycloak creates the user session only once the flow, consent included, is over).
 func TestConsentReadLongerThanTheIdleLimit(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.RefreshTokenTTL = config.Duration(60 * time.Second) })
+	e := newSignInEnvWith(t, nil, shortIdle)
 	r := newRP(t, e)
 	b := browser(t)
 	state, nonce, verifier := random(), random(), oauth2.GenerateVerifier()
@@ -30,13 +30,20 @@ func TestConsentReadLongerThanTheIdleLimit(t *testing.T) {
 		t.Fatalf("consent page: %d %s", consent.status, consent.body)
 	}
 	e.clock.Advance(2 * time.Minute) // the user reads what the application asks for
-	answer := submit(t, b, consent, url.Values{"accept": {"yes"}})
+	requireBackAtClient(t, submit(t, b, consent, url.Values{"accept": {"yes"}}),
+		"consent given 2 minutes after signing in (sign-in request valid 10 minutes)")
+}
+
+// requireBackAtClient fails unless answer sends the browser back to the client, naming what
+// was answered and the page's explanation otherwise.
+func requireBackAtClient(t *testing.T, answer page, what string) {
+	t.Helper()
 	if answer.status != http.StatusFound || !strings.HasPrefix(answer.location, rpRedirect) {
 		body := answer.body
 		if i := strings.Index(body, "<main"); i >= 0 {
 			body = body[i:min(len(body), i+400)]
 		}
-		t.Fatalf("consent given 2 minutes after signing in (sign-in request valid 10 minutes) was refused: %d %s", answer.status, body)
+		t.Fatalf("%s was refused: %d %s", what, answer.status, body)
 	}
 }
 
@@ -57,14 +64,8 @@ func TestConsentInSignedInSessionOutlivesIdle(t *testing.T) {
 		t.Fatalf("consent page for a signed-in browser: %d %s", consent.status, consent.body)
 	}
 	e.clock.Advance(2 * time.Minute) // the user reads what the application asks for
-	answer := submit(t, b, consent, url.Values{"accept": {"yes"}})
-	if answer.status != http.StatusFound || !strings.HasPrefix(answer.location, rpRedirect) {
-		body := answer.body
-		if i := strings.Index(body, "<main"); i >= 0 {
-			body = body[i:min(len(body), i+300)]
-		}
-		t.Fatalf("consent given 2 minutes after the authorization request arrived (request valid 10 minutes), in a signed-in browser, was refused: %d %s", answer.status, body)
-	}
+	requireBackAtClient(t, submit(t, b, consent, url.Values{"accept": {"yes"}}),
+		"consent given 2 minutes after the authorization request arrived (request valid 10 minutes), in a signed-in browser")
 }
 
 // TestCodeOfAnsweredAuthorizationExchanges: answering an authorization (the code, after the

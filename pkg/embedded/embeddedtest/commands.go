@@ -94,3 +94,15 @@ func ByID(f bson.RawValue) bool {
 	t := elems[0].Value().Type
 	return t == bson.TypeString || t == bson.TypeObjectID
 }
+
+// NotByID describes each filter of c that is not a single _id equality (ByID).
+func (c Command) NotByID() []string {
+	fs, _ := c.Filters()
+	var out []string
+	for _, f := range fs {
+		if !ByID(f) {
+			out = append(out, c.Name+" on "+c.Collection+" with filter "+f.String()+": not a single _id equality")
+		}
+	}
+	return out
+}
