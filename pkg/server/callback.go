@@ -46,9 +46,9 @@ const platformWait = 5 * time.Second
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
 // (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
 // check). A pair taken before by an event push with the same mark is the platform repeating
-// the same push (it got no timely answer), or this push trying again, and is taken again; any other pair taken
-// before is a replay, refused. A record whose write failed may have been written all the same: the
-// platform's repeat then finds its own mark.
+// the same push (it got no timely answer), or this push trying again, and is taken again; any
+// other pair taken before is a replay, refused. A record whose write failed may have been
+// written all the same: the platform's repeat then finds its own mark.
 func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
 	key := platform.NonceKey(ts, nonce)
 	_, err := s.cfg.Nonces.Create(ctx, key, mark)
@@ -119,23 +119,12 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		if err = s.takeNonce(ctx, c, ts, nonce, platform.NonceMark(body)); err == nil {
-			// The pair, once recorded, is taken again by a repeat of this push.
-			if err = s.notify.KeepEvent(ctx, ev); err == nil {
-				return c.String(http.StatusOK, "success")
-			}
-		} else if e, ok := errors.AsType[*Error](err); !ok || e.Code != CodeUnavailable {
-			return err // a replay, refused
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-			continue
-		case <-ctx.Done():
-			t.Stop()
-		}
-		break
+	err = s.keepEvent(ctx, c, ts, nonce, platform.NonceMark(body), ev)
+	if err == nil {
+		return c.String(http.StatusOK, "success")
+	}
+	if e, ok := errors.AsType[*Error](err); ok && e.Code != CodeUnavailable {
+		return err // a replay, refused
 	}
 	s.log.Warn("a platform event could not be stored in time; it is left unanswered, for the platform to push it again", "err", err)
 	t := time.NewTimer(time.Until(start.Add(platformWait + 500*time.Millisecond)))
@@ -145,6 +134,28 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	case <-c.Request().Context().Done(): // the platform stopped waiting
 	}
 	panic(http.ErrAbortHandler) // net/http closes the connection without an answer
+}
+
+// keepEvent records the callback's pair (takeNonce) and keeps its event, trying again while
+// either is unavailable, until ctx ends; a refusal of the pair (a replay) ends it at once. The
+// pair, once recorded, is taken again by the next try, as by the platform's repeat.
+func (s *Server) keepEvent(ctx context.Context, c echo.Context, ts, nonce string, mark []byte, ev platform.Event) error {
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := s.takeNonce(ctx, c, ts, nonce, mark)
+		if err == nil {
+			err = s.notify.KeepEvent(ctx, ev)
+		}
+		if e, ok := errors.AsType[*Error](err); err == nil || ok && e.Code != CodeUnavailable {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
 }
 
 // reason is why err refused a callback, for the log.

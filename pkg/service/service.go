@@ -226,9 +226,6 @@ type API struct {
 	// closes its listener: a fifth of shutdown_grace, at most 5 s. 0 where no load balancer
 	// is in front (a developer's machine).
 	DrainDelay time.Duration
-	// StreamCheck is how often Serve checks the push stream's configuration (queue.KeepStream):
-	// queue.KeepStreamEvery, set by NewAPI.
-	StreamCheck time.Duration
 	// bg is the work Serve runs beside the listener (the store's sweeper, key refresh, client
 	// reload, applying kept platform events, the stream's check), most of which use the store:
 	// Serve's return and Close end it and wait for it, so that the store is never closed under it.
@@ -314,8 +311,7 @@ func NewAPI(ctx context.Context, cfg *config.Config, d Deps) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st, DrainDelay: min(cfg.ShutdownGrace.D()/5, 5*time.Second),
-		StreamCheck: queue.KeepStreamEvery}
+	a := &API{cfg: cfg, deps: d, conn: conn, Store: conn.st, DrainDelay: min(cfg.ShutdownGrace.D()/5, 5*time.Second)}
 	if err := a.build(ctx); err != nil {
 		for _, m := range a.caches {
 			m.Close()
@@ -653,7 +649,7 @@ func (a *API) startBackground(ctx context.Context) {
 	g.Go(func() error { a.refreshKeys(ctx, keys.ReloadEvery); return nil })
 	g.Go(func() error { a.Clients.Follow(ctx, a.Store, oauth.ClientsReload, a.deps.Logger); return nil })
 	g.Go(func() error {
-		queue.KeepStream(ctx, a.conn.js, QueueConfig(a.cfg), a.StreamCheck, a.deps.Logger)
+		queue.KeepStream(ctx, a.conn.js, QueueConfig(a.cfg), queue.KeepStreamEvery, a.deps.Logger)
 		return nil
 	})
 	g.Go(func() error {
