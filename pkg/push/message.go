@@ -3,6 +3,7 @@ package push
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -49,14 +50,51 @@ func (r Request) Message(ucsID, clientID string, accepted time.Time) Message {
 	return m
 }
 
-// Encode returns m as JSON. It uses go-json-experiment/json, which takes
-// half the time and a third of the allocations of encoding/json here (every
-// push passes here); invalid UTF-8, which a validated push never has, is
-// written as U+FFFD, and a nil Data as null, as encoding/json would. Any
-// reader of JSON decodes it.
-func (m Message) Encode() ([]byte, error) { return jsonv2.Marshal(m, encodeOptions) }
+// Encode returns m as JSON: the object encoding/json would write, with the data members in no
+// particular order. Every push passes here once (a batch of 1,000, a thousand times), so it
+// appends the eight members itself, quoting each string with jsontext.AppendQuote, in a quarter of
+// the time of a reflecting encoder and without its allocations (BenchmarkMessageEncode). Invalid
+// UTF-8, which a validated push never has, is written as U+FFFD, and a nil Data as null, as
+// encoding/json would. Any reader of JSON decodes it (TestEncodeDecodes).
+func (m Message) Encode() ([]byte, error) {
+	n := 128 + len(m.UcsID) + len(m.ClientID) + len(m.UserID) + len(m.URL)
+	for k, v := range m.Data {
+		n += len(k) + len(v) + 6
+	}
+	b := appendString(make([]byte, 0, n), `{"ucsId":`, m.UcsID)
+	b = appendString(b, `,"clientId":`, m.ClientID)
+	b = appendString(b, `,"userId":`, m.UserID)
+	b = appendString(b, `,"type":`, string(m.Type))
+	if m.URL != "" {
+		b = appendString(b, `,"url":`, m.URL)
+	}
+	if m.Data == nil {
+		b = append(b, `,"data":null`...)
+	} else {
+		sep := `,"data":{`
+		for k, v := range m.Data {
+			b = appendString(b, sep, k)
+			b = appendString(b, ":", v)
+			sep = ","
+		}
+		if sep != "," {
+			b = append(b, sep...)
+		}
+		b = append(b, '}')
+	}
+	if m.Time != 0 {
+		b = strconv.AppendInt(append(b, `,"time":`...), m.Time, 10)
+	}
+	b = strconv.AppendInt(append(b, `,"accepted":`...), m.Accepted, 10)
+	return append(b, '}'), nil
+}
 
-var encodeOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsonv2.FormatNilMapAsNull(true))
+// appendString appends prefix and the JSON string of s. Invalid UTF-8 is written as U+FFFD;
+// the error that reports it is dropped, as Encode promises.
+func appendString(b []byte, prefix, s string) []byte {
+	b, _ = jsontext.AppendQuote(append(b, prefix...), s)
+	return b
+}
 
 // decodeOptions read a message as encoding/json would (names matched without regard to case,
 // the last of repeated names kept, invalid UTF-8 as U+FFFD), in two thirds of its time and a

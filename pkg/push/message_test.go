@@ -25,28 +25,59 @@ func TestMessageEncode(t *testing.T) {
 		{UcsID: "\"\\\n\r\t\b\f\x00\x1f\x7f", ClientID: "\u2028\u2029\u0085", UserID: "中文😀", Type: "X\xffY",
 			Data: map[string]string{"k\xfe": "<&>", "": "", "z": strings.Repeat("长", 300), "a": "\u00e9"}, Time: -5, Accepted: -1},
 	} {
-		b, err := m.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// encoding/json reads it back as m, invalid UTF-8 turned into U+FFFD.
-		var got Message
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-		want := m
-		want.UcsID, want.ClientID, want.UserID, want.Type, want.URL = valid(m.UcsID), valid(m.ClientID), valid(m.UserID), Type(valid(string(m.Type))), valid(m.URL)
-		if m.Data != nil {
-			want.Data = map[string]string{}
-			for k, v := range m.Data {
-				want.Data[valid(k)] = valid(v)
-			}
-		}
-		if !equalMessage(got, want) {
-			t.Errorf("Encode: %s\n read back %+v\n want %+v", b, got, want)
+		checkEncode(t, m)
+	}
+}
+
+// validUTF8 is s with each byte that is not UTF-8 replaced by U+FFFD, as JSON encoders write it.
+func validUTF8(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// checkEncode: encoding/json reads Encode's JSON back as m, invalid UTF-8 turned into U+FFFD.
+func checkEncode(t *testing.T, m Message) {
+	t.Helper()
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Message
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	want := m
+	valid := validUTF8
+	want.UcsID, want.ClientID, want.UserID, want.Type, want.URL = valid(m.UcsID), valid(m.ClientID), valid(m.UserID), Type(valid(string(m.Type))), valid(m.URL)
+	if m.Data != nil {
+		want.Data = map[string]string{}
+		for k, v := range m.Data {
+			want.Data[valid(k)] = valid(v)
 		}
 	}
+	if !equalMessage(got, want) {
+		t.Errorf("Encode: %s\n read back %+v\n want %+v", b, got, want)
+	}
+}
+
+// FuzzMessageEncode: any message, whatever its text, is written as JSON that encoding/json
+// reads back as the message.
+func FuzzMessageEncode(f *testing.F) {
+	f.Add("01HX", "oa", "u1", "TDL", "https://a.b/?x=1&y=<2>", "k", "v", "k2", "\u2028\"\\\x00", int64(0), int64(1), false)
+	f.Add("\xff", "", "中文😀", "X\xffY", "", "", "", "\xfe", "<&>", int64(-5), int64(-1), true)
+	f.Fuzz(func(t *testing.T, id, client, user, typ, url, k1, v1, k2, v2 string, at, accepted int64, nilData bool) {
+		m := Message{UcsID: id, ClientID: client, UserID: user, Type: Type(typ), URL: url, Time: at, Accepted: accepted}
+		if !nilData {
+			m.Data = map[string]string{k1: v1, k2: v2}
+			if validUTF8(k1) == validUTF8(k2) && k1 != k2 {
+				return // two names that are one name once written
+			}
+		}
+		checkEncode(t, m)
+	})
 }
 
 func TestMessageRoundTrip(t *testing.T) {
