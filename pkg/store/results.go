@@ -128,8 +128,16 @@ func SentRecords(r push.Result, openID string, at time.Time) []Write {
 
 // SentRecordOf is the sent record of a push whose receipt gave it the final result f, without
 // its msgid's record: for a receipt recorded before the sent record (see Current). Inserted: a
-// record at <ucsId> (the same sent record, or an earlier layout's final result) stays.
-func SentRecordOf(f push.Result, at time.Time) Write {
+// record at <ucsId> (the same sent record, or an earlier layout's final result) stays. It is
+// dated as f, which was recorded at f.Finished, rather than now (a worker may write it days
+// later): retention counts from a record's date, and a sent record outliving its final result
+// would read "sent" again after the sweep took the result. now dates it only when f has no
+// Finished time.
+func SentRecordOf(f push.Result, now time.Time) Write {
+	at := now
+	if !f.Finished.IsZero() && f.Finished.Before(now) {
+		at = f.Finished
+	}
 	sent := f
 	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
 	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: sent, At: at}}

@@ -790,3 +790,34 @@ func TestSweepPastAReplacedProgressRecord(t *testing.T) {
 		t.Fatalf("a sweep removed %d of %d records written 31 days ago (retention 30 days); still there: %v", n, nOld, kept)
 	}
 }
+
+// A push whose delivery receipt was recorded before its sent record (the worker that sent it
+// stopped first; a worker that gets the message hours later completes the records) never reads
+// "sent" again after the sweep: the late sent record is dated as the result it completes, and
+// both leave the store together.
+func TestLateSentRecordLeavesWithItsResult(t *testing.T) {
+	clk, st, w := sweepRig(t)
+	ctx := context.Background()
+	sent := push.Result{UcsID: "late", ClientID: "c", State: push.StateSent, Attempts: 1, MsgID: 4242,
+		Accepted: clk.Now(), Updated: clk.Now(), Sent: clk.Now()}
+	receipt := store.Receipt(sent, "success", clk.Now())
+	if err := w.Write(ctx, store.FirstFinalRecord(receipt, receipt.Finished)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Hour)
+	if err := w.Write(ctx, store.SentRecordOf(receipt, clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Outcome(ctx, sent.UcsID); err != nil || r.State != push.StateDelivered {
+		t.Fatalf("before the retention period ends: %v, %v; want delivered", r.State, err)
+	}
+	// An hour past the retention period (30 days) of the receipt's record.
+	clk.Advance(30*24*time.Hour - time.Hour)
+	if _, err := st.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Outcome(ctx, sent.UcsID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after the sweep the push reads %q, %v; want neither record (its result %q was reported before)",
+			r.State, err, push.StateDelivered)
+	}
+}
