@@ -421,13 +421,19 @@ func Load(path string) (*Config, error) {
 	return Parse(b)
 }
 
-// Parse reads a YAML document; unknown keys are errors. It does not fill defaults.
+// Parse reads one YAML document; unknown keys and further documents are errors. It does not fill defaults.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	// A document after the first (an override appended after "---") would otherwise be
+	// ignored without a word, its keys unchecked.
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parse config: the file holds more than one YAML document; put every setting in one")
 	}
 	return &c, nil
 }
@@ -618,8 +624,10 @@ func (c *Config) Validate(role Role) error {
 	}
 	// The issuer is public_url with a path appended: it has no query, fragment or user info
 	// (OpenID Connect Discovery 1.0 §3).
-	if u, err := url.Parse(c.PublicURL); err != nil || !strings.HasPrefix(c.PublicURL, u.Scheme+"://") ||
-		(u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Host != "" && u.Hostname() == "" {
+		p.add("public_url: %q names no host; set it to the address clients use (its default, http://<listen>, needs listen to name a host)", c.PublicURL)
+	} else if err != nil || !strings.HasPrefix(c.PublicURL, u.Scheme+"://") ||
+		(u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
 		u.RawQuery != "" || u.ForceQuery || strings.ContainsAny(c.PublicURL, "#") ||
 		strings.IndexFunc(c.PublicURL, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		p.add("public_url: %q is not an absolute http(s) URL without query, fragment or user info", c.PublicURL)
@@ -773,7 +781,7 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	idp := o.IdentityProviders
 	if idp.CAS.URL != "" {
-		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			p.add("oauth.identity_providers.cas.url: %q is not an absolute http(s) URL", idp.CAS.URL)
 		}
 	}
@@ -851,17 +859,17 @@ func (cl Client) check(prefix string, p *problems) {
 		p.add("%sredirect_uris: required for the authorization_code grant", prefix)
 	}
 	for _, r := range cl.RedirectURIs {
-		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || u.Fragment != "" {
 			p.add("%sredirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
 	}
 	for _, r := range cl.PostLogoutRedirectURIs {
-		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || u.Fragment != "" {
 			p.add("%spost_logout_redirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
 	}
 	if r := cl.BackchannelLogoutURI; r != "" {
-		if u, err := url.Parse(r); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Fragment != "" {
 			p.add("%sbackchannel_logout_uri: %q is not an absolute http or https URL without fragment", prefix, r)
 		}
 	}
@@ -886,7 +894,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			p.add("platform.api_base: required")
 		}
 	} else {
-		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			p.add("platform.api_base: %q is not an absolute http(s) URL", pl.APIBase)
 		} else if strings.ContainsAny(pl.APIBase, "?#") { // also a bare "?" or "#", which url.Parse leaves empty
 			p.add("platform.api_base: %q has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", pl.APIBase)
@@ -905,7 +913,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 	}
 	if pl.OAuthBase != "" {
-		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 			strings.ContainsAny(pl.OAuthBase, "?#") {
 			p.add("platform.oauth_base: %q is not an absolute http(s) URL without query or fragment", pl.OAuthBase)
 		}

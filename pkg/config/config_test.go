@@ -322,6 +322,9 @@ func TestSchemaAgrees(t *testing.T) {
 		"public_url: 'https://ucs.example.edu/a b'",
 		"public_url: 'HTTPS://ucs.example.edu'",
 		"public_url: \"https://ucs.example.edu/a\\x01\"",
+		"public_url: 'http://:8080'",
+		"public_url: 'https://:443/ucs'",
+		"platform: {api_base: 'https://:443'}",
 		"platform: {appid: wx1, encoding_aes_key: " + strings.Repeat("a", 42) + "+}",
 	} {
 		if err := sch.Validate(toJSON([]byte(bad))); err == nil {
@@ -485,5 +488,38 @@ func TestRefusedBeforeItBreaksLater(t *testing.T) {
 		if err := cfg.Validate(config.RoleStandalone); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// A file is one YAML document: a second one (an override appended after "---") is refused
+// rather than ignored with its keys unchecked.
+func TestOneDocument(t *testing.T) {
+	for _, file := range []string{
+		"listen: 127.0.0.1:8080\n---\nnats:\n  max_age: 1h\n",
+		"---\n---\nlisten: 127.0.0.1:8080\n",
+		"listen: 127.0.0.1:8080\n---\n",
+	} {
+		if _, err := config.Parse([]byte(file)); err == nil || !strings.Contains(err.Error(), "more than one YAML document") {
+			t.Errorf("Parse(%q) = %v, want the file refused for its second document", file, err)
+		}
+	}
+	for _, file := range []string{"", "---\nlisten: 127.0.0.1:8080\n", "listen: 127.0.0.1:8080\n"} {
+		if _, err := config.Parse([]byte(file)); err != nil {
+			t.Errorf("Parse(%q) = %v", file, err)
+		}
+	}
+}
+
+// public_url names a host: its default from a listen address without one (":8080") is refused
+// with what to set, rather than made the tokens' issuer "http://:8080/...".
+func TestPublicURLNamesAHost(t *testing.T) {
+	c, err := config.Parse([]byte("listen: ':8080'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	err = c.Validate(config.RoleStandalone)
+	if err == nil || !strings.Contains(err.Error(), `public_url: "http://:8080" names no host`) {
+		t.Fatalf("Validate = %v, want public_url refused for naming no host", err)
 	}
 }

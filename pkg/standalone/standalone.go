@@ -237,6 +237,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
+	// Without a trailing slash, as Defaults leaves it: the simulator's callback address is
+	// made from it before Defaults runs.
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 
 	deps := service.Deps{Logger: o.Logger, Now: o.Now, MongoMonitor: o.MongoMonitor, Registry: prometheus.NewRegistry()}
 	// One registry for the front end and the in-process workers: /metrics shows both. Without

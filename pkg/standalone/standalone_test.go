@@ -294,6 +294,34 @@ platform:
 	}
 }
 
+// A public_url written with a trailing slash is the same address: the simulated platform's
+// delivery receipts reach the front end, and a push is delivered.
+func TestPublicURLWithTrailingSlash(t *testing.T) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.Addr().String()
+	_ = probe.Close()
+	cfg := &config.Config{Listen: addr, PublicURL: "http://" + addr + "/"}
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Config: cfg, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + addr
+	tok := token(t, base, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
+	st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok,
+		`{"userId":"2020000001","type":"JML","data":{"class":"线性代数","info":"期中作业已发布"}}`)
+	if st != 200 {
+		t.Fatalf("push: %d %v", st, m)
+	}
+	id := m["data"].(map[string]any)["ucsId"].(string)
+	embeddedtest.Eventually(t, 20*time.Second, "the push delivered (its receipt taken)", func() bool {
+		return lookup(t, base, tok, id)["state"] == "delivered"
+	})
+}
+
 // Close lets a request under way finish before it stops the parts under the front end: a push
 // whose body is still arriving when Close is called gets its ucsId.
 func TestCloseAnswersRequestsUnderWay(t *testing.T) {
