@@ -374,7 +374,9 @@ type Worker struct {
 	// an answer lost on the way reaches the platform within its 10-minute duplicate check of
 	// the message's client_msg_id, and the user does not get it twice.
 	BackoffMax Duration `yaml:"backoff_max"`
-	// AckWait is how long the queue waits for a worker's answer before redelivering. Default 60s.
+	// AckWait is how long the queue waits for a worker's answer before redelivering. Default 60s,
+	// at most MaxBackoff: the copy of a message whose worker stopped during its call calls the
+	// platform again, which must come within the platform's duplicate check of the first call.
 	AckWait Duration `yaml:"ack_wait"`
 	// Listen is the address a worker serves /healthz, /readyz and /metrics on. Default
 	// 127.0.0.1:9091; set 0.0.0.0:9091 in a container so probes and Prometheus reach it.
@@ -728,8 +730,9 @@ func (c *Config) Validate(role Role) error {
 		p.add("worker.backoff_max: %s, at most %s (a retry must reach the platform within its 10-minute duplicate check)",
 			w.BackoffMax.D(), MaxBackoff)
 	}
-	if w.AckWait.D() < 5*time.Second {
-		p.add("worker.ack_wait: %s, at least 5s", w.AckWait.D())
+	if w.AckWait.D() < 5*time.Second || w.AckWait.D() > MaxBackoff {
+		p.add("worker.ack_wait: %s, must be 5s to %s (the copy of a message whose worker stopped during its call must reach the platform within its 10-minute duplicate check)",
+			w.AckWait.D(), MaxBackoff)
 	}
 	if !validHostPort(w.Listen) {
 		p.add("worker.listen: %q is not host:port (port 0 to 65535)", w.Listen)
@@ -977,9 +980,10 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	}
 }
 
-// MaxBackoff is the largest worker.backoff_max: the platform sends one message per openid and
-// client_msg_id within ten minutes, and a retry after a lost answer (its send timeout and
-// clock differences added) must come within them.
+// MaxBackoff is the largest worker.backoff_max and worker.ack_wait: the platform sends one
+// message per openid and client_msg_id within ten minutes, and a retry after a lost answer, or
+// the copy of a message whose worker stopped during its call (its send timeout and clock
+// differences added), must come within them.
 const MaxBackoff = 9 * time.Minute
 
 // MaxRetention is the longest mongodb.retention, ten years: MongoDB's TTL index takes at most

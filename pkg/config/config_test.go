@@ -122,7 +122,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   worker.max_attempts: 5000, must be 1 to 1000
   worker.backoff_initial: 5ms, at least 10ms
   worker.backoff_max: 1ms, less than backoff_initial
-  worker.ack_wait: 1s, at least 5s`
+  worker.ack_wait: 1s, must be 5s to 9m0s (the copy of a message whose worker stopped during its call must reach the platform within its 10-minute duplicate check)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -521,5 +521,22 @@ func TestPublicURLNamesAHost(t *testing.T) {
 	err = c.Validate(config.RoleStandalone)
 	if err == nil || !strings.Contains(err.Error(), `public_url: "http://:8080" names no host`) {
 		t.Fatalf("Validate = %v, want public_url refused for naming no host", err)
+	}
+}
+
+// worker.ack_wait is at most 9 minutes: a copy of a message whose worker stopped during its call
+// calls the platform again once ack_wait has passed, and only within 10 minutes of the first
+// call does the platform answer a repeat without sending it twice.
+func TestAckWaitWithinDuplicateCheck(t *testing.T) {
+	for wait, ok := range map[string]bool{"9m": true, "60s": true, "9m1s": false, "30m": false} {
+		c, err := config.Parse([]byte("worker: {ack_wait: " + wait + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Defaults()
+		err = c.Validate(config.RoleStandalone)
+		if (err == nil) != ok || !ok && !strings.Contains(err.Error(), "worker.ack_wait: ") {
+			t.Errorf("worker.ack_wait %s: Validate = %v", wait, err)
+		}
 	}
 }
