@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -49,7 +50,7 @@ type SignInStore interface {
 }
 
 // IDClaims are the claims of an ID token: the interface's (exp, iat, typ, azp, scope, userid)
-// and OpenID Connect's (iss, aud, sub, nonce, auth_time, sid).
+// and OpenID Connect's (iss, aud, sub, nonce, auth_time, sid, at_hash).
 type IDClaims struct {
 	jwt.RegisteredClaims
 	// Typ is "Bearer", as the interface lists it. An ID token has no grant_type claim, which is
@@ -61,6 +62,25 @@ type IDClaims struct {
 	Nonce    string `json:"nonce,omitempty"`
 	AuthTime int64  `json:"auth_time"`
 	SID      string `json:"sid"`
+	// AtHash binds the access token issued with the ID token to it, as Keycloak's ID tokens
+	// do (OpenID Connect Core 1.0 §3.1.3.6); relying parties such as go-oidc check it.
+	AtHash string `json:"at_hash,omitempty"`
+}
+
+// atHash is the at_hash of an access token in an ID token signed with alg: the left half of
+// the token's hash by the algorithm's hash function, base64url-encoded.
+func atHash(alg, accessToken string) string {
+	h := crypto.SHA256
+	switch m := jwt.GetSigningMethod(alg).(type) {
+	case *jwt.SigningMethodECDSA:
+		h = m.Hash
+	case *jwt.SigningMethodRSA:
+		h = m.Hash
+	}
+	d := h.New()
+	d.Write([]byte(accessToken))
+	sum := d.Sum(nil)
+	return base64.RawURLEncoding.EncodeToString(sum[:len(sum)/2])
 }
 
 // Hash is the hex SHA-256 under which codes, refresh tokens and session cookies are stored.
@@ -194,13 +214,14 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
 	if slices.Contains(strings.Fields(scope), ScopeOpenID) {
-		id, err := s.idKeys(c).Sign(&IDClaims{
+		keys := s.idKeys(c)
+		id, err := keys.Sign(&IDClaims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.Issuer, Subject: se.UserID, Audience: jwt.ClaimStrings{c.ID},
 				IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: newJTI(),
 			},
 			Typ: "Bearer", Azp: c.ID, Scope: scope, UserID: se.UserID, Nonce: nonce,
-			AuthTime: se.AuthTime.Unix(), SID: se.SID,
+			AuthTime: se.AuthTime.Unix(), SID: se.SID, AtHash: atHash(keys.Alg(), access),
 		})
 		if err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("sign ID token of %s: %w", c.ID, err))

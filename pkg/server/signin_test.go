@@ -288,6 +288,10 @@ func TestSignInLocalAsRelyingParty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The ID token binds the access token issued with it (at_hash), as Keycloak's do.
+	if err := idt.VerifyAccessToken(tok.AccessToken); err != nil {
+		t.Fatalf("the ID token does not bind its access token: %v", err)
+	}
 	var claims struct {
 		UserID, Typ, Azp, Scope, Nonce, SID string
 		AuthTime                            int64 `json:"auth_time"`
@@ -324,6 +328,11 @@ func TestSignInLocalAsRelyingParty(t *testing.T) {
 	fresh, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: old, Expiry: time.Now().Add(-time.Hour)}).Token()
 	if err != nil || fresh.RefreshToken == "" || fresh.RefreshToken == old {
 		t.Fatalf("refresh: %v", err)
+	}
+	if raw, _ := fresh.Extra("id_token").(string); raw == "" {
+		t.Fatal("a refresh gave no ID token")
+	} else if idt, err := r.verifier.Verify(ctx, raw); err != nil || idt.VerifyAccessToken(fresh.AccessToken) != nil {
+		t.Fatalf("the refreshed ID token does not bind its access token: %v", err)
 	}
 	if _, err := r.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: old, Expiry: time.Now().Add(-time.Hour)}).Token(); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 		t.Fatalf("reused refresh token: %v", err)

@@ -86,7 +86,7 @@ func (s *Server) discovery(c echo.Context) error {
 		"request_uri_parameter_supported":                false,
 		"claims_parameter_supported":                     false,
 		"prompt_values_supported":                        []string{"none", "login", "consent", "select_account"},
-		"claims_supported":                               []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "sid", "azp", "typ", "scope", "userid", "preferred_username"},
+		"claims_supported":                               []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "sid", "at_hash", "azp", "typ", "scope", "userid", "preferred_username"},
 		"authorization_response_iss_parameter_supported": true,
 		"backchannel_logout_supported":                   s.cfg.OAuth.Backchannel != nil,
 		"backchannel_logout_session_supported":           s.cfg.OAuth.Backchannel != nil,
