@@ -644,18 +644,22 @@ func containerPort(c map[string]any, port any) (int, bool) {
 func TestAPIProbesPortsAndGrace(t *testing.T) {
 	m := loadK8s(t)
 	cfg := k8sConfig(t, m)
-	_, portText, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		t.Fatalf("listen %q: %v", cfg.Listen, err)
-	}
-	listenPort, _ := strconv.Atoi(portText)
-
 	d := m.mustFind(t, "Deployment", apiDeployment)
 	cs := list(podSpec(d)["containers"])
 	if len(cs) != 1 {
 		t.Fatalf("%s: want one container, found %d", d, len(cs))
 	}
 	c := mapping(cs[0])
+	listen := cfg.Listen
+	if v, ok := listenFlag(t, "api", c); ok {
+		listen = v
+	}
+	_, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatalf("listen %q: %v", listen, err)
+	}
+	listenPort, _ := strconv.Atoi(portText)
+	cfg.Listen = listen
 	if n, _ := dig(d.doc, "spec", "replicas").(int); n < 2 {
 		t.Errorf("%s: spec.replicas is %v, want at least 2 (3 in production)", d, dig(d.doc, "spec", "replicas"))
 	}
@@ -848,10 +852,10 @@ func declaredPort(c map[string]any, n int) (map[string]any, bool) {
 	return nil, false
 }
 
-// listenFlag is the address of a -listen (or --listen) flag in the container's command or args,
-// which overrides the configuration's worker.listen.
-func listenFlag(c map[string]any) (string, bool) {
-	argv := append(strSlice(c["command"]), strSlice(c["args"])...)
+// listenFlag is the address of a -listen (or --listen) flag in the container's command line,
+// which overrides the configuration's listen (the api) or worker.listen (the worker).
+func listenFlag(t *testing.T, prog string, c map[string]any) (string, bool) {
+	argv := commandLine(t, prog, c)
 	for i, a := range argv {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "-") || name != "listen" {
@@ -867,6 +871,101 @@ func listenFlag(c map[string]any) (string, bool) {
 	return "", false
 }
 
+// commandLine is what a container of prog runs: its command, or else the ENTRYPOINT of the
+// program's Dockerfile, followed by its args (the Dockerfiles have no CMD).
+func commandLine(t *testing.T, prog string, c map[string]any) []string {
+	t.Helper()
+	argv := strSlice(c["command"])
+	if c["command"] == nil {
+		argv = entrypoint(t, prog)
+	}
+	return append(slices.Clone(argv), strSlice(c["args"])...)
+}
+
+// entrypoint is the ENTRYPOINT of prog's Dockerfile, in its exec form.
+func entrypoint(t *testing.T, prog string) []string {
+	t.Helper()
+	path := filepath.Join("docker", prog+".Dockerfile")
+	var argv []string
+	for _, in := range parseDockerfile(t, path) {
+		if in.cmd == "ENTRYPOINT" {
+			argv = nil
+			if err := json.Unmarshal([]byte(in.args), &argv); err != nil {
+				t.Fatalf("%s:%d: ENTRYPOINT is not in the exec form (a JSON array): %v", path, in.line, err)
+			}
+		}
+	}
+	if len(argv) == 0 {
+		t.Fatalf("%s: no ENTRYPOINT", path)
+	}
+	return argv
+}
+
+// programFlags are the flags prog's main package defines, read from its source: each name, and
+// whether it is a boolean flag (which takes no separate value).
+func programFlags(t *testing.T, prog string) map[string]bool {
+	t.Helper()
+	src := readFile(t, filepath.Join("..", prog, "main.go"))
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`flag\.(\w+)\("([\w-]+)"`).FindAllSubmatch(src, -1) {
+		flags[string(m[2])] = string(m[1]) == "Bool"
+	}
+	if len(flags) == 0 {
+		t.Fatalf("%s/main.go: no flags found", prog)
+	}
+	return flags
+}
+
+// checkCommandLine: a container of prog runs the program's binary with -config naming the
+// mounted configuration file, and every argument is a flag the program defines (Go's flag
+// package stops at the first argument that is not a flag, and the programs take none).
+func checkCommandLine(t *testing.T, prog string, d object, c map[string]any) {
+	t.Helper()
+	argv, image := commandLine(t, prog, c), entrypoint(t, prog)
+	if len(argv) == 0 || argv[0] != image[0] {
+		t.Errorf("%s: the container runs %q, not the program %s", d, argv, image[0])
+		return
+	}
+	flags := programFlags(t, prog)
+	config := ""
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		isBool, known := flags[name]
+		switch {
+		case !strings.HasPrefix(a, "-") || a == "-" || a == "--":
+			t.Errorf("%s: argument %q of %q is not a flag: the program would stop reading flags there", d, a, argv)
+			return
+		case !known:
+			t.Errorf("%s: %q: %s has no flag -%s", d, argv, prog, name)
+			continue
+		case !hasVal && !isBool:
+			if i+1 == len(argv) {
+				t.Errorf("%s: %q: flag -%s has no value", d, argv, name)
+				continue
+			}
+			i++
+			val = argv[i]
+		}
+		if name == "config" {
+			config = val
+		}
+	}
+	if config != configPath {
+		t.Errorf("%s: %q reads the configuration from %q, not from the mounted %s", d, argv, config, configPath)
+	}
+}
+
+func TestContainerCommandLines(t *testing.T) {
+	m := loadK8s(t)
+	for prog, name := range map[string]string{"api": apiDeployment, "worker": workerDeploy} {
+		d := m.mustFind(t, "Deployment", name)
+		for _, c := range list(podSpec(d)["containers"]) {
+			checkCommandLine(t, prog, d, mapping(c))
+		}
+	}
+}
+
 // reachableHost says whether a listen host accepts connections from outside the container.
 func reachableHost(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
 
@@ -880,7 +979,7 @@ func TestWorkerProbesAndMetrics(t *testing.T) {
 	}
 	c := mapping(cs[0])
 	listen := cfg.Worker.Listen
-	if v, ok := listenFlag(c); ok {
+	if v, ok := listenFlag(t, "worker", c); ok {
 		listen = v
 	}
 	host, portText, err := net.SplitHostPort(listen)
