@@ -51,32 +51,17 @@ func (s *Store) BindingOf(ctx context.Context, openID string) (Binding, error) {
 // was bound to before (one campus account per follower). It returns the user number whose
 // binding it removed that way, or "".
 //
-// Without transactions the writes go in an order that leaves nothing wrong if one fails: the
-// binding first (what delivery reads), then the follower's record that points back to it. A
-// lock per openid and per user number orders two pages of one process (the standalone
-// stack); across replicas, two students binding one follower at the same instant end with
-// the later write, which is what either of them asked for.
+// Without transactions the binding is written first (what delivery reads), then the follower's
+// record is made to point to it by one findAndModify that returns the user number it pointed
+// to before, whose binding to this follower is then removed. Each Bind thus removes the
+// binding of the one before it, written before that one's pointer was set: when two replicas
+// bind one follower to two user numbers at the same instant, the later pointer's binding
+// stays, and the other is removed. A lock per openid and per user number orders two pages of
+// one process (the standalone stack, whose FerretDB reads and then writes a findAndModify).
 func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced string, err error) {
 	defer s.followers.lock(openID)()
 	defer s.users.lock("bind\x00" + userID)()
 	now := s.now()
-	var f followerOwner
-	switch err := s.getByID(ctx, colFollowers, openID, &f); {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return "", err
-	}
-	if f.UserID != "" && f.UserID != userID {
-		switch prev, err := s.Binding(ctx, f.UserID); {
-		case err == nil && prev.OpenID == openID:
-			if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: f.UserID}}); err != nil {
-				return "", fmt.Errorf("unbind the previous user: %w", err)
-			}
-			replaced = f.UserID
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return "", err
-		}
-	}
 	old, err := s.Binding(ctx, userID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return "", err
@@ -87,8 +72,32 @@ func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced strin
 	// A follower record made here says "following", as no record at all does: whether the
 	// openid follows is the platform's subscribe and unsubscribe events' to say.
 	upd := bson.M{"$set": bson.M{"userid": userID, "bound": now}, "$setOnInsert": bson.M{"following": true, "updated": now}}
-	if err := s.upsertFollower(ctx, openID, upd); err != nil {
-		return "", err
+	var f followerOwner
+	claim := func() error {
+		return s.col(colFollowers).FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: openID}}, upd,
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&f)
+	}
+	err = claim()
+	if mongo.IsDuplicateKeyError(err) {
+		err = claim() // another replica inserted the record first: it is there now
+	}
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return "", fmt.Errorf("bind follower: %w", err)
+	}
+	if f.UserID != "" && f.UserID != userID {
+		switch prev, err := s.Binding(ctx, f.UserID); {
+		case err == nil && prev.OpenID == openID:
+			if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: f.UserID}}); err != nil {
+				// The follower now points to userID, and a Bind again would not see f.UserID:
+				// an operator must remove that binding.
+				s.log.Error("binding a follower left the binding of its previous user number in place; remove it",
+					"userid", f.UserID, "openid", openID, "bound_to", userID, "err", err)
+				return "", fmt.Errorf("unbind the previous user: %w", err)
+			}
+			replaced = f.UserID
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return "", err
+		}
 	}
 	if old.OpenID != "" && old.OpenID != openID {
 		// The user number's former follower no longer points here; reads check anyway.
@@ -113,22 +122,6 @@ func (s *Store) Unbind(ctx context.Context, userID, openID string) error {
 		return fmt.Errorf("unbind: %w", err)
 	}
 	s.clearOwner(ctx, openID, userID)
-	return nil
-}
-
-// upsertFollower applies upd to the followers record of openID, creating it if needed.
-func (s *Store) upsertFollower(ctx context.Context, openID string, upd bson.M) error {
-	set := func() error {
-		_, err := s.col(colFollowers).UpdateOne(ctx, bson.D{{Key: "_id", Value: openID}}, upd, options.Update().SetUpsert(true))
-		return err
-	}
-	err := set()
-	if mongo.IsDuplicateKeyError(err) {
-		err = set() // another replica inserted the record first: it is there now
-	}
-	if err != nil {
-		return fmt.Errorf("bind follower: %w", err)
-	}
 	return nil
 }
 

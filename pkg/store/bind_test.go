@@ -3,8 +3,11 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/store"
@@ -79,5 +82,83 @@ func TestBindByFollower(t *testing.T) {
 	}
 	if _, err := st.Binding(ctx, "u3"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("still bound: %v", err)
+	}
+}
+
+// commandGate holds the first command named cmd on collection coll until open is closed.
+type commandGate struct {
+	cmd, coll     string
+	once          sync.Once
+	reached, open chan struct{}
+}
+
+func (g *commandGate) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if v, err := e.Command.LookupErr(g.cmd); e.CommandName != g.cmd || err != nil || v.StringValue() != g.coll {
+			return
+		}
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.reached)
+			<-g.open
+		}
+	}}
+}
+
+// Two front ends (two stores over one database, as two replicas over one MongoDB) bind two
+// user numbers to one follower at the same instant, each step of one falling between the
+// other's: the follower ends bound to one user number, the one its record points to.
+func TestBindRaceAcrossReplicasLeavesOneBinding(t *testing.T) {
+	const follower = "oShared00000000000000000001"
+	// Replica 1 is held at each of its writes in turn: its binding, its claim of the follower.
+	for _, held := range []struct{ cmd, coll string }{{"update", "bindings"}, {"findAndModify", "followers"}} {
+		t.Run(held.cmd+" "+held.coll, func(t *testing.T) {
+			ctx := context.Background()
+			f := embeddedtest.FerretDB(t)
+			db := embeddedtest.DBName(t)
+			g := &commandGate{cmd: held.cmd, coll: held.coll, reached: make(chan struct{}), open: make(chan struct{})}
+			open := func(m *event.CommandMonitor) *store.Store {
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close(context.Background()) })
+				return st
+			}
+			r1, r2 := open(g.monitor()), open(nil)
+			if err := f.IndexIDs(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() { _, err := r1.Bind(ctx, "2020000001", follower); errc <- err }()
+			select {
+			case <-g.reached:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("replica 1 never sent %s to %s", held.cmd, held.coll)
+			}
+			if _, err := r2.Bind(ctx, "2020000002", follower); err != nil {
+				t.Fatal(err)
+			}
+			close(g.open)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			for _, u := range []string{"2020000001", "2020000002"} {
+				switch b, err := r2.Binding(ctx, u); {
+				case err == nil && b.OpenID == follower:
+					users = append(users, u)
+				case err != nil && !errors.Is(err, store.ErrNotFound):
+					t.Fatal(err)
+				}
+			}
+			owner, err := r2.BindingOf(ctx, follower)
+			if len(users) != 1 || err != nil || owner.UserID != users[0] {
+				t.Fatalf("one follower, one user number: bound to %v; its record names %q (%v)", users, owner.UserID, err)
+			}
+		})
 	}
 }
