@@ -24,9 +24,9 @@ import (
 func (s *Server) accountPath() string { return s.realmPath() + "/account" }
 
 func (s *Server) accountRoutes() {
-	s.e.GET(s.accountPath(), s.account)
-	s.e.POST(s.accountPath()+"/grants/revoke", s.accountRevoke, identityBody)
-	s.e.POST(s.accountPath()+"/sessions/end", s.accountEnd, identityBody)
+	s.e.GET(s.accountPath(), s.account, browserPage)
+	s.e.POST(s.accountPath()+"/grants/revoke", s.accountRevoke, browserPage, identityBody)
+	s.e.POST(s.accountPath()+"/sessions/end", s.accountEnd, browserPage, identityBody)
 	// The forms' addresses opened as pages show the account page.
 	toAccount := func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.accountPath()) }
 	s.e.GET(s.accountPath()+"/grants/revoke", toAccount)

@@ -107,15 +107,15 @@ var bindProviders = map[string]pages.BindProvider{
 }
 
 func (s *Server) bindRoutes() {
-	on := s.bindAvailable
-	s.e.GET("/bind", s.bindPage, on)
-	s.e.POST("/bind", s.bindConsent, on)
-	s.getOnce("/bind/platform", s.bindPlatformReturn, on)
-	s.e.GET("/bind/signin", s.bindSignIn, on)
-	s.getOnce("/bind/signed-in", s.bindSignedIn, on)
-	s.e.POST("/bind/unbind", s.bindUnbind, on)
+	on := []echo.MiddlewareFunc{browserPage, s.bindAvailable}
+	s.e.GET("/bind", s.bindPage, on...)
+	s.e.POST("/bind", s.bindConsent, on...)
+	s.getOnce("/bind/platform", s.bindPlatformReturn, on...)
+	s.e.GET("/bind/signin", s.bindSignIn, on...)
+	s.getOnce("/bind/signed-in", s.bindSignedIn, on...)
+	s.e.POST("/bind/unbind", s.bindUnbind, on...)
 	// The unbind form's address opened as a page shows the binding page.
-	s.e.GET("/bind/unbind", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/bind") }, on)
+	s.e.GET("/bind/unbind", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/bind") }, on...)
 }
 
 // bindAvailable answers every path of the page that binding is not available where it is not

@@ -46,12 +46,26 @@ type bindEnv struct {
 
 func newBindEnv(t *testing.T) *bindEnv {
 	t.Helper()
+	e, _ := newBindEnvVia(t, false)
+	return e
+}
+
+// newBindEnvVia is newBindEnv, with the store reached through a proxy the test can cut (and a
+// 2-second wait for a server) when viaProxy.
+func newBindEnvVia(t *testing.T, viaProxy bool) (*bindEnv, *embeddedtest.Proxy) {
+	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Shutdown)
 	f := embeddedtest.FerretDB(t)
+	uri := f.URI()
+	var proxy *embeddedtest.Proxy
+	if viaProxy {
+		proxy = embeddedtest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(f.URI(), "mongodb://"), "/"))
+		uri = "mongodb://" + proxy.Addr() + "/?serverSelectionTimeoutMS=2000"
+	}
 	casSrv := castest.New(map[string]string{casUser: casUserPass, casMailUser: casUserPass})
 	t.Cleanup(casSrv.Close)
 	ts := httptest.NewUnstartedServer(nil)
@@ -65,7 +79,7 @@ func newBindEnv(t *testing.T) *bindEnv {
 	cfg := &config.Config{
 		PublicURL: base,
 		NATS:      config.NATS{URL: n.URL()},
-		MongoDB:   config.MongoDB{URI: f.URI(), Database: embeddedtest.DBName(t)},
+		MongoDB:   config.MongoDB{URI: uri, Database: embeddedtest.DBName(t)},
 		OAuth: config.OAuth{IdentityProviders: config.IdentityProviders{Default: "cas", CAS: config.CASProvider{URL: casSrv.URL()},
 			Local: config.LocalProvider{Enabled: true}}},
 		Directory: config.Directory{Users: []config.User{{UserID: userID, Password: userPass}}},
@@ -87,7 +101,7 @@ func newBindEnv(t *testing.T) *bindEnv {
 	ts.Config.Handler = api.Server
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &bindEnv{base: base, sim: sim, store: api.Store, clock: clk}
+	return &bindEnv{base: base, sim: sim, store: api.Store, clock: clk}, proxy
 }
 
 // phone is the in-app browser: cookies kept, redirects followed.
@@ -452,6 +466,20 @@ func TestBindRefusesAUserNumberNoPushNames(t *testing.T) {
 	}
 	if _, ok := e.bindingOf(t, casMailUser); ok {
 		t.Fatal("a user number no push can name was bound")
+	}
+}
+
+// A student who opens the binding page while the store cannot be reached gets the error page in
+// Chinese and English, as every other refusal of the page, not the data interfaces' JSON.
+func TestBindPageStoreDown(t *testing.T) {
+	e, proxy := newBindEnvVia(t, true)
+	b := phone(t)
+	e.authorizedAs(t, b, followerA)
+	proxy.SetDown(true)
+	p := get(t, b, e.base+"/bind")
+	if p.status != http.StatusServiceUnavailable || !strings.HasPrefix(p.ctype, "text/html") ||
+		!strings.Contains(p.body, "请稍后再试") || !strings.Contains(p.body, "Try again in a moment") {
+		t.Fatalf("the binding page with the store down: %d %s %s", p.status, p.ctype, p.body)
 	}
 }
 

@@ -73,6 +73,19 @@ func (s *Server) ok(c echo.Context, data any) error {
 	return c.JSON(http.StatusOK, Envelope{Data: data, Code: CodeOK, Msg: "success", Time: s.stamp()})
 }
 
+// ctxBrowserPage marks a request of a page a person's browser opens (see browserPage).
+const ctxBrowserPage = "ucs.browser_page"
+
+// browserPage marks the routes of pages a person opens (sign-in, consent, logout, the account,
+// binding and operations pages): an error they end with (the store unreachable, an internal
+// fault) is answered with the error page in Chinese and English, not the data interfaces' JSON.
+func browserPage(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Set(ctxBrowserPage, true)
+		return next(c)
+	}
+}
+
 // handleError is echo's HTTPErrorHandler: the one place that maps errors to statuses and
 // envelopes. OAuth endpoints answer their own errors before this is reached.
 func (s *Server) handleError(err error, c echo.Context) {
@@ -109,6 +122,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	for k, v := range e.Header {
 		c.Response().Header()[k] = v
+	}
+	if page, _ := c.Get(ctxBrowserPage).(bool); page && status >= 500 && c.Request().Method != http.MethodHead {
+		// A person reads this, in the platform's browser or any other: the page in Chinese
+		// and English, as every refusal of these pages is.
+		_ = s.errorPage(c, status, "暂时无法完成 Not done just now",
+			"服务暂时无法完成这一步，请稍后再试。 The service could not complete this step just now. Try again in a moment.",
+			"temporarily_unavailable")
+		return
 	}
 	if c.Request().Method == http.MethodHead {
 		// The headers a GET would have, without the body.

@@ -58,9 +58,9 @@ func (s *Server) opsRoutes() {
 	if s.cfg.Ops == nil || len(s.cfg.Ops.Users) == 0 || s.cfg.SignIn == nil {
 		return // the page is off: 404
 	}
-	s.e.GET(opsPath, s.ops)
-	s.e.GET(opsPath+"/history/:ucsId", s.opsHistory)
-	s.e.GET(s.realmPath()+"/ops-signin", s.opsSignIn)
+	s.e.GET(opsPath, s.ops, browserPage)
+	s.e.GET(opsPath+"/history/:ucsId", s.opsHistory, browserPage)
+	s.e.GET(s.realmPath()+"/ops-signin", s.opsSignIn, browserPage)
 }
 
 // opsTarget is the page of the operations console a sign-in returns to: only its own pages,

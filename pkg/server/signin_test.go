@@ -176,6 +176,7 @@ type page struct {
 	body     string
 	location string
 	url      *url.URL
+	ctype    string
 }
 
 func get(t *testing.T, b *http.Client, u string) page {
@@ -190,7 +191,8 @@ func get(t *testing.T, b *http.Client, u string) page {
 func read(t *testing.T, resp *http.Response) page {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), url: resp.Request.URL}
+	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), url: resp.Request.URL,
+		ctype: resp.Header.Get("Content-Type")}
 }
 
 // submit posts the page's form with extra fields, as a person pressing its button would.

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestWriteConcern: majority unless the URI says otherwise.
@@ -16,6 +17,18 @@ func TestWriteConcern(t *testing.T) {
 		wc := clientOptions(Options{URI: uri}).WriteConcern
 		if wc == nil || wc.W != want {
 			t.Errorf("%s: write concern %+v, want w=%v", uri, wc, want)
+		}
+	}
+}
+
+// TestServerSelectionTimeout: the wait for a server is ConnectTimeout unless the URI names one.
+func TestServerSelectionTimeout(t *testing.T) {
+	for uri, want := range map[string]time.Duration{
+		"mongodb://db.example.edu/":                               30 * time.Second,
+		"mongodb://db.example.edu/?serverSelectionTimeoutMS=2000": 2 * time.Second,
+	} {
+		if got := clientOptions(Options{URI: uri, ConnectTimeout: 30 * time.Second}).ServerSelectionTimeout; got == nil || *got != want {
+			t.Errorf("%s: server selection timeout %v, want %s", uri, got, want)
 		}
 	}
 }

@@ -82,14 +82,17 @@ type Store struct {
 }
 
 // clientOptions are the driver's options for o: majority writes unless the URI names a write
-// concern (w=…), so that a result the service has reported survives the loss of a replica.
+// concern (w=…), so that a result the service has reported survives the loss of a replica, and
+// the wait for a server o.ConnectTimeout unless the URI names one (serverSelectionTimeoutMS).
 func clientOptions(o Options) *options.ClientOptions {
 	opts := options.Client().ApplyURI(o.URI).
 		SetMaxPoolSize(256).
-		SetServerSelectionTimeout(o.ConnectTimeout).
 		SetMonitor(o.Monitor)
 	if opts.WriteConcern == nil {
 		opts.SetWriteConcern(writeconcern.Majority())
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(o.ConnectTimeout)
 	}
 	return opts
 }
