@@ -21,7 +21,8 @@ import (
 
 // tokenRejectedWithoutNew starts a worker (with the shared pause and dead letters) whose
 // platform, once broken is set, rejects the access token it holds at every send (40001: the
-// token was invalidated) and answers the token endpoint with tokenAnswer. A first push is sent
+// token was invalidated) and answers the token endpoint with tokenAnswer (nil: the platform's
+// own answers, new tokens the sends then reject as well). A first push is sent
 // with the good token before broken is set; the push returned is published after. tokenCalls
 // counts the calls of the token endpoint while broken.
 func (r *rig) tokenRejectedWithoutNew(t *testing.T, tokenAnswer func(w http.ResponseWriter)) (id string, broken *atomic.Bool, p *sending.Pause, tokenCalls *atomic.Int64) {
@@ -34,6 +35,9 @@ func (r *rig) tokenRejectedWithoutNew(t *testing.T, tokenAnswer func(w http.Resp
 		}
 		if strings.Contains(req.URL.Path, "token") {
 			tokenCalls.Add(1)
+			if tokenAnswer == nil {
+				return false // the platform's token endpoint answers: new tokens, rejected too
+			}
 			tokenAnswer(w)
 			return true
 		}
@@ -91,6 +95,32 @@ func TestRejectedTokenWithoutNewSendsLater(t *testing.T) {
 	})
 	if n := r.deadLetters(t); n != 0 {
 		t.Fatalf("%d dead letters while no token could be had", n)
+	}
+	broken.Store(false)
+	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {
+		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends-before)
+	}
+}
+
+// TestRejectedNewTokenSendsLater: as above, but the token endpoint hands out new tokens, and
+// the platform rejects the send made with a new one too (something else invalidates the
+// account's tokens). Neither call was taken, nor was the message the cause: it waits without
+// spending an attempt, and is sent with its first once the tokens are accepted again.
+func TestRejectedNewTokenSendsLater(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	id, broken, _, tokenCalls := r.tokenRejectedWithoutNew(t, nil)
+	before := r.sim.Stats().Sends
+	embeddedtest.Eventually(t, 30*time.Second, "the push held without an attempt, its new token rejected", func() bool {
+		res, err := r.st.Current(ctx, id)
+		if err == nil && res.State.Final() {
+			t.Fatalf("the push ended %s after %d attempts: %q", res.State, res.Attempts, res.Reason)
+		}
+		return tokenCalls.Load() >= 2 && err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
+			strings.Contains(res.LastError, "a new access token rejected too")
+	})
+	if n := r.deadLetters(t); n != 0 {
+		t.Fatalf("%d dead letters while every token was rejected", n)
 	}
 	broken.Store(false)
 	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {

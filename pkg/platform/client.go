@@ -168,9 +168,9 @@ type sendAnswer struct {
 // An errcode answer is returned as a wrapped *Error; use Permanent to decide
 // whether to retry. When no access token could be had, nothing was sent: the
 // error wraps a *NotSentError. When the platform rejects the access token (40001, 42001,
-// 40014), SendTemplate fetches a token again and retries the send exactly
-// once; a persistent rejection is returned as a retryable *Error, and no new token to be had
-// as a *NotSentError.
+// 40014), SendTemplate fetches a token again and retries the send exactly once; a rejection of
+// that token too, or no new token to be had, is returned as a *NotSentError (wrapping the
+// rejection's *Error): the platform took no call, and nothing of the message caused it.
 func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
 	body := appendSendBody(make([]byte, 0, 512), &m)
 	tok, err := c.tokens.get(ctx, "")
@@ -190,7 +190,11 @@ func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int
 		// in the chain, not the rejection's.
 		return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr, Rejected: pe.Code})
 	}
-	return c.send(ctx, tok, body)
+	msgID, err = c.send(ctx, tok, body)
+	if errors.As(err, &pe) && isTokenCode(pe.Code) {
+		return 0, fmt.Errorf("send template: a new access token rejected too: %w", &NotSentError{Err: err, Rejected: pe.Code})
+	}
+	return msgID, err
 }
 
 // send makes one call of the template send endpoint.

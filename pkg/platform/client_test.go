@@ -420,6 +420,32 @@ func TestConcurrentSendsShareOneRefresh(t *testing.T) {
 	}
 }
 
+// TestTokenRejectedTwiceIsNotSent: a send refused for its access token, and refused again with
+// a token just fetched, took no call of the platform: a NotSentError naming the rejection, so
+// that the message's attempts are not spent on the account's token.
+func TestTokenRejectedTwiceIsNotSent(t *testing.T) {
+	var sends atomic.Int32
+	e := newEnv(t, envOptions{wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/template/send") {
+				sends.Add(1)
+				_, _ = io.WriteString(w, `{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1-2-3"}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	_, err := e.client.SendTemplate(context.Background(), exam(follower, ""))
+	var ns *platform.NotSentError
+	if !errors.As(err, &ns) || ns.Rejected != 40001 || sends.Load() != 2 {
+		t.Fatalf("two sends refused for their tokens: %v (%d sends), want a NotSentError of 40001 after two", err, sends.Load())
+	}
+	if _, ok := platform.Permanent(err); ok {
+		t.Error("a token refused twice classified permanent")
+	}
+	e.assertNoSecrets(t, err)
+}
+
 // TestStubbornTokenIsForcedAtMostOncePerMinute covers a token the platform
 // keeps rejecting while normal mode keeps handing it out.
 func TestStubbornTokenIsForcedAtMostOncePerMinute(t *testing.T) {

@@ -19,11 +19,13 @@ type HTTPError struct {
 func (e *HTTPError) Error() string { return "HTTP status " + e.Status }
 
 // NotSentError is a send that never went out: no access token could be had (the token
-// endpoint failed, or the wait for it ended). The platform sent nothing for the message.
+// endpoint failed, or the wait for it ended), or the platform refused the send for its token
+// twice, the second time with a token just fetched. The platform sent nothing for the message.
 type NotSentError struct {
 	Err error
 	// Rejected is the errcode with which the platform refused a send for its access token
-	// (40001, 42001, 40014) before no new token could be had; 0 when no call was made.
+	// (40001, 42001, 40014), after which no new token could be had or the new one was refused
+	// too; 0 when no call was made.
 	Rejected int
 }
 
