@@ -963,7 +963,7 @@ func (w *Worker) failAfterCalls(ctx context.Context, msg jetstream.Msg, r *push.
 		}
 		if first.MsgID != 0 {
 			*r = first
-			return true, w.record(ctx, msg, []store.Write{store.SentRecordOf(first, w.cfg.Now())})
+			return true, w.record(ctx, msg, []store.Write{store.ReceiptCopy(first, w.cfg.Now())})
 		}
 		*r = first // this failure, as an earlier copy recorded it
 	}
@@ -976,8 +976,8 @@ func (w *Worker) failAfterCalls(ctx context.Context, msg jetstream.Msg, r *push.
 // settle completes the records of a push an earlier copy of the message delivered, cur being
 // its current record: a receipt's final result recorded before the sent record (the worker
 // that sent it stopped before writing it, and the front ends applied the receipt from its
-// announcement) gets the sent record, which lookups read first once the push leaves the
-// queue; a worker's failure, its copy at <ucsId>. Otherwise nothing is written.
+// announcement), and a worker's failure, each get their copy at <ucsId>, which lookups read
+// first once the push leaves the queue. Otherwise nothing is written.
 func (w *Worker) settle(ctx context.Context, cur push.Result) error {
 	switch {
 	case !cur.State.Final():
@@ -987,7 +987,7 @@ func (w *Worker) settle(ctx context.Context, cur push.Result) error {
 		// its copy): the copy, which one written before makes a no-op.
 		return w.cfg.Events.Write(ctx, store.FinalRecord(cur, w.cfg.Now()))
 	}
-	return w.cfg.Events.Write(ctx, store.SentRecordOf(cur, w.cfg.Now()))
+	return w.cfg.Events.Write(ctx, store.ReceiptCopy(cur, w.cfg.Now()))
 }
 
 // usedUp reports whether a push's record shows its attempts used up, the last one failed (not

@@ -110,7 +110,7 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 // and this failure then compete for the one record, which keeps the first. It answers
 // ErrFinalExists when a receipt (or this failure, written by an earlier copy of the message) is
 // there already; ReceiptResult reads which. The one kept is then copied to <ucsId>, where
-// lookups read it: FirstFinalRecord for a failure, SentRecordOf for a receipt.
+// lookups read it: FirstFinalRecord for a failure, ReceiptCopy for a receipt.
 func FirstFailureAfterCalls(r push.Result, at time.Time) Write {
 	id := r.UcsID + suffixReceipt
 	return Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}, exists: ErrFinalExists}
@@ -126,21 +126,13 @@ func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	}
 }
 
-// SentRecordOf is the sent record of a push whose receipt gave it the final result f, without
-// its msgid's record: for a receipt recorded before the sent record (see Current). Inserted: a
-// record at <ucsId> (the same sent record, or an earlier layout's final result) stays. It is
-// dated as f, which was recorded at f.Finished, rather than now (a worker may write it days
-// later): retention counts from a record's date, and a sent record outliving its final result
-// would read "sent" again after the sweep took the result. now dates it only when f has no
-// Finished time.
-func SentRecordOf(f push.Result, now time.Time) Write {
-	at := now
-	if !f.Finished.IsZero() && f.Finished.Before(now) {
-		at = f.Finished
-	}
-	sent := f
-	sent.State, sent.Reason, sent.Finished = push.StateSent, "", time.Time{}
-	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: sent, At: at}}
+// ReceiptCopy is the copy at <ucsId> of the final result f a delivery receipt gave a push
+// before its sent record was written (see Current): lookups read <ucsId> first and find the
+// result there, whatever became of <ucsId>/f, which the sweep may take first (it was written
+// earlier). Inserted: a record at <ucsId> (the sent record, or an earlier layout's final
+// result) stays.
+func ReceiptCopy(f push.Result, at time.Time) Write {
+	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: f, At: at}}
 }
 
 // ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record

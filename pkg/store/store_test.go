@@ -792,10 +792,10 @@ func TestSweepPastAReplacedProgressRecord(t *testing.T) {
 }
 
 // A push whose delivery receipt was recorded before its sent record (the worker that sent it
-// stopped first; a worker that gets the message hours later completes the records) never reads
-// "sent" again after the sweep: the late sent record is dated as the result it completes, and
-// both leave the store together.
-func TestLateSentRecordLeavesWithItsResult(t *testing.T) {
+// stopped first; a worker that gets the message hours later completes the records, with other
+// pushes' records written between) never reads "sent" again: the late record is the copy of
+// the receipt's result, and the sweep may take the receipt's record first.
+func TestLateReceiptCopyKeepsTheResult(t *testing.T) {
 	clk, st, w := sweepRig(t)
 	ctx := context.Background()
 	sent := push.Result{UcsID: "late", ClientID: "c", State: push.StateSent, Attempts: 1, MsgID: 4242,
@@ -804,20 +804,31 @@ func TestLateSentRecordLeavesWithItsResult(t *testing.T) {
 	if err := w.Write(ctx, store.FirstFinalRecord(receipt, receipt.Finished)); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(2 * time.Hour)
-	if err := w.Write(ctx, store.SentRecordOf(receipt, clk.Now())); err != nil {
+	// More than one step of the sweep of other pushes' results, an hour later.
+	clk.Advance(time.Hour)
+	var others []store.Write
+	for i := range store.SweepBatch + 10 {
+		others = append(others, final(fmt.Sprintf("other%d", i), clk.Now()))
+	}
+	if err := w.Write(ctx, others...); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if err := w.Write(ctx, store.ReceiptCopy(receipt, clk.Now())); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := st.Outcome(ctx, sent.UcsID); err != nil || r.State != push.StateDelivered {
 		t.Fatalf("before the retention period ends: %v, %v; want delivered", r.State, err)
 	}
-	// An hour past the retention period (30 days) of the receipt's record.
-	clk.Advance(30*24*time.Hour - time.Hour)
+	// Half an hour past the retention period (30 days) of the receipt's record.
+	clk.Advance(30*24*time.Hour - 2*time.Hour + 30*time.Minute)
 	if _, err := st.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := st.Outcome(ctx, sent.UcsID); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("after the sweep the push reads %q, %v; want neither record (its result %q was reported before)",
-			r.State, err, push.StateDelivered)
+	if _, err := st.ReceiptResult(ctx, sent.UcsID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the receipt's record, past its retention period: %v; want it swept", err)
+	}
+	if r, err := st.Outcome(ctx, sent.UcsID); err != nil || r.State != push.StateDelivered || r.MsgID != sent.MsgID {
+		t.Fatalf("after the sweep took the receipt's record the push reads %q (%v); want %q", r.State, err, push.StateDelivered)
 	}
 }
