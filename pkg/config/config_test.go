@@ -510,17 +510,27 @@ func TestOneDocument(t *testing.T) {
 	}
 }
 
-// public_url names a host: its default from a listen address without one (":8080") is refused
-// with what to set, rather than made the tokens' issuer "http://:8080/...".
+// public_url names a host clients can reach: its default from a listen address without one
+// (":8080", "0.0.0.0:8080", "[::]:8080") is refused with what to set, rather than made the
+// tokens' issuer "http://:8080/...".
 func TestPublicURLNamesAHost(t *testing.T) {
-	c, err := config.Parse([]byte("listen: ':8080'\n"))
-	if err != nil {
-		t.Fatal(err)
+	for listen, public := range map[string]string{":8080": "http://:8080", "0.0.0.0:8080": "http://0.0.0.0:8080", "'[::]:8080'": "http://[::]:8080"} {
+		c, err := config.Parse([]byte("listen: " + listen + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Defaults()
+		err = c.Validate(config.RoleStandalone)
+		if err == nil || !strings.Contains(err.Error(), `public_url: "`+public+`" names no host clients can reach`) {
+			t.Errorf("listen %s: Validate = %v, want public_url refused for naming no host clients can reach", listen, err)
+		}
 	}
-	c.Defaults()
-	err = c.Validate(config.RoleStandalone)
-	if err == nil || !strings.Contains(err.Error(), `public_url: "http://:8080" names no host`) {
-		t.Fatalf("Validate = %v, want public_url refused for naming no host", err)
+	for _, public := range []string{"http://[::1]:8080", "https://ucs.example.edu", "http://10.0.0.5:8080"} {
+		c := &config.Config{PublicURL: public}
+		c.Defaults()
+		if err := c.Validate(config.RoleStandalone); err != nil {
+			t.Errorf("public_url %s: %v", public, err)
+		}
 	}
 }
 

@@ -235,7 +235,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.closers = append(s.closers, func() { _ = ln.Close() })
 	cfg.Listen = ln.Addr().String()
 	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + cfg.Listen
+		// On this machine: a listen address for every interface (":8080", "0.0.0.0:8080") is
+		// reached at 127.0.0.1. Clients elsewhere need public_url set to the address they use.
+		host, port, _ := net.SplitHostPort(cfg.Listen)
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		cfg.PublicURL = "http://" + net.JoinHostPort(host, port)
 	}
 	// Without a trailing slash, as Defaults leaves it: the simulator's callback address is
 	// made from it before Defaults runs.

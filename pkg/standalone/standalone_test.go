@@ -322,6 +322,23 @@ func TestPublicURLWithTrailingSlash(t *testing.T) {
 	})
 }
 
+// A listen address for every interface gives the standalone stack an address this machine
+// reaches it at (127.0.0.1), not the unspecified one, as its issuer.
+func TestListenOnEveryInterface(t *testing.T) {
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: t.TempDir(), Listen: "0.0.0.0:0", Workers: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.Info.BaseURL, "http://127.0.0.1:") {
+		t.Fatalf("base URL %q, want one at 127.0.0.1", s.Info.BaseURL)
+	}
+	st, m := call(t, "GET", s.Info.BaseURL+"/auth/realms/"+s.Config.OAuth.Realm+"/.well-known/openid-configuration", "", "", "")
+	if st != 200 || m["issuer"] != s.Info.BaseURL+"/auth/realms/"+s.Config.OAuth.Realm {
+		t.Fatalf("discovery: %d %v", st, m["issuer"])
+	}
+}
+
 // Close lets a request under way finish before it stops the parts under the front end: a push
 // whose body is still arriving when Close is called gets its ucsId.
 func TestCloseAnswersRequestsUnderWay(t *testing.T) {
