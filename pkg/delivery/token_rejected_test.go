@@ -73,58 +73,43 @@ func (r *rig) deadLetters(t *testing.T) uint64 {
 	return info.State.Msgs
 }
 
-// TestRejectedTokenWithoutNewSendsLater: the platform rejects the access token a worker holds
-// (40001) and its token endpoint fails (502). No message can be sent until a token can be had
-// again, which is no message's doing: each waits without spending an attempt (here three times
-// as many tries as max_attempts), none fails or is dead-lettered, and each is sent with its first
-// attempt once a token can be had.
-func TestRejectedTokenWithoutNewSendsLater(t *testing.T) {
-	r := newRig(t)
-	ctx := context.Background()
-	id, broken, _, tokenCalls := r.tokenRejectedWithoutNew(t, func(w http.ResponseWriter) {
-		http.Error(w, "bad gateway", http.StatusBadGateway)
-	})
-	before := r.sim.Stats().Sends
-	embeddedtest.Eventually(t, 30*time.Second, "the push held, without an attempt, through 9 tries", func() bool {
-		res, err := r.st.Current(ctx, id)
-		if err == nil && res.State.Final() {
-			t.Fatalf("the push ended %s after %d attempts: %q", res.State, res.Attempts, res.Reason)
-		}
-		return tokenCalls.Load() >= 9 && err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
-			strings.Contains(res.LastError, "no access token")
-	})
-	if n := r.deadLetters(t); n != 0 {
-		t.Fatalf("%d dead letters while no token could be had", n)
-	}
-	broken.Store(false)
-	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {
-		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends-before)
-	}
-}
-
-// TestRejectedNewTokenSendsLater: as above, but the token endpoint hands out new tokens, and
-// the platform rejects the send made with a new one too (something else invalidates the
-// account's tokens). Neither call was taken, nor was the message the cause: it waits without
-// spending an attempt, and is sent with its first once the tokens are accepted again.
-func TestRejectedNewTokenSendsLater(t *testing.T) {
-	r := newRig(t)
-	ctx := context.Background()
-	id, broken, _, tokenCalls := r.tokenRejectedWithoutNew(t, nil)
-	before := r.sim.Stats().Sends
-	embeddedtest.Eventually(t, 30*time.Second, "the push held without an attempt, its new token rejected", func() bool {
-		res, err := r.st.Current(ctx, id)
-		if err == nil && res.State.Final() {
-			t.Fatalf("the push ended %s after %d attempts: %q", res.State, res.Attempts, res.Reason)
-		}
-		return tokenCalls.Load() >= 2 && err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
-			strings.Contains(res.LastError, "a new access token rejected too")
-	})
-	if n := r.deadLetters(t); n != 0 {
-		t.Fatalf("%d dead letters while every token was rejected", n)
-	}
-	broken.Store(false)
-	if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {
-		t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends-before)
+// TestRejectedTokenSendsLater: the platform rejects the access token a worker holds (40001),
+// and then either its token endpoint fails (502), or it hands out a new token that it rejects
+// too (something else invalidates the account's tokens). No message can be sent until a token
+// is had and taken again, which is no message's doing: each waits without spending an attempt
+// (through more tries than max_attempts), none fails or is dead-lettered, and each is sent with
+// its first attempt once the tokens work.
+func TestRejectedTokenSendsLater(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		tokenAnswer func(w http.ResponseWriter) // nil: the platform's, new tokens rejected too
+		tokenCalls  int64
+		lastError   string
+	}{
+		{"no new token", func(w http.ResponseWriter) { http.Error(w, "bad gateway", http.StatusBadGateway) }, 9, "no access token"},
+		{"new token rejected", nil, 2, "a new access token rejected too"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			id, broken, _, tokenCalls := r.tokenRejectedWithoutNew(t, c.tokenAnswer)
+			before := r.sim.Stats().Sends
+			embeddedtest.Eventually(t, 30*time.Second, "the push held without an attempt", func() bool {
+				res, err := r.st.Current(ctx, id)
+				if err == nil && res.State.Final() {
+					t.Fatalf("the push ended %s after %d attempts: %q", res.State, res.Attempts, res.Reason)
+				}
+				return tokenCalls.Load() >= c.tokenCalls && err == nil && res.State == push.StateQueued && res.Attempts == 0 &&
+					strings.Contains(res.LastError, c.lastError)
+			})
+			if n := r.deadLetters(t); n != 0 {
+				t.Fatalf("%d dead letters while no token could be used", n)
+			}
+			broken.Store(false)
+			if res := r.waitState(id, push.StateSent); res.Attempts != 1 || r.sim.Stats().Sends != before+1 {
+				t.Fatalf("sent with %d attempts after %d sends, want 1 and 1", res.Attempts, r.sim.Stats().Sends-before)
+			}
+		})
 	}
 }
 
