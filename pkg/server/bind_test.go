@@ -470,7 +470,8 @@ func TestBindRefusesAUserNumberNoPushNames(t *testing.T) {
 }
 
 // A student who opens the binding page while the store cannot be reached gets the error page in
-// Chinese and English, as every other refusal of the page, not the data interfaces' JSON.
+// Chinese and English, as every other refusal of the page, not the data interfaces' JSON; a
+// HEAD of it, the same header fields.
 func TestBindPageStoreDown(t *testing.T) {
 	e, proxy := newBindEnvVia(t, true)
 	b := phone(t)
@@ -480,6 +481,16 @@ func TestBindPageStoreDown(t *testing.T) {
 	if p.status != http.StatusServiceUnavailable || !strings.HasPrefix(p.ctype, "text/html") ||
 		!strings.Contains(p.body, "请稍后再试") || !strings.Contains(p.body, "Try again in a moment") {
 		t.Fatalf("the binding page with the store down: %d %s %s", p.status, p.ctype, p.body)
+	}
+	// A HEAD has the GET's header fields (RFC 9110 §9.3.2).
+	req, _ := http.NewRequest(http.MethodHead, e.base+"/bind", nil)
+	resp, err := b.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != p.status || resp.Header.Get("Content-Type") != p.ctype {
+		t.Fatalf("HEAD /bind with the store down: %d %q; its GET: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"), p.status, p.ctype)
 	}
 }
 

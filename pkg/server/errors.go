@@ -123,9 +123,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	for k, v := range e.Header {
 		c.Response().Header()[k] = v
 	}
-	if page, _ := c.Get(ctxBrowserPage).(bool); page && status >= 500 && c.Request().Method != http.MethodHead {
+	if page, _ := c.Get(ctxBrowserPage).(bool); page && status >= 500 {
 		// A person reads this, in the platform's browser or any other: the page in Chinese
-		// and English, as every refusal of these pages is.
+		// and English, as every refusal of these pages is (net/http drops a HEAD's body).
 		_ = s.errorPage(c, status, "暂时无法完成 Not done just now",
 			"服务暂时无法完成这一步，请稍后再试。 The service could not complete this step just now. Try again in a moment.",
 			"temporarily_unavailable")

@@ -59,15 +59,27 @@ func (s *Store) BindingOf(ctx context.Context, openID string) (Binding, error) {
 // stays, and the other is removed. A lock per openid and per user number orders two pages of
 // one process (the standalone stack, whose FerretDB reads and then writes a findAndModify).
 func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced string, err error) {
+	old, replaced, err := s.bind(ctx, userID, openID)
+	if err == nil && old != "" && old != openID {
+		// The user number's former follower no longer points here (reads check anyway), under
+		// that follower's lock, taken once the new one's is let go.
+		defer s.followers.lock(old)()
+		s.clearOwner(ctx, old, userID)
+	}
+	return replaced, err
+}
+
+// bind is Bind but for clearing the pointer of the user number's former follower, old.
+func (s *Store) bind(ctx context.Context, userID, openID string) (old, replaced string, err error) {
 	defer s.followers.lock(openID)()
 	defer s.users.lock("bind\x00" + userID)()
 	now := s.now()
-	old, err := s.Binding(ctx, userID)
+	prior, err := s.Binding(ctx, userID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return "", err
+		return "", "", err
 	}
 	if err := s.PutBinding(ctx, Binding{UserID: userID, OpenID: openID, Updated: now}); err != nil {
-		return "", err
+		return "", "", err
 	}
 	// A follower record made here says "following", as no record at all does: whether the
 	// openid follows is the platform's subscribe and unsubscribe events' to say.
@@ -82,7 +94,7 @@ func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced strin
 		err = claim() // another replica inserted the record first: it is there now
 	}
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", fmt.Errorf("bind follower: %w", err)
+		return "", "", fmt.Errorf("bind follower: %w", err)
 	}
 	if f.UserID != "" && f.UserID != userID {
 		switch prev, err := s.Binding(ctx, f.UserID); {
@@ -92,18 +104,14 @@ func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced strin
 				// an operator must remove that binding.
 				s.log.Error("binding a follower left the binding of its previous user number in place; remove it",
 					"userid", f.UserID, "openid", openID, "bound_to", userID, "err", err)
-				return "", fmt.Errorf("unbind the previous user: %w", err)
+				return "", "", fmt.Errorf("unbind the previous user: %w", err)
 			}
 			replaced = f.UserID
 		case err != nil && !errors.Is(err, ErrNotFound):
-			return "", err
+			return "", "", err
 		}
 	}
-	if old.OpenID != "" && old.OpenID != openID {
-		// The user number's former follower no longer points here; reads check anyway.
-		s.clearOwner(ctx, old.OpenID, userID)
-	}
-	return replaced, nil
+	return prior.OpenID, replaced, nil
 }
 
 // Unbind removes the binding of userID to openID; ErrNotFound when userID is not bound to
@@ -125,14 +133,14 @@ func (s *Store) Unbind(ctx context.Context, userID, openID string) error {
 	return nil
 }
 
-// clearOwner removes userID from the followers record of openID if it is still there. Best
-// effort: a pointer left behind is ignored by BindingOf, which checks the binding.
+// clearOwner removes userID from the followers record of openID if it is still there, in one
+// conditional write: a Bind of another replica that claimed the record meanwhile keeps its
+// pointer. (A filter on more than _id: FerretDB scans for it, for this rare change, and the
+// caller holds the follower's lock in the one process FerretDB serves.) Best effort: a pointer
+// left behind is ignored by BindingOf, which checks the binding.
 func (s *Store) clearOwner(ctx context.Context, openID, userID string) {
-	var f followerOwner
-	if err := s.getByID(ctx, colFollowers, openID, &f); err != nil || f.UserID != userID {
-		return
-	}
-	_, err := s.col(colFollowers).UpdateOne(ctx, bson.D{{Key: "_id", Value: openID}}, bson.M{"$unset": bson.M{"userid": "", "bound": ""}})
+	_, err := s.col(colFollowers).UpdateOne(ctx, bson.D{{Key: "_id", Value: openID}, {Key: "userid", Value: userID}},
+		bson.M{"$unset": bson.M{"userid": "", "bound": ""}})
 	if err != nil {
 		s.log.Warn("clearing a follower's binding failed; reads ignore it", "err", err)
 	}

@@ -162,3 +162,76 @@ func TestBindRaceAcrossReplicasLeavesOneBinding(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas: one clears a follower's pointer (Unbind, or Bind moving a user number to
+// another follower) while the other binds that follower to another user number: the new
+// binding's pointer stays, the page finds it, and the next Bind of the follower replaces it,
+// one follower, one user number.
+func TestClearingAFollowerKeepsAnotherReplicasClaim(t *testing.T) {
+	const (
+		oA = "oReviewFollowerA000000000001"
+		oB = "oReviewFollowerB000000000001"
+	)
+	for _, tc := range []struct {
+		name  string
+		first func(ctx context.Context, r1 *store.Store) error
+	}{
+		{"unbind", func(ctx context.Context, r1 *store.Store) error { return r1.Unbind(ctx, "2020000001", oA) }},
+		{"bind elsewhere", func(ctx context.Context, r1 *store.Store) error {
+			_, err := r1.Bind(ctx, "2020000001", oB)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := embeddedtest.FerretDB(t)
+			db := embeddedtest.DBName(t)
+			g := &commandGate{cmd: "update", coll: "followers", reached: make(chan struct{}), open: make(chan struct{})}
+			open := func(m *event.CommandMonitor) *store.Store {
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close(context.Background()) })
+				return st
+			}
+			r1, r2 := open(g.monitor()), open(nil)
+			if err := f.IndexIDs(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r2.Bind(ctx, "2020000001", oA); err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- tc.first(ctx, r1) }()
+			select {
+			case <-g.reached:
+			case <-time.After(30 * time.Second):
+				t.Fatal("replica 1 never cleared the follower's record")
+			}
+			if _, err := r2.Bind(ctx, "2020000002", oA); err != nil {
+				t.Fatal(err)
+			}
+			close(g.open)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if b, err := r2.Binding(ctx, "2020000002"); err != nil || b.OpenID != oA {
+				t.Fatalf("2020000002: %+v %v", b, err)
+			}
+			owner, err := r2.BindingOf(ctx, oA)
+			if err != nil || owner.UserID != "2020000002" {
+				t.Errorf("follower %s is bound to 2020000002 but the binding page finds %q (%v)", oA, owner.UserID, err)
+			}
+			// Another student binds the follower: one follower, one user number.
+			if _, err := r2.Bind(ctx, "2020000003", oA); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := r2.Binding(ctx, "2020000002"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("follower %s now bound to both 2020000002 (%+v, %v) and 2020000003", oA, b, err)
+			}
+		})
+	}
+}

@@ -47,7 +47,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
-	// ConnectTimeout bounds the wait for the server at Open. Default 30s.
+	// ConnectTimeout bounds the wait for a server, at Open and at each operation, unless the
+	// URI names one (serverSelectionTimeoutMS). Default 30s.
 	ConnectTimeout time.Duration
 	// Monitor, when set, sees every command the driver sends (tests use it to prove which
 	// queries the hot paths make).
@@ -116,7 +117,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to mongodb: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	// The first answer is awaited as long as any later one: the URI's serverSelectionTimeoutMS,
+	// else ConnectTimeout.
+	pctx, cancel := context.WithTimeout(ctx, *opts.ServerSelectionTimeout)
 	defer cancel()
 	if err := client.Ping(pctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -831,4 +832,24 @@ func TestLateReceiptCopyKeepsTheResult(t *testing.T) {
 	if r, err := st.Outcome(ctx, sent.UcsID); err != nil || r.State != push.StateDelivered || r.MsgID != sent.MsgID {
 		t.Fatalf("after the sweep took the receipt's record the push reads %q (%v); want %q", r.State, err, push.StateDelivered)
 	}
+}
+
+// Open waits for a first answer as long as the URI's serverSelectionTimeoutMS, when it names
+// one, rather than ConnectTimeout: a store that answers after 2 s is found with a URI of 15 s
+// and a ConnectTimeout of 1 s.
+func TestOpenWaitsTheURIsServerSelectionTimeout(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(f.URI(), "mongodb://"), "/"))
+	proxy.SetDown(true)
+	up := time.AfterFunc(2*time.Second, func() { proxy.SetDown(false) })
+	defer up.Stop()
+	started := time.Now()
+	st, err := store.Open(context.Background(), store.Options{
+		URI:      "mongodb://" + proxy.Addr() + "/?serverSelectionTimeoutMS=15000",
+		Database: embeddedtest.DBName(t), ConnectTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatalf("the URI waits 15 s for a server, which answered after 2 s; Open gave up after %s: %v", time.Since(started).Round(100*time.Millisecond), err)
+	}
+	_ = st.Close(context.Background())
 }
