@@ -20,6 +20,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -304,5 +305,81 @@ func TestSlowCallLongerThanAckWait(t *testing.T) {
 	res := r.waitState(id, push.StateSent)
 	if calls := r.sim.Stats().Sends; res.Attempts != 1 || calls != 1 {
 		t.Fatalf("attempts %d, platform calls %d, expected 1 and 1", res.Attempts, calls)
+	}
+}
+
+// A push the platform answered "busy" waits out a five-minute backoff; meanwhile sending
+// pauses for 20 s (another worker met the per-minute limit). A lookup tells the retry the worker
+// has scheduled, after the pause, and the platform's error, not the pause's end and reason.
+func TestLookupDuringAPauseKeepsALaterRetry(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	p := r.openPause()
+	r.sim.SetFaults(simulator.Faults{BusyRate: 1})
+	r.startWorkerWith(delivery.RetryPolicy{Initial: 5 * time.Minute, Max: 5 * time.Minute, Multiplier: 1, MaxAttempts: 5},
+		func(c *delivery.Config) { c.Pause, c.QuotaReset = p, quotaInAnHour })
+	id := r.publish("u-follows", "JML", jml)
+	var rec push.Result
+	embeddedtest.Eventually(t, 15*time.Second, "attempt 1 answered busy, retry scheduled", func() bool {
+		var err error
+		rec, err = r.st.Current(ctx, id)
+		return err == nil && rec.Attempts == 1 && rec.State == push.StateQueued && !rec.RetryAt.IsZero()
+	})
+	// Another worker met 45011: sending pauses until the next minute (here: 20 s).
+	now := time.Now()
+	if err := p.Set(ctx, sending.PauseState{Until: now.Add(20 * time.Second), Reason: "45011: the platform's per-minute limit was hit"}); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the pause seen", func() bool { _, ok := p.Paused(); return ok })
+
+	st, err := r.js.Stream(ctx, r.qcfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe, err := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer),
+		Store: r.st, Paused: p.Paused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fe.Result(ctx, "c1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RetryAt.Before(rec.RetryAt.Add(-time.Millisecond)) || got.LastError != rec.LastError {
+		t.Fatalf("lookup says nextAttemptAt %s (in %s), but the worker retries the push only at %s (in %s): "+
+			"the pause's end replaced the later backoff (lastError now %q, was %q)",
+			got.RetryAt.Format(time.TimeOnly), time.Until(got.RetryAt).Round(time.Second),
+			rec.RetryAt.Format(time.TimeOnly), time.Until(rec.RetryAt).Round(time.Second), got.LastError, rec.LastError)
+	}
+}
+
+// The worker's clock runs 10 s ahead of the front end's, within the 15 s the operations guide
+// allows, and the push's receipt comes at once: no lookup says it finished before it was sent.
+func TestFinishedNotBeforeSent(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	svc, st := r.receiptFrontEnd(t)
+	ahead := func() time.Time { return time.Now().Add(10 * time.Second) }
+	r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Now = ahead
+		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
+	})
+	id := r.publish("u-follows", "JML", jml)
+	r.waitState(id, push.StateSent)
+	msgID := r.msgIDOf(id)
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 15*time.Second, "delivered", func() bool {
+		res, err := svc.Result(ctx, "c1", id)
+		return err == nil && res.State == push.StateDelivered
+	})
+	e := r.resultsOnceDone(t, st, svc, id)
+	for name, res := range map[string]push.Result{"store": e.stored, "front end": e.mem, "fresh front end": e.fresh} {
+		if res.Finished.Before(res.Sent) {
+			t.Errorf("%s: acceptedAt %s sentAt %s finishedAt %s: delivered %s before it was sent",
+				name, res.Accepted.Format("15:04:05.000"), res.Sent.Format("15:04:05.000"), res.Finished.Format("15:04:05.000"),
+				res.Sent.Sub(res.Finished).Round(time.Millisecond))
+		}
 	}
 }

@@ -205,13 +205,20 @@ func (s *Service) queuedResult(m push.Message) push.Result {
 	return r
 }
 
-// explainPause names a pause of sending in a queued push's result: why, and until when.
+// explainPause names a pause of sending in a queued push's result: why, and until when. A
+// retry the push waits for after the pause ends keeps its time and its error, which the pause
+// does not change; one that would come sooner waits for the pause, whose reason follows the
+// error.
 func (s *Service) explainPause(r *push.Result) {
 	if s.cfg.Paused == nil {
 		return
 	}
-	if st, ok := s.cfg.Paused(); ok {
-		r.LastError = st.Explain()
-		r.RetryAt = st.Until
+	st, ok := s.cfg.Paused()
+	switch {
+	case !ok || r.RetryAt.After(st.Until):
+	case r.LastError == "" || strings.HasPrefix(r.LastError, st.Reason):
+		r.LastError, r.RetryAt = st.Explain(), st.Until
+	default:
+		r.LastError, r.RetryAt = r.LastError+"; then "+st.Explain(), st.Until
 	}
 }

@@ -250,9 +250,14 @@ func (s *Store) SentByMsgID(ctx context.Context, msgID int64) (push.Result, stri
 
 // Receipt turns a sent result into its final result by the platform's report
 // (TEMPLATESENDJOBFINISH): "success" is delivered, anything else ("failed:user block",
-// "failed: system failed") failed with the status as reason.
+// "failed: system failed") failed with the status as reason. It finished at at, by the clock of
+// the front end that took the report, but not before it was sent, by the worker's clock, which
+// may run up to 15 s ahead.
 func Receipt(sent push.Result, status string, at time.Time) push.Result {
 	r := sent
+	if at.Before(sent.Sent) {
+		at = sent.Sent
+	}
 	r.Finished, r.Updated = at, at
 	if status == "success" {
 		r.State = push.StateDelivered
