@@ -383,3 +383,24 @@ func TestFinishedNotBeforeSent(t *testing.T) {
 		}
 	}
 }
+
+// The worker's clock runs 10 s behind the front end's (within the 15 s the operations guide
+// allows): a push sent at once does not read as sent before it was accepted, nor one that fails
+// at once (the user does not follow) as finished before it was accepted.
+func TestSentNotBeforeAccepted(t *testing.T) {
+	r := newRig(t)
+	behind := func() time.Time { return time.Now().Add(-10 * time.Second) }
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Now = behind })
+	sent := r.publish("u-follows", "JML", jml)
+	failed := r.publish("u-left", "JML", jml)
+	res := r.waitState(sent, push.StateSent)
+	if res.Sent.Before(res.Accepted) {
+		t.Errorf("acceptedAt %s sentAt %s: sent %s before it was accepted",
+			res.Accepted.Format("15:04:05.000"), res.Sent.Format("15:04:05.000"), res.Accepted.Sub(res.Sent).Round(time.Millisecond))
+	}
+	res = r.waitState(failed, push.StateFailed)
+	if res.Finished.Before(res.Accepted) {
+		t.Errorf("acceptedAt %s finishedAt %s: failed %s before it was accepted",
+			res.Accepted.Format("15:04:05.000"), res.Finished.Format("15:04:05.000"), res.Accepted.Sub(res.Finished).Round(time.Millisecond))
+	}
+}

@@ -596,7 +596,12 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			return
 		}
 	}
+	// The push's acceptance is the front end's time; this worker's clock may run up to 15 s
+	// behind it, and nothing of the push is recorded as before it was accepted.
 	now := w.cfg.Now()
+	if now.Before(r.Accepted) {
+		now = r.Accepted
+	}
 	r.Updated = now
 	var recs []store.Write
 	switch out.kind {

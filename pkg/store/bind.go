@@ -60,26 +60,27 @@ func (s *Store) BindingOf(ctx context.Context, openID string) (Binding, error) {
 // one process (the standalone stack, whose FerretDB reads and then writes a findAndModify).
 func (s *Store) Bind(ctx context.Context, userID, openID string) (replaced string, err error) {
 	old, replaced, err := s.bind(ctx, userID, openID)
-	if err == nil && old != "" && old != openID {
+	if err == nil && old.OpenID != "" && old.OpenID != openID {
 		// The user number's former follower no longer points here (reads check anyway), under
 		// that follower's lock, taken once the new one's is let go.
-		defer s.followers.lock(old)()
-		s.clearOwner(ctx, old, userID)
+		defer s.followers.lock(old.OpenID)()
+		s.clearOwner(ctx, old)
 	}
 	return replaced, err
 }
 
-// bind is Bind but for clearing the pointer of the user number's former follower, old.
-func (s *Store) bind(ctx context.Context, userID, openID string) (old, replaced string, err error) {
+// bind is Bind but for clearing the pointer of the user number's former follower: old is the
+// user number's binding before.
+func (s *Store) bind(ctx context.Context, userID, openID string) (old Binding, replaced string, err error) {
 	defer s.followers.lock(openID)()
 	defer s.users.lock("bind\x00" + userID)()
 	now := s.now()
 	prior, err := s.Binding(ctx, userID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return "", "", err
+		return Binding{}, "", err
 	}
 	if err := s.PutBinding(ctx, Binding{UserID: userID, OpenID: openID, Updated: now}); err != nil {
-		return "", "", err
+		return Binding{}, "", err
 	}
 	// A follower record made here says "following", as no record at all does: whether the
 	// openid follows is the platform's subscribe and unsubscribe events' to say.
@@ -94,7 +95,7 @@ func (s *Store) bind(ctx context.Context, userID, openID string) (old, replaced 
 		err = claim() // another replica inserted the record first: it is there now
 	}
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", "", fmt.Errorf("bind follower: %w", err)
+		return Binding{}, "", fmt.Errorf("bind follower: %w", err)
 	}
 	if f.UserID != "" && f.UserID != userID {
 		switch prev, err := s.Binding(ctx, f.UserID); {
@@ -104,14 +105,14 @@ func (s *Store) bind(ctx context.Context, userID, openID string) (old, replaced 
 				// an operator must remove that binding.
 				s.log.Error("binding a follower left the binding of its previous user number in place; remove it",
 					"userid", f.UserID, "openid", openID, "bound_to", userID, "err", err)
-				return "", "", fmt.Errorf("unbind the previous user: %w", err)
+				return Binding{}, "", fmt.Errorf("unbind the previous user: %w", err)
 			}
 			replaced = f.UserID
 		case err != nil && !errors.Is(err, ErrNotFound):
-			return "", "", err
+			return Binding{}, "", err
 		}
 	}
-	return prior.OpenID, replaced, nil
+	return prior, replaced, nil
 }
 
 // Unbind removes the binding of userID to openID; ErrNotFound when userID is not bound to
@@ -129,17 +130,20 @@ func (s *Store) Unbind(ctx context.Context, userID, openID string) error {
 	if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: userID}}); err != nil {
 		return fmt.Errorf("unbind: %w", err)
 	}
-	s.clearOwner(ctx, openID, userID)
+	s.clearOwner(ctx, b)
 	return nil
 }
 
-// clearOwner removes userID from the followers record of openID if it is still there, in one
-// conditional write: a Bind of another replica that claimed the record meanwhile keeps its
-// pointer. (A filter on more than _id: FerretDB scans for it, for this rare change, and the
-// caller holds the follower's lock in the one process FerretDB serves.) Best effort: a pointer
-// left behind is ignored by BindingOf, which checks the binding.
-func (s *Store) clearOwner(ctx context.Context, openID, userID string) {
-	_, err := s.col(colFollowers).UpdateOne(ctx, bson.D{{Key: "_id", Value: openID}, {Key: "userid", Value: userID}},
+// clearOwner removes the pointer to binding b from the followers record of b.OpenID if that
+// claim is still there, in one conditional write: the user number and the time of the claim,
+// which Bind writes to both records. Another replica's claim made meanwhile stays, whether of
+// another user number or of the same one bound again. (A filter on more than _id: FerretDB scans
+// for it, for this rare change, and the caller holds the follower's lock in the one process
+// FerretDB serves.) Best effort: a pointer left behind is ignored by BindingOf, which checks
+// the binding.
+func (s *Store) clearOwner(ctx context.Context, b Binding) {
+	_, err := s.col(colFollowers).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: b.OpenID}, {Key: "userid", Value: b.UserID}, {Key: "bound", Value: b.Updated}},
 		bson.M{"$unset": bson.M{"userid": "", "bound": ""}})
 	if err != nil {
 		s.log.Warn("clearing a follower's binding failed; reads ignore it", "err", err)

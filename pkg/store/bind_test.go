@@ -235,3 +235,64 @@ func TestClearingAFollowerKeepsAnotherReplicasClaim(t *testing.T) {
 		})
 	}
 }
+
+// A user number moves from follower A to B on one replica and, a moment later, back to A on
+// another: the first replica's clearing of A comes after the new claim of A by the same user
+// number, and leaves it (the clear names the claim it replaces by its time), so the page finds
+// the binding and the next student to bind A replaces it.
+func TestClearingAFollowerKeepsTheSameUsersNewClaim(t *testing.T) {
+	const (
+		oA = "oReviewFollowerA000000000009"
+		oB = "oReviewFollowerB000000000009"
+		u  = "2020000001"
+		v  = "2020000002"
+	)
+	ctx := context.Background()
+	f := embeddedtest.FerretDB(t)
+	db := embeddedtest.DBName(t)
+	g := &commandGate{cmd: "update", coll: "followers", reached: make(chan struct{}), open: make(chan struct{})}
+	open := func(m *event.CommandMonitor) *store.Store {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close(context.Background()) })
+		return st
+	}
+	r1, r2 := open(g.monitor()), open(nil)
+	if err := f.IndexIDs(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Bind(ctx, u, oA); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := r1.Bind(ctx, u, oB); errc <- err }() // held as it clears A
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica 1 never cleared follower A's pointer")
+	}
+	if _, err := r2.Bind(ctx, u, oA); err != nil { // back to A
+		t.Fatal(err)
+	}
+	close(g.open)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r2.Binding(ctx, u); err != nil || b.OpenID != oA {
+		t.Fatalf("%s: %+v %v; want bound to %s", u, b, err, oA)
+	}
+	owner, err := r2.BindingOf(ctx, oA)
+	if err != nil || owner.UserID != u {
+		t.Errorf("%s is bound to %s (the last Bind) but the binding page finds %q on %s (%v)", u, oA, owner.UserID, oA, err)
+	}
+	if _, err := r2.Bind(ctx, v, oA); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r2.Binding(ctx, u); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("follower %s now bound to both %s (%+v, %v) and %s", oA, u, b, err, v)
+	}
+}

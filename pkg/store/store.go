@@ -118,8 +118,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to mongodb: %w", err)
 	}
 	// The first answer is awaited as long as any later one: the URI's serverSelectionTimeoutMS,
-	// else ConnectTimeout.
-	pctx, cancel := context.WithTimeout(ctx, *opts.ServerSelectionTimeout)
+	// else ConnectTimeout (also when the URI says 0, the driver's "no limit").
+	wait := o.ConnectTimeout
+	if t := *opts.ServerSelectionTimeout; t > 0 {
+		wait = t
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := client.Ping(pctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())

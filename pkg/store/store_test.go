@@ -853,3 +853,20 @@ func TestOpenWaitsTheURIsServerSelectionTimeout(t *testing.T) {
 	}
 	_ = st.Close(context.Background())
 }
+
+// serverSelectionTimeoutMS=0 in the URI is the driver's "no limit": Open waits ConnectTimeout
+// for the first answer, as without it, rather than not at all.
+func TestOpenWithZeroServerSelectionTimeout(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	uri := strings.TrimSuffix(f.URI(), "/") + "/?serverSelectionTimeoutMS=0"
+	if strings.Contains(f.URI(), "?") {
+		t.Fatalf("FerretDB's URI %q has a query already", f.URI())
+	}
+	st, err := store.Open(ctx, store.Options{URI: uri, Database: embeddedtest.DBName(t)})
+	if err != nil {
+		t.Fatalf("Open of a running server with serverSelectionTimeoutMS=0: %v", err)
+	}
+	_ = st.Close(context.Background())
+}
