@@ -356,7 +356,11 @@ func (r *keyed) republish(ctx context.Context, client string, msgs map[int]push.
 	}
 	if err := r.s.cfg.Publisher.PublishBatch(ctx, again, r.publishOptions()); err != nil {
 		r.s.cfg.Logger.Warn("publishing a retried request's pushes failed", "pushes", len(again), "err", err)
-		r.finishTakeOver(ctx, at)
+		// Written again whoever holds the key: the publish may have been stored, its answer
+		// lost, and the stream then remembers the message id for KeyTTL from now. The record
+		// must live as long, or a request under the key after it ended would be answered a
+		// ucsId the stream drops as a duplicate.
+		r.finish(ctx, at)
 		return at, err
 	}
 	r.s.cfg.Accepted(len(again))

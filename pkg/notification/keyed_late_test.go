@@ -2,11 +2,15 @@ package notification_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/clocktest"
@@ -272,4 +276,107 @@ func smallQueue(t *testing.T) (jetstream.JetStream, jetstream.Stream, *queue.Pub
 		t.Fatal(err)
 	}
 	return js, st, pub
+}
+
+// flakyPub is the real publisher, whose first publish meets NATS unreachable (nothing sent)
+// and whose second loses its PubAck (the push is stored, the caller told an error), as a
+// leader change does.
+type flakyPub struct {
+	inner *queue.Publisher
+	calls atomic.Int32
+}
+
+func (f *flakyPub) Publish(ctx context.Context, m push.Message, o queue.PublishOptions) error {
+	switch f.calls.Add(1) {
+	case 1:
+		return nats.ErrNoResponders
+	case 2:
+		if err := f.inner.Publish(ctx, m, o); err != nil {
+			return err
+		}
+		return nats.ErrTimeout
+	}
+	return f.inner.Publish(ctx, m, o)
+}
+
+func (f *flakyPub) PublishBatch(ctx context.Context, ms []push.Message, o queue.PublishOptions) error {
+	if len(ms) == 1 { // as the real publisher does
+		return f.Publish(ctx, ms[0], o)
+	}
+	return f.inner.PublishBatch(ctx, ms, o)
+}
+
+// A key's record lives at least as long as the stream's memory of its message id: a retry that
+// publishes again from the record (its first request got no PubAck) writes the record again
+// even when that publish fails, since it may have been stored, its PubAck lost. Once the record
+// ends, a request under the key is a new push, stored and looked up, not one the stream drops
+// as a duplicate of the retry's. The key's life is scaled down: records kept 4 s, the stream's
+// dedupe window 4 s (both are 24 h in the service).
+func TestKeyRecordOutlivesTheStreamsMemory(t *testing.T) {
+	ctx := context.Background()
+	life := 4 * time.Second
+	_, js := embeddedtest.JetStream(t)
+	qc := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: life, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, js, qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := natskv.OpenRecords(ctx, js, "keys", life, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := notification.New(notification.Config{
+		Publisher: &flakyPub{inner: inner}, Waiting: queue.NewWaiting(js, st, "d"),
+		Store: embeddedtest.Store(t, nil), Records: records,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := notification.Key{Name: "order-8812-reminder-1", Body: []byte(body)}
+
+	// The first request: NATS unreachable, 503, its record lists the push to publish again.
+	if _, err := svc.Push(ctx, "pusher", request(t, body), key); !errors.Is(err, notification.ErrQueueUnavailable) {
+		t.Fatalf("first request: %v, want the queue unavailable", err)
+	}
+	// Halfway through the key's life, the retry publishes it again; the push is stored, its
+	// PubAck lost: 503 again.
+	time.Sleep(life / 2) // half of the key's life passes: the scenario's time, not a wait for readiness
+	if _, err := svc.Push(ctx, "pusher", request(t, body), key); !errors.Is(err, notification.ErrQueueUnavailable) {
+		t.Fatalf("retry: %v, want the queue unavailable", err)
+	}
+	stored := func() uint64 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	if n := stored(); n != 1 {
+		t.Fatalf("the retry's push is not in the stream (%d)", n)
+	}
+	// The key's record ends (its life counted from its last write, the first request's).
+	embeddedtest.Eventually(t, 3*life, "the key's record expires", func() bool {
+		_, _, err := records.Get(ctx, keyRecordKey("pusher", key.Name))
+		return errors.Is(err, natskv.ErrNoRecord)
+	})
+	// The key's life is over: a request under it is a new push (here a new message).
+	other := `{"userId":"2020000001","type":"JML","data":{"class":"线性代数","info":"期中考试"}}`
+	id, err := svc.Push(ctx, "pusher", request(t, other), notification.Key{Name: key.Name, Body: []byte(other)})
+	if err != nil {
+		t.Fatalf("a request under the key after its record ended: %v", err)
+	}
+	_, lerr := svc.Result(ctx, "pusher", id)
+	if n := stored(); n != 2 || lerr != nil {
+		t.Fatalf("a request under the key after its record ended was answered 200 with ucsId %s, but the stream holds %d pushes (want 2) and the lookup of %s says %v: the stream still remembered the key's message id from the retry's publish and dropped the new push as a duplicate; it will never be sent", id, n, id, lerr)
+	}
+}
+
+// keyRecordKey is the records' key of client's Idempotency-Key name.
+func keyRecordKey(client, name string) string {
+	sum := sha256.Sum256([]byte(client + "\x00" + name))
+	return hex.EncodeToString(sum[:])
 }
