@@ -166,10 +166,17 @@ type resultJSON struct {
 	NextAttemptAt string `json:"nextAttemptAt,omitempty"`
 }
 
+// resultView is r as a lookup answers it. Its times are the front end's (acceptance) and the
+// workers' (the rest), whose clocks may disagree by up to 15 s: none is shown before the
+// acceptance. (The records keep the workers' own times, by which a worker measures the
+// platform's duplicate window of a call in doubt.)
 func resultView(r push.Result, loc *time.Location) resultJSON {
 	f := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
+		}
+		if t.Before(r.Accepted) {
+			t = r.Accepted
 		}
 		return t.In(loc).Format(timeLayout)
 	}
