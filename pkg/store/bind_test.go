@@ -92,6 +92,34 @@ type commandGate struct {
 	reached, open chan struct{}
 }
 
+func newCommandGate(cmd, coll string) *commandGate {
+	return &commandGate{cmd: cmd, coll: coll, reached: make(chan struct{}), open: make(chan struct{})}
+}
+
+// twoReplicas opens two stores over one database of one FerretDB, as two replicas over one
+// MongoDB: the first with the command monitor m.
+func twoReplicas(t *testing.T, m *event.CommandMonitor) (r1, r2 *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	f := embeddedtest.FerretDB(t)
+	db := embeddedtest.DBName(t)
+	open := func(m *event.CommandMonitor) *store.Store {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close(context.Background()) })
+		return st
+	}
+	r1, r2 = open(m), open(nil)
+	if err := f.IndexIDs(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	return r1, r2
+}
+
 func (g *commandGate) monitor() *event.CommandMonitor {
 	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
 		if v, err := e.Command.LookupErr(g.cmd); e.CommandName != g.cmd || err != nil || v.StringValue() != g.coll {
@@ -115,23 +143,8 @@ func TestBindRaceAcrossReplicasLeavesOneBinding(t *testing.T) {
 	for _, held := range []struct{ cmd, coll string }{{"update", "bindings"}, {"findAndModify", "followers"}} {
 		t.Run(held.cmd+" "+held.coll, func(t *testing.T) {
 			ctx := context.Background()
-			f := embeddedtest.FerretDB(t)
-			db := embeddedtest.DBName(t)
-			g := &commandGate{cmd: held.cmd, coll: held.coll, reached: make(chan struct{}), open: make(chan struct{})}
-			open := func(m *event.CommandMonitor) *store.Store {
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = st.Close(context.Background()) })
-				return st
-			}
-			r1, r2 := open(g.monitor()), open(nil)
-			if err := f.IndexIDs(ctx, db); err != nil {
-				t.Fatal(err)
-			}
+			g := newCommandGate(held.cmd, held.coll)
+			r1, r2 := twoReplicas(t, g.monitor())
 			errc := make(chan error, 1)
 			go func() { _, err := r1.Bind(ctx, "2020000001", follower); errc <- err }()
 			select {
@@ -184,23 +197,8 @@ func TestClearingAFollowerKeepsAnotherReplicasClaim(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := embeddedtest.FerretDB(t)
-			db := embeddedtest.DBName(t)
-			g := &commandGate{cmd: "update", coll: "followers", reached: make(chan struct{}), open: make(chan struct{})}
-			open := func(m *event.CommandMonitor) *store.Store {
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = st.Close(context.Background()) })
-				return st
-			}
-			r1, r2 := open(g.monitor()), open(nil)
-			if err := f.IndexIDs(ctx, db); err != nil {
-				t.Fatal(err)
-			}
+			g := newCommandGate("update", "followers")
+			r1, r2 := twoReplicas(t, g.monitor())
 			if _, err := r2.Bind(ctx, "2020000001", oA); err != nil {
 				t.Fatal(err)
 			}
@@ -248,23 +246,8 @@ func TestClearingAFollowerKeepsTheSameUsersNewClaim(t *testing.T) {
 		v  = "2020000002"
 	)
 	ctx := context.Background()
-	f := embeddedtest.FerretDB(t)
-	db := embeddedtest.DBName(t)
-	g := &commandGate{cmd: "update", coll: "followers", reached: make(chan struct{}), open: make(chan struct{})}
-	open := func(m *event.CommandMonitor) *store.Store {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: db, Monitor: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close(context.Background()) })
-		return st
-	}
-	r1, r2 := open(g.monitor()), open(nil)
-	if err := f.IndexIDs(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	g := newCommandGate("update", "followers")
+	r1, r2 := twoReplicas(t, g.monitor())
 	if _, err := r2.Bind(ctx, u, oA); err != nil {
 		t.Fatal(err)
 	}
