@@ -626,7 +626,7 @@ func (c *Config) Validate(role Role) error {
 	}
 	// The issuer is public_url with a path appended: it has no query, fragment or user info
 	// (OpenID Connect Discovery 1.0 §3).
-	if u, err := url.Parse(c.PublicURL); err == nil && u.Host != "" && !reachableHost(u.Hostname()) {
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Host != "" && !ReachableHost(u.Hostname()) {
 		p.add("public_url: %q names no host clients can reach; set it to the address clients use (its default, http://<listen>, needs listen to name one)", c.PublicURL)
 	} else if err != nil || !strings.HasPrefix(c.PublicURL, u.Scheme+"://") ||
 		(u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
@@ -980,9 +980,9 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	}
 }
 
-// reachableHost reports whether host names a host a client can reach: not empty, and not the
+// ReachableHost reports whether host names a host a client can reach: not empty, and not the
 // unspecified address a server listens on for every interface (0.0.0.0, ::).
-func reachableHost(host string) bool {
+func ReachableHost(host string) bool {
 	ip := net.ParseIP(host)
 	return host != "" && (ip == nil || !ip.IsUnspecified())
 }

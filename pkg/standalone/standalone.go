@@ -238,7 +238,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		// On this machine: a listen address for every interface (":8080", "0.0.0.0:8080") is
 		// reached at 127.0.0.1. Clients elsewhere need public_url set to the address they use.
 		host, port, _ := net.SplitHostPort(cfg.Listen)
-		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if !config.ReachableHost(host) {
 			host = "127.0.0.1"
 		}
 		cfg.PublicURL = "http://" + net.JoinHostPort(host, port)
