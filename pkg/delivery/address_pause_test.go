@@ -74,6 +74,12 @@ func TestAddressRefusalDuringSharedPauseHoldsTheMessage(t *testing.T) {
 		_, paused := p.Paused()
 		return paused
 	})
+	// The pause is set before B's record is written back: B's record reads "sending" (the
+	// refused call) until then. It goes back to the queue, that call not counted.
+	embeddedtest.Eventually(t, 10*time.Second, "B handed back for the pause, its refused call not counted", func() bool {
+		res, err := r.st.Current(ctx, b)
+		return err == nil && res.State == push.StateQueued && res.Attempts == 0
+	})
 	// B now waits at the gate; A's call is answered 40164. B goes back to the queue, and the
 	// worker fetches nothing more while either pause holds: nothing positive to wait for, so B
 	// is watched for the 5 s in which it used to be sent.
