@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/campus-it/ucs/pkg/push"
 )
 
@@ -76,6 +78,11 @@ const (
 	// maxReasonRunes bounds a reason as kept: an undecodable message's reason quotes what
 	// was put on the queue.
 	maxReasonRunes = 300
+	// MaxAwaiting bounds the sent messages kept as awaiting their receipt; past it the oldest
+	// are no longer counted. maxFinishedFirst bounds the msgids whose final result came
+	// before their send's announcement.
+	MaxAwaiting      = 100_000
+	maxFinishedFirst = 10_000
 )
 
 // Recorder counts what the front end sees. A nil *Recorder records nothing.
@@ -85,9 +92,11 @@ type Recorder struct {
 	ring    [slots]minute
 
 	accepted, sent, delivered, failed atomic.Int64
-	// sentFinished counts final results of pushes the platform had accepted (they carry a
-	// msgid): what was sent less these is what still awaits the platform's receipt.
-	sentFinished atomic.Int64
+	// awaiting are the msgids of the sends counted here that have no final result yet. A
+	// final result of a send not counted here (sent before this front end started) changes
+	// nothing; one that came before its send's announcement (the two travel apart) is kept in
+	// finishedFirst, so that the send does not wait for it. Both change under mu.
+	awaiting, finishedFirst *lru.Cache[int64, struct{}]
 
 	mu     sync.Mutex
 	kinds  map[string]int64
@@ -99,7 +108,10 @@ func New(now func() time.Time) *Recorder {
 	if now == nil {
 		now = time.Now
 	}
-	return &Recorder{now: now, started: now(), kinds: map[string]int64{}}
+	// lru.New fails only for a size below 1.
+	awaiting, _ := lru.New[int64, struct{}](MaxAwaiting)
+	finishedFirst, _ := lru.New[int64, struct{}](maxFinishedFirst)
+	return &Recorder{now: now, started: now(), kinds: map[string]int64{}, awaiting: awaiting, finishedFirst: finishedFirst}
 }
 
 // slot returns the slot of the minute of t, reset when the ring came round to it.
@@ -140,6 +152,13 @@ func (r *Recorder) Sent(res push.Result) {
 	}
 	r.sent.Add(1)
 	r.slot(r.now()).sent.Add(1)
+	if res.MsgID != 0 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.finishedFirst.Remove(res.MsgID) {
+			r.awaiting.Add(res.MsgID, struct{}{})
+		}
+	}
 }
 
 // Final counts a final result, as announced. The caller passes each push once.
@@ -150,7 +169,11 @@ func (r *Recorder) Final(res push.Result) {
 	now := r.now()
 	s := r.slot(now)
 	if res.MsgID != 0 {
-		r.sentFinished.Add(1)
+		r.mu.Lock()
+		if !r.awaiting.Remove(res.MsgID) {
+			r.finishedFirst.Add(res.MsgID, struct{}{})
+		}
+		r.mu.Unlock()
 	}
 	if res.State == push.StateDelivered {
 		r.delivered.Add(1)
@@ -231,8 +254,8 @@ type KindCount struct {
 type Snapshot struct {
 	// Since is when the Recorder started: every count is from then on.
 	Since time.Time
-	// Accepted, Sent, Delivered and Failed are totals; AwaitingReceipt is what was sent and has
-	// no final result yet.
+	// Accepted, Sent, Delivered and Failed are totals; AwaitingReceipt is what was sent since
+	// the start and has no final result yet (at most MaxAwaiting).
 	Accepted, Sent, Delivered, Failed, AwaitingReceipt int64
 	// Minutes are the last hour, oldest first, the minute under way last.
 	Minutes []Minute
@@ -252,7 +275,7 @@ func (r *Recorder) Snapshot() Snapshot {
 		Since: r.started, Accepted: r.accepted.Load(), Sent: r.sent.Load(),
 		Delivered: r.delivered.Load(), Failed: r.failed.Load(),
 	}
-	snap.AwaitingReceipt = max(0, snap.Sent-r.sentFinished.Load())
+	snap.AwaitingReceipt = int64(r.awaiting.Len())
 	last := now.Unix() / 60
 	n := int64(Window / time.Minute)
 	for m := last - n + 1; m <= last; m++ {

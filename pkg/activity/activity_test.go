@@ -142,3 +142,46 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("lost counts: %+v", s.Kinds)
 	}
 }
+
+// "Sent, awaiting receipt" counts the sends this front end counted and has seen no final
+// result of: a final result of a send before its start (a restart with messages in flight)
+// cancels none of them, and a final result that came before its send's announcement (they
+// travel apart) leaves that send not waiting.
+func TestAwaitingReceipt(t *testing.T) {
+	type step struct {
+		final bool // else sent
+		msgID int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  int64
+	}{
+		{"sent, then finished", []step{{false, 1}, {false, 2}, {true, 1}}, 1},
+		{"a send before the start finished", []step{{true, 1001}, {false, 2}}, 1},
+		{"finished before its send was announced", []step{{true, 3}, {false, 3}, {false, 4}}, 1},
+		{"finished twice", []step{{false, 5}, {false, 6}, {true, 5}, {true, 5}}, 1},
+		{"a failure without a send", []step{{false, 7}, {true, 0}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+			r := New(clk.Now)
+			for _, s := range tc.steps {
+				res := push.Result{UcsID: fmt.Sprint("01PUSH", s.msgID), MsgID: s.msgID, Accepted: clk.Now()}
+				if s.final {
+					res.State, res.Finished = push.StateDelivered, clk.Now()
+					if s.msgID == 0 {
+						res.State, res.Reason = push.StateFailed, "failed:user block"
+					}
+					r.Final(res)
+				} else {
+					res.State, res.Sent = push.StateSent, clk.Now()
+					r.Sent(res)
+				}
+			}
+			if got := r.Snapshot().AwaitingReceipt; got != tc.want {
+				t.Fatalf("AwaitingReceipt = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

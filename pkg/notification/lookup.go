@@ -159,7 +159,7 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result
 	if err == nil && p.ClientID == m.ClientID {
 		switch {
 		case p.State.Final():
-			s.Remember(p)
+			s.remember(p, false)
 		case p.State == push.StateQueued:
 			s.explainPause(&p)
 		}
@@ -189,7 +189,7 @@ func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, 
 	case err != nil:
 		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
-	s.Remember(r)
+	s.remember(r, false)
 	return r, nil
 }
 

@@ -1,6 +1,7 @@
 package notification
 
 import (
+	"sync"
 	"time"
 	"unique"
 
@@ -21,6 +22,8 @@ type compactResult struct {
 	msgID                        int64
 	accepted, updated            int64
 	sent, finished, retryAt      int64
+	// counted: the operations page was told of the result (see resultCache.Add).
+	counted bool
 }
 
 // intern returns the one shared copy of s, so that a hundred thousand results of one client
@@ -68,7 +71,8 @@ func (c compactResult) result(ucsID string) push.Result {
 
 // resultCache keeps final results by ucsId, newest used first, up to its size.
 type resultCache struct {
-	c *lru.Cache[string, compactResult]
+	mu sync.Mutex // orders Add's read and write of one entry
+	c  *lru.Cache[string, compactResult]
 }
 
 func newResultCache(size int) (*resultCache, error) {
@@ -88,13 +92,31 @@ func (rc *resultCache) Get(ucsID string) (push.Result, bool) {
 // Seen reports whether ucsID is kept, without marking it used.
 func (rc *resultCache) Seen(ucsID string) bool { return rc.c.Contains(ucsID) }
 
-// Add keeps r under ucsID, unless a result of ucsID is kept already, and reports whether it
-// did: every result kept is final, and the first final result of a push wins (as in the
-// store), so that a later, different one (a receipt the platform pushed twice with different
-// statuses, an announcement that comes late) never replaces it.
-func (rc *resultCache) Add(ucsID string, r push.Result) bool {
-	kept, _ := rc.c.ContainsOrAdd(ucsID, compact(r))
-	return !kept
+// Add keeps r under ucsID, unless a result of ucsID is kept already: every result kept is
+// final, and the first final result of a push wins (as in the store), so that a later,
+// different one (a receipt the platform pushed twice with different statuses, an announcement
+// that comes late) never replaces it. It returns the result kept.
+//
+// announced tells a result this front end heard of as it came about (an announcement, a
+// receipt it applied) from one a lookup read from the store, which may be of any age (a push
+// delivered before this front end started). count reports that the kept result is to be
+// counted now: at the first announcement of it, and never for a lookup's.
+func (rc *resultCache) Add(ucsID string, r push.Result, announced bool) (kept push.Result, count bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	e, ok := rc.c.Peek(ucsID)
+	switch {
+	case !ok:
+		e = compact(r)
+		e.counted = announced
+		rc.c.Add(ucsID, e)
+		return r, announced
+	case announced && !e.counted:
+		e.counted = true
+		rc.c.Add(ucsID, e)
+		return e.result(ucsID), true
+	}
+	return e.result(ucsID), false
 }
 
 // sentMessage is a message the platform accepted, and the follower it went to.

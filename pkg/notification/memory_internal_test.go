@@ -24,7 +24,7 @@ func TestCompactResultRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc.Add(want.UcsID, want)
+		rc.Add(want.UcsID, want, true)
 		got, ok := rc.Get(want.UcsID)
 		if !ok {
 			t.Fatalf("%s: not kept", want.UcsID)
@@ -46,6 +46,48 @@ func TestCompactResultRoundTrip(t *testing.T) {
 		if sc.Seen(42) {
 			t.Fatal("a removed msgid is still kept")
 		}
+	}
+}
+
+// A kept result is counted once, at the first announcement of it: never for a lookup's read
+// of the store (which may be of a push that ended before this front end started), and the
+// first final result stays whichever came first.
+func TestResultCacheCountsAtTheFirstAnnouncement(t *testing.T) {
+	delivered := push.Result{UcsID: "01JD0000000000000000000002", ClientID: "jwxt", State: push.StateDelivered, MsgID: 7}
+	failed := delivered
+	failed.State, failed.Reason = push.StateFailed, "failed:user block"
+	type add struct {
+		r         push.Result
+		announced bool
+		count     bool
+		kept      push.State
+	}
+	for _, tc := range []struct {
+		name string
+		adds []add
+	}{
+		{"announced, then repeated", []add{
+			{delivered, true, true, push.StateDelivered}, {delivered, true, false, push.StateDelivered},
+			{failed, true, false, push.StateDelivered}, {delivered, false, false, push.StateDelivered}}},
+		{"read by a lookup, then announced", []add{
+			{delivered, false, false, push.StateDelivered}, {delivered, false, false, push.StateDelivered},
+			{failed, true, true, push.StateDelivered}, {failed, true, false, push.StateDelivered}}},
+		{"read by lookups only", []add{
+			{failed, false, false, push.StateFailed}, {delivered, false, false, push.StateFailed}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, err := newResultCache(10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, a := range tc.adds {
+				kept, count := rc.Add(a.r.UcsID, a.r, a.announced)
+				if count != a.count || kept.State != a.kept {
+					t.Fatalf("add %d (%s, announced %v): kept %s, count %v; want %s, %v", i, a.r.State, a.announced,
+						kept.State, count, a.kept, a.count)
+				}
+			}
+		})
 	}
 }
 

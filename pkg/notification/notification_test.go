@@ -248,9 +248,10 @@ func TestReachedPushAnswersItsMostAdvancedRecord(t *testing.T) {
 	if err != nil || len(many) != 1 || many[0].Result.State != push.StateDelivered {
 		t.Fatalf("batch lookup of a delivered push still in the queue: %+v, %v; want delivered", many, err)
 	}
-	// The final result is kept in memory from then on.
+	// The final result is kept in memory from then on. The operations page is not told of it:
+	// it counts results announced as they came about, and one a lookup read may be of any age.
 	got, err := r.svc.Result(ctx, "pusher", id)
-	if err != nil || got.State != push.StateDelivered || len(r.finals) != 1 {
-		t.Fatalf("lookup of it: %+v, %v, the operations page told %d times; want delivered, once", got, err, len(r.finals))
+	if err != nil || got.State != push.StateDelivered || len(r.finals) != 0 {
+		t.Fatalf("lookup of it: %+v, %v, the operations page told %d times; want delivered, not told", got, err, len(r.finals))
 	}
 }

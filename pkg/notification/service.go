@@ -197,14 +197,23 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, results: results, sent: sent}, nil
 }
 
-// Remember keeps a final result in memory, for lookups: this front end read it, or another
-// front end or a worker recorded and announced it. Anything but a final result is ignored, and
-// so is a later result of a push whose final result is kept: the first one wins.
-func (s *Service) Remember(r push.Result) {
+// Remember keeps a final result in memory, for lookups, as it came about: this front end
+// applied it, or another front end or a worker recorded and announced it. Anything but a
+// final result is ignored, and so is a later result of a push whose final result is kept: the
+// first one wins.
+func (s *Service) Remember(r push.Result) { s.remember(r, true) }
+
+// remember is Remember, announced false for a result a lookup read from the store: kept for
+// later lookups, but not told to Final (the operations page counts what happened since this
+// front end started, and a result read may be older).
+func (s *Service) remember(r push.Result, announced bool) {
+	if !r.State.Final() {
+		return
+	}
 	// The memory tells a repeated announcement (a receipt the platform pushed again) from a
 	// new result in the same step that keeps it, so that Final hears of each push once.
-	if r.State.Final() && s.results.Add(r.UcsID, r) {
-		s.cfg.Final(r)
+	if kept, count := s.results.Add(r.UcsID, r, announced); count {
+		s.cfg.Final(kept)
 	}
 }
 

@@ -218,3 +218,65 @@ func workerConfig(t *testing.T, dir string) *config.Config {
 	}
 	return cfg
 }
+
+// TestOpsCountsNoLookupOfAnEarlierPush: the operations page counts what this front end
+// has seen since it started: its own accepts and the announcements (ucs.results.final) every
+// front end hears (deployments/README.md, "The operations page"; package activity). A client
+// that looks up a push delivered before the front end started (after a rolling restart, the
+// application polls its earlier ucsIds) must not make that push count as delivered now.
+func TestOpsCountsNoLookupOfAnEarlierPush(t *testing.T) {
+	dir := t.TempDir()
+	s, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := s.Info
+	tok := token(t, info.BaseURL, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+	var ids []string
+	for range 3 {
+		ids = append(ids, pushTo(t, info.BaseURL, tok, standalone.DemoUsers[0], todo))
+	}
+	for _, id := range ids {
+		if st := final(t, info.BaseURL, tok, id); st != "delivered" {
+			t.Fatalf("%s ended %s", id, st)
+		}
+	}
+	s.Close()
+
+	// The front end restarts (same data): it has seen nothing yet.
+	s2, err := standalone.Start(context.Background(), standalone.Options{DataDir: dir, Listen: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	info = s2.Info
+	base := info.BaseURL
+	page := redteamOpsBrowser(t, base, standalone.DemoUsers[0], password(t, info, standalone.DemoUsers[0]))
+	deliveredN := regexp.MustCompile(`data-state="delivered"><span class="n">(\d+)<`)
+	count := func() string {
+		if m := deliveredN.FindStringSubmatch(page()); m != nil {
+			return m[1]
+		}
+		return "?"
+	}
+	if n := count(); n != "0" {
+		t.Fatalf("a front end just started shows delivered = %s, want 0", n)
+	}
+	tok = token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+	for _, id := range ids {
+		if st := lookup(t, base, tok, id)["state"]; st != "delivered" {
+			t.Fatalf("lookup of %s: %v", id, st)
+		}
+	}
+	// Nothing positive to wait for: the count is watched for 2 s, in which the lookups' results
+	// would have been counted.
+	watch := time.NewTicker(200 * time.Millisecond)
+	defer watch.Stop()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-watch.C {
+		if n := count(); n != "0" {
+			t.Fatalf("no push was delivered since this front end started, but after a client looked up its %d pushes "+
+				"delivered before the restart, /ops shows delivered = %s (want 0: the page counts the announcements "+
+				"heard since the start, not lookups)", len(ids), n)
+		}
+	}
+}
