@@ -398,8 +398,10 @@ const keepWait = 3 * time.Second
 
 // KeepEvent stores an authenticated event of a kind the service applies (a delivery receipt, a
 // follow or unfollow) in the stream of platform events (Config.KeepEvent), for ApplyEvents to
-// apply; events of other kinds are not kept. An error means the stream did not take it.
-func (s *Service) KeepEvent(ctx context.Context, ev platform.Event) error {
+// apply; events of other kinds are not kept. pushID names the platform's push of the event
+// ("" for none): one push is kept once, however often it comes. An error means the stream did
+// not take it.
+func (s *Service) KeepEvent(ctx context.Context, ev platform.Event, pushID string) error {
 	key, ok := eventKey(ev)
 	if !ok {
 		return nil
@@ -410,7 +412,7 @@ func (s *Service) KeepEvent(ctx context.Context, ev platform.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, keepWait)
 	defer cancel()
-	return s.cfg.KeepEvent(ctx, key, b)
+	return s.cfg.KeepEvent(ctx, key, pushID, b)
 }
 
 // eventKey is the subject key an event is kept under, and whether it is of a kind the service

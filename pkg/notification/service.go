@@ -80,9 +80,9 @@ type Config struct {
 	Store     Store
 	// Events writes the final results of delivery receipts (ApplyEvents).
 	Events Events
-	// KeepEvent stores a platform event in the stream of platform events under key, for
-	// ApplyEvents to apply (KeepEvent).
-	KeepEvent func(ctx context.Context, key string, event []byte) error
+	// KeepEvent stores a platform event in the stream of platform events under key, once for
+	// each id but "" (the platform's push of it), for ApplyEvents to apply (KeepEvent).
+	KeepEvent func(ctx context.Context, key, id string, event []byte) error
 	// Records keeps Idempotency-Key records; nil refuses keys (ErrKeysUnsupported).
 	Records Records
 	// KeyShares, when set, bounds each client's share of the Idempotency-Key records, so that
@@ -167,7 +167,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.ReceiptUnknown = func() {}
 	}
 	if cfg.KeepEvent == nil {
-		cfg.KeepEvent = func(context.Context, string, []byte) error {
+		cfg.KeepEvent = func(context.Context, string, string, []byte) error {
 			return errors.New("notification: no stream keeps platform events")
 		}
 	}

@@ -31,6 +31,10 @@ const (
 // PlatformEventMaxAge is how long an event waits in the stream to be applied.
 const PlatformEventMaxAge = 24 * time.Hour
 
+// PlatformEventRepeats is how long the stream knows a push of the platform it stored, to store
+// it once: the platform repeats a push three times within about 15 s.
+const PlatformEventRepeats = 2 * time.Minute
+
 // PlatformEventAckWait is how long an event handed to a front end may go without word from it
 // before it goes to another; a front end holding an event longer (a receipt waiting for its
 // msgid, a batch waiting for the store) says so every PlatformEventAckWait/3.
@@ -67,6 +71,7 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 		MaxAge:      PlatformEventMaxAge,
 		MaxBytes:    c.MaxBytes / 8,
 		Discard:     jetstream.DiscardNew,
+		Duplicates:  PlatformEventRepeats,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", name, err)
 	}
@@ -88,9 +93,16 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 }
 
 // Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
-// "follow") and returns once the stream acknowledged it.
-func (r *PlatformEvents) Keep(ctx context.Context, key string, event []byte) error {
-	if _, err := r.js.Publish(ctx, PlatformEventPrefix+key, event); err != nil {
+// "follow") and returns once the stream acknowledged it. id, unless "", names the platform's
+// push of the event: the stream stores a push once however often it is kept within
+// PlatformEventRepeats (the platform repeats a push it got no timely answer for, and a keep
+// whose acknowledgement was lost is tried again).
+func (r *PlatformEvents) Keep(ctx context.Context, key, id string, event []byte) error {
+	var opts []jetstream.PublishOpt
+	if id != "" {
+		opts = append(opts, jetstream.WithMsgID(id))
+	}
+	if _, err := r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...); err != nil {
 		return fmt.Errorf("keep platform event %s: %w", key, err)
 	}
 	return nil

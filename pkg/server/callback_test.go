@@ -224,11 +224,11 @@ func TestCallbackReplayRefused(t *testing.T) {
 	}
 	e.applied(1)
 	// The same query with the same body, seconds later, is the platform's repeat of the push:
-	// taken again, and applying it again changes nothing.
+	// taken again, and kept once.
 	if a := e.callback(repeat, body); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("the platform's repeat of a kept event: %d %s", a.status, a.body)
 	}
-	e.applied(2)
+	e.applied(1)
 	const id = "01KBBBBBBBBBBBBBBBBBBBBBBB"
 	e.markSent(id, 777, "oA")
 	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
@@ -593,4 +593,34 @@ func TestReceiptHeldThroughTheDuplicateWindow(t *testing.T) {
 	embeddedtest.Eventually(t, 20*time.Second, "the held receipt is applied", func() bool {
 		return e.result(tok, id)["state"] == "delivered"
 	})
+}
+
+// TestRepeatedCallbackKeptOnce: the platform pushes a callback again when it got
+// no answer in time (5 s), with the same timestamp, nonce and body; the front end takes such a
+// repeat as the same push (takeNonce). A delivery receipt for a msgid this service never sent
+// is one receipt, dropped after the wait: ucs_callback_receipts_unknown_total ("receipts for a
+// msgid no message of this service has", deployments/README.md) must count it once, not once
+// per copy the platform pushed.
+func TestRepeatedCallbackKeptOnce(t *testing.T) {
+	e := newEnv(t)
+	q := e.plainQuery(cbToken, "repeat-1")
+	body := receiptEvent("oForeign", 77001, simulator.StatusSuccess)
+	for i := range 2 { // the push, and the platform's repeat of it
+		if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+			t.Fatalf("copy %d of the receipt: %d %s", i+1, a.status, a.body)
+		}
+	}
+	st, err := e.js.Stream(context.Background(), queue.PlatformEventStream(e.cfg.NATS.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si, err := st.Info(context.Background()); err != nil || si.State.LastSeq != 1 {
+		t.Fatalf("the stream of platform events stored %+v (%v) for one push the platform repeated, want it once", si.State, err)
+	}
+	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
+	e.applied(0)
+	if v := e.metricValue("ucs_callback_receipts_unknown_total"); v != 1 {
+		t.Fatalf("one receipt of an unknown msgid, pushed twice by the platform (its repeat, same timestamp, nonce and body): "+
+			"ucs_callback_receipts_unknown_total = %v, want 1", v)
+	}
 }
