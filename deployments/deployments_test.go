@@ -1301,6 +1301,11 @@ func TestCompose(t *testing.T) {
 			}
 		}
 	}
+	// Compose stops a service's dependents first: workers before the api, whose callback takes
+	// the receipts of the workers' last sends.
+	if _, ok := composeDependsOn(mapping(services["worker"]))["api"]; !ok {
+		t.Errorf("%s: worker must depend on api, so that compose stops the workers first", composeFile)
+	}
 	if n, _ := dig(services, "worker", "deploy", "replicas").(int); n < 2 {
 		t.Errorf("%s: worker deploy.replicas is %v, want at least 2 sharing the consumer", composeFile, dig(services, "worker", "deploy", "replicas"))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/standalone"
 )
@@ -105,4 +106,41 @@ func TestStoreOutage(t *testing.T) {
 			t.Errorf("%s reached the platform %d times", id, count[id])
 		}
 	}
+}
+
+// TestStopKeepsTheReceiptsOfTheLastSends: `api -standalone` is stopped (Ctrl-C, Stack.Close)
+// while its in-process worker has a send under way. The worker finishes that send within the
+// shutdown grace, as documented, and the platform takes it; the platform then pushes the
+// message's delivery receipt to the stack's callback. That receipt must not be lost: after a
+// restart on the same data folder the push must reach its final state (delivered), as every
+// push the platform took does.
+func TestStopKeepsTheReceiptsOfTheLastSends(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	info := readInfo(t, dir)
+	base := info.BaseURL
+	tok := token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+	// A platform that answers sends slowly: the send is still under way when the stack stops.
+	s.Sim.SetFaults(simulator.Faults{Latency: 2 * time.Second})
+	id := pushTo(t, base, tok, standalone.DemoUsers[0], todo)
+	embeddedtest.Eventually(t, 20*time.Second, "the send is under way", func() bool { return s.Sim.Stats().Sends > 0 })
+	sim := s.Sim
+	s.Close()
+	if len(sim.Sent()) != 1 {
+		t.Fatalf("the platform took %d sends; the test needs the one under way at the stop to be taken", len(sim.Sent()))
+	}
+	if st := sim.Stats(); st.CallbacksDelivered != 1 || st.CallbacksFailed != 0 || st.CallbacksPending != 0 {
+		t.Fatalf("the simulator's pushes of events after the stop: delivered %d, failed %d, pending %d; want its receipt delivered",
+			st.CallbacksDelivered, st.CallbacksFailed, st.CallbacksPending)
+	}
+
+	s2 := start(t, dir)
+	defer s2.Close()
+	info = readInfo(t, dir)
+	base = info.BaseURL
+	tok = token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
+	embeddedtest.Eventually(t, 15*time.Second, "the push the platform took during the stop has its receipt's result", func() bool {
+		state, _ := lookup(t, base, tok, id)["state"].(string)
+		return state == "delivered"
+	})
 }

@@ -131,8 +131,9 @@ type Stack struct {
 	API     *service.API
 	log     *slog.Logger
 	closers []func()
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// cancel stops the front end, stopWork the workers (wg).
+	cancel, stopWork context.CancelFunc
+	wg               sync.WaitGroup
 	// served is closed once the front end's Serve returned, with serveErr.
 	served   chan struct{}
 	serveErr error
@@ -320,6 +321,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopWork = stopWork
 	for range o.Workers {
 		w, err := service.NewWorker(ctx, cfg, deps)
 		if err != nil {
@@ -329,7 +332,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		go func() {
 			defer s.wg.Done()
 			defer w.Close()
-			if err := w.Run(runCtx); err != nil {
+			if err := w.Run(workCtx); err != nil {
 				o.Logger.Error("worker stopped", "err", err)
 			}
 		}()
@@ -451,14 +454,22 @@ func (s *Stack) Wait() error {
 	return s.serveErr
 }
 
-// Close stops everything, in order: the front end (once the requests under way are answered)
-// and the workers, then the simulator, the store and the queue.
+// Close stops everything, in order: the workers (once the deliveries they hold are done), the
+// simulator's pushes of the events it still holds (the receipts of those last sends), which
+// the front end still takes, then the front end (once the requests under way are answered),
+// the store and the queue.
 func (s *Stack) Close() {
+	if s.stopWork != nil {
+		s.stopWork()
+	}
+	s.wg.Wait()
+	if s.Sim != nil {
+		s.Sim.Close() // pushes what it holds at once, and waits for the answers
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
 	_ = s.Wait()
-	s.wg.Wait()
 	s.shutdown()
 }
 
