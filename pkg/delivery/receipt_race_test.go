@@ -41,7 +41,7 @@ func TestLateReceiptAfterMissedFailureKeepsIt(t *testing.T) {
 		return err == nil && info.State.Msgs == 0
 	})
 	// The platform's (repeated) receipt.
-	if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 		t.Fatal(err)
 	}
 	embeddedtest.Eventually(t, 10*time.Second, "the receipt is applied", func() bool { return svc.ReceiptsWaiting() == 0 && receiptApplied(ctx, r.st, id) })
@@ -92,7 +92,7 @@ func TestLookupWhileFailureMeetsReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	between := &receiptBetween{Store: r.st, apply: func() {
-		if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+		if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 			t.Error(err)
 			return
 		}

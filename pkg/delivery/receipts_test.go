@@ -213,7 +213,7 @@ func TestReceiptBeforeTheSentRecordStaysTheResult(t *testing.T) {
 	svc, st := r.receiptFrontEnd(t)
 	id, msgID := r.sentThenDied(t, svc) // worker A
 	// The platform's receipt: delivered.
-	if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 		t.Fatal(err)
 	}
 	embeddedtest.Eventually(t, 10*time.Second, "the receipt is applied: delivered", func() bool {
@@ -274,7 +274,7 @@ func TestAnswerWithoutMsgIDIsInDoubt(t *testing.T) {
 		msgID = r.msgIDOf(id)
 		return msgID != 0
 	})
-	if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 		t.Fatal(err)
 	}
 	var res push.Result
@@ -367,7 +367,7 @@ func TestFinishedNotBeforeSent(t *testing.T) {
 	id := r.publish("u-follows", "JML", jml)
 	r.waitState(id, push.StateSent)
 	msgID := r.msgIDOf(id)
-	if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+	if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 		t.Fatal(err)
 	}
 	embeddedtest.Eventually(t, 15*time.Second, "delivered", func() bool {

@@ -46,7 +46,7 @@ func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 	applied := make(chan struct{})
 	between := &receiptBetween{Store: r.st, apply: func() {
 		defer close(applied)
-		if err := svc.KeepEvent(ctx, receipt(msgID, "success"), ""); err != nil {
+		if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 			t.Error(err)
 			return
 		}

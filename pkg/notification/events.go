@@ -398,10 +398,11 @@ const keepWait = 3 * time.Second
 
 // KeepEvent stores an authenticated event of a kind the service applies (a delivery receipt, a
 // follow or unfollow) in the stream of platform events (Config.KeepEvent), for ApplyEvents to
-// apply; events of other kinds are not kept. pushID names the platform's push of the event
-// ("" for none): one push is kept once, however often it comes. An error means the stream did
-// not take it.
-func (s *Service) KeepEvent(ctx context.Context, ev platform.Event, pushID string) error {
+// apply; events of other kinds are not kept. An event is kept once however often it comes (the
+// platform pushes an event again, under a new timestamp and nonce, when its push got no timely
+// answer): by its kind, follower, creation time and msgid, which the platform's documentation
+// names as what tells a repeat. An error means the stream did not take it.
+func (s *Service) KeepEvent(ctx context.Context, ev platform.Event) error {
 	key, ok := eventKey(ev)
 	if !ok {
 		return nil
@@ -412,7 +413,8 @@ func (s *Service) KeepEvent(ctx context.Context, ev platform.Event, pushID strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, keepWait)
 	defer cancel()
-	return s.cfg.KeepEvent(ctx, key, pushID, b)
+	id := ev.Event + "|" + ev.FromUserName + "|" + strconv.FormatInt(ev.CreateTime, 10) + "|" + strconv.FormatInt(ev.MsgID, 10)
+	return s.cfg.KeepEvent(ctx, key, id, b)
 }
 
 // eventKey is the subject key an event is kept under, and whether it is of a kind the service

@@ -81,7 +81,7 @@ type Config struct {
 	// Events writes the final results of delivery receipts (ApplyEvents).
 	Events Events
 	// KeepEvent stores a platform event in the stream of platform events under key, once for
-	// each id but "" (the platform's push of it), for ApplyEvents to apply (KeepEvent).
+	// each id but "" (the event's identity), for ApplyEvents to apply (KeepEvent).
 	KeepEvent func(ctx context.Context, key, id string, event []byte) error
 	// Records keeps Idempotency-Key records; nil refuses keys (ErrKeysUnsupported).
 	Records Records

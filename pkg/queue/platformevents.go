@@ -31,8 +31,8 @@ const (
 // PlatformEventMaxAge is how long an event waits in the stream to be applied.
 const PlatformEventMaxAge = 24 * time.Hour
 
-// PlatformEventRepeats is how long the stream knows a push of the platform it stored, to store
-// it once: the platform repeats a push three times within about 15 s.
+// PlatformEventRepeats is how long the stream knows an event it stored, to store it once: the
+// platform repeats a push three times within about 15 s.
 const PlatformEventRepeats = 2 * time.Minute
 
 // PlatformEventAckWait is how long an event handed to a front end may go without word from it
@@ -93,10 +93,10 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 }
 
 // Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
-// "follow") and returns once the stream acknowledged it. id, unless "", names the platform's
-// push of the event: the stream stores a push once however often it is kept within
-// PlatformEventRepeats (the platform repeats a push it got no timely answer for, and a keep
-// whose acknowledgement was lost is tried again).
+// "follow") and returns once the stream acknowledged it. id, unless "", names the event: the
+// stream stores it once however often it is kept within PlatformEventRepeats (the platform
+// repeats a push it got no timely answer for, and a keep whose acknowledgement was lost is
+// tried again).
 func (r *PlatformEvents) Keep(ctx context.Context, key, id string, event []byte) error {
 	var opts []jetstream.PublishOpt
 	if id != "" {

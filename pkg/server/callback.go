@@ -143,8 +143,7 @@ func (s *Server) keepEvent(ctx context.Context, c echo.Context, ts, nonce string
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		err := s.takeNonce(ctx, c, ts, nonce, mark)
 		if err == nil {
-			// The pair names the platform's push: kept once, however often it comes.
-			err = s.notify.KeepEvent(ctx, ev, platform.NonceKey(ts, nonce))
+			err = s.notify.KeepEvent(ctx, ev)
 		}
 		if e, ok := errors.AsType[*Error](err); err == nil || ok && e.Code != CodeUnavailable {
 			return err

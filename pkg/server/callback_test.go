@@ -624,3 +624,38 @@ func TestRepeatedCallbackKeptOnce(t *testing.T) {
 			"ucs_callback_receipts_unknown_total = %v, want 1", v)
 	}
 }
+
+// TestRepeatUnderANewNonceKeptOnce: the platform pushes an event again when it got no answer
+// within 5 s, each attempt under its own timestamp and nonce (as the simulator does; the
+// platform's documentation tells receivers to recognise an event's repeat by FromUserName +
+// CreateTime, not by the query). The stream of
+// platform events must keep the event once, and a receipt for a msgid this service never sent
+// must be counted once in ucs_callback_receipts_unknown_total.
+func TestRepeatUnderANewNonceKeptOnce(t *testing.T) {
+	e := newEnv(t)
+	body := receiptEvent("oForeign", 77002, simulator.StatusSuccess)
+	// The push, and the platform's repeat of it 5 s later under a new timestamp and nonce.
+	first := e.plainQuery(cbToken, "4101000001")
+	e.clock.Advance(5 * time.Second)
+	repeat := e.plainQuery(cbToken, "4101000002")
+	for i, q := range []string{first, repeat} {
+		if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+			t.Fatalf("copy %d of the receipt: %d %s", i+1, a.status, a.body)
+		}
+	}
+	st, err := e.js.Stream(context.Background(), queue.PlatformEventStream(e.cfg.NATS.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(notification.DefaultReceiptWait + time.Second)
+	e.applied(0)
+	v := e.metricValue("ucs_callback_receipts_unknown_total")
+	if si.State.LastSeq != 1 || v != 1 {
+		t.Fatalf("one receipt the platform pushed twice (its repeat under a new timestamp and nonce): "+
+			"the stream stored %d events, ucs_callback_receipts_unknown_total = %v; want 1 and 1", si.State.LastSeq, v)
+	}
+}
