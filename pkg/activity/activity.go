@@ -79,10 +79,9 @@ const (
 	// was put on the queue.
 	maxReasonRunes = 300
 	// MaxAwaiting bounds the sent messages kept as awaiting their receipt; past it the oldest
-	// are no longer counted. maxFinishedFirst bounds the msgids whose final result came
-	// before their send's announcement.
-	MaxAwaiting      = 100_000
-	maxFinishedFirst = 10_000
+	// are no longer counted. maxFinished bounds the msgids of the latest final results.
+	MaxAwaiting = 100_000
+	maxFinished = 10_000
 )
 
 // Recorder counts what the front end sees. A nil *Recorder records nothing.
@@ -94,9 +93,10 @@ type Recorder struct {
 	accepted, sent, delivered, failed atomic.Int64
 	// awaiting are the msgids of the sends counted here that have no final result yet. A
 	// final result of a send not counted here (sent before this front end started) changes
-	// nothing; one that came before its send's announcement (the two travel apart) is kept in
-	// finishedFirst, so that the send does not wait for it. Both change under mu.
-	awaiting, finishedFirst *lru.Cache[int64, struct{}]
+	// nothing. finished are the msgids of the latest final results, so that a send announced
+	// after its final result (the two travel apart), or again (a second copy of the message
+	// sent under the same client_msg_id), does not wait. Both change under mu.
+	awaiting, finished *lru.Cache[int64, struct{}]
 
 	mu     sync.Mutex
 	kinds  map[string]int64
@@ -110,8 +110,8 @@ func New(now func() time.Time) *Recorder {
 	}
 	// lru.New fails only for a size below 1.
 	awaiting, _ := lru.New[int64, struct{}](MaxAwaiting)
-	finishedFirst, _ := lru.New[int64, struct{}](maxFinishedFirst)
-	return &Recorder{now: now, started: now(), kinds: map[string]int64{}, awaiting: awaiting, finishedFirst: finishedFirst}
+	finished, _ := lru.New[int64, struct{}](maxFinished)
+	return &Recorder{now: now, started: now(), kinds: map[string]int64{}, awaiting: awaiting, finished: finished}
 }
 
 // slot returns the slot of the minute of t, reset when the ring came round to it.
@@ -155,7 +155,7 @@ func (r *Recorder) Sent(res push.Result) {
 	if res.MsgID != 0 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if !r.finishedFirst.Remove(res.MsgID) {
+		if !r.finished.Contains(res.MsgID) {
 			r.awaiting.Add(res.MsgID, struct{}{})
 		}
 	}
@@ -170,9 +170,8 @@ func (r *Recorder) Final(res push.Result) {
 	s := r.slot(now)
 	if res.MsgID != 0 {
 		r.mu.Lock()
-		if !r.awaiting.Remove(res.MsgID) {
-			r.finishedFirst.Add(res.MsgID, struct{}{})
-		}
+		r.awaiting.Remove(res.MsgID)
+		r.finished.Add(res.MsgID, struct{}{})
 		r.mu.Unlock()
 	}
 	if res.State == push.StateDelivered {

@@ -162,6 +162,7 @@ func TestAwaitingReceipt(t *testing.T) {
 		{"finished before its send was announced", []step{{true, 3}, {false, 3}, {false, 4}}, 1},
 		{"finished twice", []step{{false, 5}, {false, 6}, {true, 5}, {true, 5}}, 1},
 		{"a failure without a send", []step{{false, 7}, {true, 0}}, 1},
+		{"sent again after its final result", []step{{false, 8}, {true, 8}, {false, 8}, {false, 9}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
