@@ -82,13 +82,13 @@ func (s *Server) account(c echo.Context) error {
 		RevokeAction: s.accountPath() + "/grants/revoke", EndAction: s.accountPath() + "/sessions/end",
 	}
 	for _, g := range grants {
-		scope := g.Scope
-		if scope == "" {
-			scope = strings.Join(g.Scopes, " ")
-		}
+		// What it may do: every scope consented to (a narrower request does not take any
+		// back), and those of its latest tokens (an application that needs no consent).
 		ag := pages.AccountGrant{Client: g.ClientID, Granted: g.At, LastUsed: g.LastUsed}
-		for sc := range strings.FieldsSeq(scope) {
-			if !oauth.IsStandardScope(sc) {
+		var shown []string
+		for _, sc := range append(slices.Clone(g.Scopes), strings.Fields(g.Scope)...) {
+			if !oauth.IsStandardScope(sc) && !slices.Contains(shown, sc) {
+				shown = append(shown, sc)
 				ag.Scopes = append(ag.Scopes, pages.DescribeScope(sc))
 			}
 		}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"html"
 	"net/http"
 	"net/url"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 var (
@@ -250,5 +255,112 @@ func TestAccountSessions(t *testing.T) {
 	}
 	if q := get(t, a, e.issuer+"/account"); !strings.Contains(q.body, `name="password"`) {
 		t.Fatalf("still signed in after ending the own session: %d", q.status)
+	}
+}
+
+// clientKnown reports whether the front end accepts an authorization request of client.
+func clientKnown(t *testing.T, e *signInEnv, client string) bool {
+	t.Helper()
+	p := get(t, browser(t), e.authURL(client, "probe"))
+	return p.status == http.StatusOK && strings.Contains(p.body, `name="password"`)
+}
+
+// TestConsentEndsWithItsClient: an operator deletes a client with `api admin clients delete`
+// and later registers a new application under the same client_id with `api admin clients
+// create`. The users' consents went with the old one, as Keycloak's do: the new application
+// asks each user again.
+func TestConsentEndsWithItsClient(t *testing.T) {
+	e := newSignInEnv(t)
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx := context.Background()
+	// The test's front end does not run the reload loop (Serve does): a front end started
+	// after each change reads the clients as they are then, as every replica does within
+	// oauth.ClientsReload.
+	mk := func() *signInEnv {
+		t.Helper()
+		err := st.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+			Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+			RedirectURIs: []string{rpRedirect}, PostLogoutRedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := *e
+		r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+		if !clientKnown(t, &r, "survey") {
+			t.Fatal("the front end does not know the client")
+		}
+		return &r
+	}
+	r1 := mk()
+	b := browser(t)
+	p := get(t, b, r1.authURL("survey", "s1"))
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("no consent page at the first sign-in: %d %s", p.status, p.location)
+	}
+	code := callback(t, submit(t, b, p, url.Values{"accept": {"yes"}})).Get("code")
+	if _, errc := r1.exchange(t, "survey", code); errc != "" {
+		t.Fatal(errc)
+	}
+
+	// api admin clients delete survey
+	if err := st.DeleteClient(ctx, "survey"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	// api admin clients create survey: another application under the same id.
+	r2 := mk()
+
+	p = get(t, b, r2.authURL("survey", "s2"))
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("a newly registered client %q got the user's code without asking for consent: "+
+			"the consent given to the deleted client of that id was kept (%d, Location %s)", "survey", p.status, p.location)
+	}
+}
+
+// TestAccountShowsConsentedScopes: the account page lists what an application may do. After
+// the user consented to notification.mp and fake_api, a later sign-in that asked for less (no
+// consent page, rightly) takes nothing back: the page still lists fake_api, which the
+// application gets again without asking.
+func TestAccountShowsConsentedScopes(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(cfg *config.Config) {
+		cfg.OAuth.Clients = append(cfg.OAuth.Clients, config.Client{ClientID: "labs", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp", "fake_api"},
+			RedirectURIs: []string{rpRedirect}})
+	})
+	b := browser(t)
+	e.signedIn(t, b)
+	p := get(t, b, e.authURL("labs", "wide", "scope", "openid notification.mp fake_api"))
+	if !strings.Contains(p.body, `name="accept"`) || !strings.Contains(p.body, "Use the test interface") {
+		t.Fatalf("consent page: %d %s", p.status, p.body)
+	}
+	if _, errc := e.exchange(t, "labs", callback(t, submit(t, b, p, url.Values{"accept": {"yes"}})).Get("code")); errc != "" {
+		t.Fatal(errc)
+	}
+	e.clock.Advance(time.Minute)
+	// A narrower request: no consent page (Keycloak asks only for what was not granted).
+	p = get(t, b, e.authURL("labs", "narrow", "scope", "openid notification.mp"))
+	if _, errc := e.exchange(t, "labs", callback(t, p).Get("code")); errc != "" {
+		t.Fatal(errc)
+	}
+	// The consent to fake_api stands: it is granted again without asking.
+	p = get(t, b, e.authURL("labs", "again", "scope", "openid notification.mp fake_api"))
+	if strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("consent asked again for scopes already granted")
+	}
+	callback(t, p)
+
+	page := e.account(t, b)
+	start := strings.Index(page.body, `<li id="grant-labs">`)
+	if start < 0 {
+		t.Fatalf("labs is not listed: %v", page.grants)
+	}
+	row := page.body[start:]
+	if end := strings.Index(row, "</form>"); end > 0 {
+		row = row[:end]
+	}
+	if !strings.Contains(row, "Use the test interface") {
+		t.Fatalf("the account page hides a scope the user consented to and the application gets without asking (fake_api); its row:\n%s", row)
 	}
 }

@@ -134,8 +134,13 @@ func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange
 	return c, nil
 }
 
-// DeleteClient removes the client id, or returns ErrNotFound.
+// DeleteClient removes the client id, or returns ErrNotFound. The users' consents to it go
+// first (as Keycloak's do), so that an application registered later under the same id asks
+// each user again: a filter on the client, which scans the consents, for this rare change.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	if _, err := s.col(colConsents).DeleteMany(ctx, bson.D{{Key: "client", Value: id}}); err != nil {
+		return fmt.Errorf("delete the consents to client %s: %w", id, err)
+	}
 	r, err := s.col(colClients).DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 	if err != nil {
 		return fmt.Errorf("delete client: %w", err)
