@@ -20,7 +20,8 @@ const MaxSessionsPerUser = 100
 var ErrNotYours = errors.New("no such session or application of this user")
 
 // revokedGrantKey is the key in Shared of a user's revocation of a client's access; its value
-// is the Unix second of the revocation.
+// is the Unix millisecond of the revocation (a Unix second, written by an earlier version, is
+// read as the last millisecond of that second).
 func revokedGrantKey(userID, clientID string) string {
 	return "grant." + keyPart(userID) + "." + keyPart(clientID)
 }
@@ -126,7 +127,7 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	if s.Revoked != nil {
-		if err := s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.Unix(), 10)); err != nil {
+		if err := s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.UnixMilli(), 10)); err != nil {
 			return err
 		}
 	}
@@ -207,11 +208,11 @@ func (s *Service) touch(ctx context.Context, se store.Session, idle time.Time) {
 	}
 }
 
-// accessRevoked reports whether the grant of an access token was revoked after it was issued,
-// from the shared revocations. An access token carries its issue time in whole seconds, so one
-// issued in the second of the revocation counts as revoked.
+// accessRevoked reports whether the grant of an access token was revoked at or after it was
+// issued (issuedAt), from the shared revocations.
 func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
-	if s.Revoked == nil || c.UserID == "" || c.IssuedAt == nil {
+	issued, ok := issuedAt(c)
+	if s.Revoked == nil || c.UserID == "" || !ok {
 		return false, nil
 	}
 	v, ok, err := s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
@@ -219,5 +220,11 @@ func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
 		return false, err
 	}
 	at, err := strconv.ParseInt(string(v), 10, 64)
-	return err != nil || c.IssuedAt.Unix() <= at, nil //nolint:nilerr // an unreadable revocation counts as revoked: fail closed
+	if err != nil {
+		return true, nil //nolint:nilerr // an unreadable revocation counts as revoked: fail closed
+	}
+	if at < 1e11 { // a Unix second: no millisecond of 1973 or later is that small
+		at = at*1000 + 999
+	}
+	return !issued.After(time.UnixMilli(at)), nil
 }

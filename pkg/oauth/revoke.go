@@ -152,9 +152,9 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 			return errorf(ErrInvalidToken, "the token was revoked")
 		}
 	}
-	if c.UserID != "" && c.IssuedAt != nil {
+	if issued, ok := issuedAt(c); c.UserID != "" && ok {
 		at, err := s.Store.GrantRevokedAt(ctx, c.UserID, c.Azp)
-		if err == nil && !at.IsZero() && c.IssuedAt.Unix() <= at.Unix() {
+		if err == nil && !at.IsZero() && !issued.After(at) {
 			return errorf(ErrInvalidToken, "the user revoked this application's access")
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
@@ -140,12 +141,35 @@ func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, 
 			Subject:   subject,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-			ID:        newJTI(),
+			ID:        accessJTI(now),
 		},
 		Typ: "Bearer", Azp: c.ID, Scope: scope, Grant: grant, UserID: userID, SID: sid, Family: family,
 	}
 	tok, err := s.Keys.Sign(claims)
 	return tok, ttl, err
+}
+
+// accessJTI is the jti of an access token issued at now: a ULID, whose first 48 bits are now
+// in milliseconds and the other 80 random. iat has whole seconds; the jti tells when within
+// its second the token was issued, against a revocation in that second (issuedAt).
+func accessJTI(now time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+}
+
+// issuedAt is when the access token c was issued, to the millisecond when its jti is the ULID
+// of a time in its iat's second (accessJTI), else the last millisecond of that second (a
+// revocation within it counts: tokens of an earlier version). ok is false without iat.
+func issuedAt(c *Claims) (t time.Time, ok bool) {
+	if c.IssuedAt == nil {
+		return time.Time{}, false
+	}
+	sec := c.IssuedAt.Unix()
+	if id, err := ulid.ParseStrict(c.ID); err == nil {
+		if t := ulid.Time(id.Time()); t.Unix() == sec {
+			return t, true
+		}
+	}
+	return time.UnixMilli(sec*1000 + 999), true
 }
 
 func newJTI() string {

@@ -364,3 +364,36 @@ func TestAccountShowsConsentedScopes(t *testing.T) {
 		t.Fatalf("the account page hides a scope the user consented to and the application gets without asking (fake_api); its row:\n%s", row)
 	}
 }
+
+// TestTokenIssuedAfterRevocationInItsSecond: a user removes an application's access on the
+// account page and signs in to it again a moment later, within the same second (an
+// application that skips consent signs the user in again at once through the single sign-on).
+// The revocation ends the tokens of its time, as Keycloak's does, never those of the later
+// sign-in: the new access token works, though its iat (whole seconds) is the revocation's.
+func TestTokenIssuedAfterRevocationInItsSecond(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	e.signedIn(t, b)
+	first, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	page := e.account(t, b)
+	if p := e.accountPost(t, b, "/grants/revoke", url.Values{"client_id": {"trusted"}, "csrf": {page.csrf}}); p.status != http.StatusOK {
+		t.Fatalf("revocation: %d %s", p.status, p.body)
+	}
+	if st := userinfo(t, e.issuer, first["access_token"].(string)); st != http.StatusUnauthorized {
+		t.Fatalf("the token from before the revocation: %d", st)
+	}
+	// 300 ms later, the user signs in to the application again.
+	e.clock.Advance(300 * time.Millisecond)
+	again, errc := e.exchange(t, "trusted", e.signInCode(t, b, "trusted"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	st := userinfo(t, e.issuer, again["access_token"].(string))
+	_, m := e.postForm(t, "/token/introspect", "trusted", url.Values{"token": {again["access_token"].(string)}})
+	if st != http.StatusOK || m["active"] != true {
+		t.Fatalf("an access token issued 300 ms after the revocation, from a new sign-in: userinfo %d, introspection %v", st, m)
+	}
+}
