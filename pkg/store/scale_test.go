@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 
 // rawRig is a store on the embedded FerretDB (with its _id lookup indexes, as standalone
 // makes them) plus a raw handle on the same database, for bulk seeding in the stored shape.
-func rawRig(t *testing.T, now func() time.Time) (*store.Store, *mongo.Database) {
+func rawRig(t testing.TB, now func() time.Time) (*store.Store, *mongo.Database) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -45,7 +46,7 @@ func rawRig(t *testing.T, now func() time.Time) (*store.Store, *mongo.Database) 
 }
 
 // bulk inserts docs in unordered batches of 5,000.
-func bulk(t *testing.T, c *mongo.Collection, docs []any) {
+func bulk(t testing.TB, c *mongo.Collection, docs []any) {
 	t.Helper()
 	for i := 0; i < len(docs); i += 5000 {
 		if _, err := c.InsertMany(context.Background(), docs[i:min(len(docs), i+5000)], options.InsertMany().SetOrdered(false)); err != nil {
@@ -269,4 +270,107 @@ func importAnswering(t *testing.T, st *store.Store, rows []store.Binding) store.
 		t.Fatalf("import of %d rows: %+v, err %v; a lookup by _id afterwards: %v", len(rows), res, err, after)
 	}
 	return res
+}
+
+// BenchmarkSweepPast25kLiveProgressRecords: after a platform outage in which pushes were
+// retried for days (the queue keeps them up to 7 days), their progress records sit at the head
+// of push_results with a later "at" than the records behind them. The sweep reads them once on
+// its way to the expired records behind. Here 100,000 records: 25,000 live progress records at
+// the head, 1,000 expired results behind them, then 74,000 live results. Run it with
+// -benchtime=1x: the setup writes the 100,000 records once.
+func BenchmarkSweepPast25kLiveProgressRecords(b *testing.B) {
+	clk := clocktest.New(at(0))
+	st, _ := rawRig(b, clk.Now)
+	w := st.NewWriter(store.WriterOptions{MaxBatch: 5000})
+	b.Cleanup(w.Close)
+	ctx := context.Background()
+	now := clk.Now()
+	retried := now.Add(-23 * 24 * time.Hour) // last retry; live (retention 30 days)
+	old := now.Add(-31 * 24 * time.Hour)
+	const nLive, nOld, nNew = 25_000, 1_000, 74_000
+	write := func(recs []store.Write) {
+		for s := 0; s < len(recs); s += 5000 {
+			if err := w.Write(ctx, recs[s:min(len(recs), s+5000)]...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var recs []store.Write
+	for i := range nLive {
+		r := push.Result{UcsID: fmt.Sprintf("slow%06d", i), ClientID: "c", State: push.StateQueued, Attempts: 40, Accepted: old, Updated: retried}
+		recs = append(recs, store.FirstAttemptRecord(r, retried))
+	}
+	write(recs)
+	recs = recs[:0]
+	for i := range nOld {
+		recs = append(recs, final(fmt.Sprintf("old%06d", i), old))
+	}
+	write(recs)
+	recs = recs[:0]
+	for i := range nNew {
+		recs = append(recs, final(fmt.Sprintf("new%06d", i), now))
+	}
+	write(recs)
+	for b.Loop() {
+		t0 := time.Now()
+		n, err := st.Sweep(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("Sweep past %d live progress records removed %d in %s", nLive, n, time.Since(t0))
+		if n != nOld {
+			b.Fatalf("removed %d, want %d", n, nOld)
+		}
+	}
+}
+
+// BenchmarkSignInSweep100k times the hourly sweep of sign-in records on the embedded store
+// with 100,000 live sessions and none expired, and the slowest session lookup made meanwhile
+// (every request of a signed-in user makes one). Run it with -benchtime=1x.
+func BenchmarkSignInSweep100k(b *testing.B) {
+	clk := clocktest.New(at(0))
+	st, db := rawRig(b, clk.Now)
+	ctx := context.Background()
+	const n = 100_000
+	now := clk.Now()
+	docs := make([]any, 0, n)
+	for i := range n {
+		docs = append(docs, store.Session{Key: fmt.Sprintf("key%07d", i), SID: fmt.Sprintf("sid%07d", i), UserID: fmt.Sprintf("20%08d", i),
+			IDP: "cas", AuthTime: now, Expires: now.Add(10 * time.Hour), Idle: now.Add(30 * time.Minute), At: now,
+			Address: "10.1.2.3", Agent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36"})
+	}
+	bulk(b, db.Collection("sso_sessions"), docs)
+
+	// A reader meanwhile: a session lookup (every request of a signed-in user) by _id.
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var worst time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			t1 := time.Now()
+			if _, err := st.Session(ctx, fmt.Sprintf("key%07d", i%n)); err != nil {
+				b.Errorf("session lookup: %v", err)
+				return
+			}
+			d := time.Since(t1)
+			mu.Lock()
+			worst = max(worst, d)
+			mu.Unlock()
+		}
+	}()
+	b.ResetTimer()
+	t0 := time.Now()
+	removed, err := st.Sweep(ctx)
+	took := time.Since(t0)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	b.Logf("Sweep with %d live sessions, none expired: removed %d in %s; slowest session lookup meanwhile %s", n, removed, took, worst)
 }

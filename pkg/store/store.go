@@ -209,8 +209,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		return nil
 	}
 	// On MongoDB the hourly sweep of sign-in records reads them by their expiry: an index
-	// keeps it from scanning each collection. (FerretDB reads by _id alone; an index there
-	// would cost every insert and serve nothing.)
+	// keeps it from scanning each collection. (FerretDB reads the whole table for such a
+	// filter anyway: an index there would cost every insert and serve nothing.)
 	for _, c := range signInCollections {
 		if _, err := s.col(c).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expires", Value: 1}}}); err != nil {
 			return fmt.Errorf("create index on %s.expires: %w", c, err)
@@ -241,36 +241,22 @@ const (
 // Sweep deletes delivery records older than the retention period, for servers without TTL
 // indexes, and expired sign-in records. It returns how many documents it removed.
 //
-// Delivery records are swept oldest first in steps of SweepBatch: a step reads the next
-// SweepBatch records of the table in its natural order, which is the order they were written (a
-// query without a filter is the one the embedded server reads row by row, so a step reads no
-// more rows than it skips and takes, however large the table), and deletes each expired one by
-// _id. A push's progress record is replaced in place: it keeps its early row with a later time,
-// and stays at the head of the table while its push is retried (for days, in a platform
-// outage). The steps skip such live records and go on behind them; a step that meets any other
-// live record ends the sweep, as the rest are newer.
+// Delivery records are swept oldest first, by one read of the table in its natural order,
+// which is the order they were written (a query without a filter is the one the embedded server
+// reads row by row, so the sweep reads each row it passes once), in steps of SweepBatch records
+// whose expired ones are deleted by _id. A push's progress record is replaced in place: it keeps
+// its early row with a later time, and stays at the head of the table while its push is retried
+// (for days, in a platform outage). The sweep passes such live records and goes on behind them;
+// it ends at any other live record, as the rest are newer.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	if !s.ttl {
 		before := s.now().Add(-s.retention)
 		for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
-			skip := int64(0)
-			for {
-				t0 := time.Now()
-				k, live, more, err := s.sweepStep(ctx, c, before, skip)
-				n += k
-				if err != nil {
-					return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
-				}
-				if !more {
-					break
-				}
-				skip += live
-				select {
-				case <-ctx.Done():
-					return n, ctx.Err()
-				case <-time.After(max(SweepPause, time.Since(t0))):
-				}
+			k, err := sweepOldest(ctx, c, before)
+			n += k
+			if err != nil {
+				return n, fmt.Errorf("sweep %s: %w", c.Name(), err)
 			}
 		}
 	}
@@ -289,38 +275,68 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	return n, errors.Join(errs...)
 }
 
-// sweepStep deletes the expired records among the SweepBatch of c after the first skip, and
-// returns how many it deleted, how many live progress records it passed (they stay at the head
-// of the table), and whether the records after these may be expired too.
-func (s *Store) sweepStep(ctx context.Context, c *mongo.Collection, before time.Time, skip int64) (deleted, live int64, more bool, err error) {
-	cur, err := c.Find(ctx, bson.D{}, options.Find().SetSkip(skip).SetLimit(SweepBatch).SetProjection(bson.M{"_id": 1, "at": 1}))
-	if err != nil {
-		return 0, 0, false, err
-	}
-	var docs []struct {
-		ID string    `bson:"_id"`
-		At time.Time `bson:"at"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		return 0, 0, false, err
-	}
-	more = len(docs) == SweepBatch
-	var expired []any
-	for _, d := range docs {
+// sweptRecord is what the sweep of delivery records reads of a record.
+type sweptRecord struct {
+	ID string    `bson:"_id"`
+	At time.Time `bson:"at"`
+}
+
+// sweepOldest deletes the records of c written before before, from the head of the table (see
+// Sweep), and returns how many it deleted.
+func sweepOldest(ctx context.Context, c *mongo.Collection, before time.Time) (int64, error) {
+	return sweepSteps(ctx, c, func(r sweptRecord) (expired, stop bool) {
 		switch {
-		case d.At.Before(before):
-			expired = append(expired, d.ID)
-		case strings.HasSuffix(d.ID, suffixProgress):
-			live++
-		default:
-			more = false
+		case r.At.Before(before):
+			return true, false
+		case strings.HasSuffix(r.ID, suffixProgress):
+			return false, false // a push still retried: its record keeps its early row
+		}
+		return false, true // the rest are newer
+	})
+}
+
+// sweepSteps reads c once, in its natural order (the one read the embedded server makes row by
+// row), in steps of SweepBatch records, and deletes by _id the records pick finds expired,
+// pausing between steps as long as the step took, and at least SweepPause, so that a sweep takes
+// at most half of the store's time. It stops at the end of the table, or at a record for which
+// pick says stop. It returns how many records it deleted.
+func sweepSteps(ctx context.Context, c *mongo.Collection, pick func(sweptRecord) (expired, stop bool)) (int64, error) {
+	cur, err := c.Find(ctx, bson.D{}, options.Find().SetBatchSize(SweepBatch).SetProjection(bson.M{"_id": 1, "at": 1}))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	var n int64
+	for {
+		t0 := time.Now()
+		var expired []any
+		more := true
+		for i := 0; i < SweepBatch && more; i++ {
+			if !cur.Next(ctx) {
+				more = false
+				break
+			}
+			var r sweptRecord
+			if err := cur.Decode(&r); err != nil {
+				return n, err
+			}
+			gone, stop := pick(r)
+			if gone {
+				expired = append(expired, r.ID)
+			}
+			more = !stop
+		}
+		k, err := deleteByID(ctx, c, expired)
+		n += k
+		if err := errors.Join(cur.Err(), err); err != nil || !more {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(max(SweepPause, time.Since(t0))):
 		}
 	}
-	deleted, err = deleteByID(ctx, c, expired)
-	if err != nil {
-		return deleted, 0, false, err
-	}
-	return deleted, live, more, nil
 }
 
 // deleteByID deletes the records of c with the given _ids, each by its _id (the one filter
@@ -344,12 +360,14 @@ func deleteByID(ctx context.Context, c *mongo.Collection, ids []any) (int64, err
 	return n, nil
 }
 
-// sweepPage bounds the expired sign-in records one read of sweepExpired finds.
-const sweepPage = 10 * SweepBatch
+// sweepPage bounds the expired sign-in records one read of sweepExpired finds: the embedded
+// server reads the whole table for each such read.
+const sweepPage = 100 * SweepBatch
 
 // sweepExpired deletes the records of c that expired before cutoff: it reads up to sweepPage
-// of their _ids at a time and deletes them by _id (the embedded server deletes the matches of
-// one filter with one SQL statement, which takes at most 32,766 values).
+// of their _ids at a time (on MongoDB by the index on expires) and deletes them by _id (the
+// embedded server deletes the matches of one filter with one SQL statement, which takes at
+// most 32,766 values).
 func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time) (int64, error) {
 	var n int64
 	for {
