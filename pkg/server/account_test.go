@@ -81,6 +81,15 @@ func (e *signInEnv) accountPost(t *testing.T, b *http.Client, action string, for
 	return read(t, resp)
 }
 
+// revokeOnAccountPage removes client's access on the account page of browser b, signed in.
+func (e *signInEnv) revokeOnAccountPage(t *testing.T, b *http.Client, client string) {
+	t.Helper()
+	page := e.account(t, b)
+	if p := e.accountPost(t, b, "/grants/revoke", url.Values{"client_id": {client}, "csrf": {page.csrf}}); p.status != http.StatusOK {
+		t.Fatalf("revocation of %s: %d %s", client, p.status, p.body)
+	}
+}
+
 // signedIn signs browser b in through the account page itself.
 func (e *signInEnv) signedIn(t *testing.T, b *http.Client) accountPage {
 	t.Helper()
@@ -378,10 +387,7 @@ func TestTokenIssuedAfterRevocationInItsSecond(t *testing.T) {
 	if errc != "" {
 		t.Fatal(errc)
 	}
-	page := e.account(t, b)
-	if p := e.accountPost(t, b, "/grants/revoke", url.Values{"client_id": {"trusted"}, "csrf": {page.csrf}}); p.status != http.StatusOK {
-		t.Fatalf("revocation: %d %s", p.status, p.body)
-	}
+	e.revokeOnAccountPage(t, b, "trusted")
 	if st := userinfo(t, e.issuer, first["access_token"].(string)); st != http.StatusUnauthorized {
 		t.Fatalf("the token from before the revocation: %d", st)
 	}

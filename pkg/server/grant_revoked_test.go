@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -28,10 +26,7 @@ func TestRevokedGrantTellsTheClient(t *testing.T) {
 	if errc != "" {
 		t.Fatal(errc)
 	}
-	page := e.account(t, b)
-	if p := e.accountPost(t, b, "/grants/revoke", url.Values{"client_id": {"bc-app"}, "csrf": {page.csrf}}); p.status != http.StatusOK {
-		t.Fatalf("revocation: %d %s", p.status, p.body)
-	}
+	e.revokeOnAccountPage(t, b, "bc-app")
 	if _, errc := e.refresh(t, "bc-app", tok["refresh_token"].(string)); errc != "invalid_grant" {
 		t.Fatalf("refresh after the revocation: %q", errc)
 	}

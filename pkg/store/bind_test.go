@@ -97,6 +97,27 @@ func newCommandGate(cmd, coll string) *commandGate {
 	return &commandGate{cmd: cmd, coll: coll, reached: make(chan struct{}), open: make(chan struct{})}
 }
 
+// interleave runs first (replica 1's change, whose store has the gate's monitor) until it
+// sends the gate's command, then meanwhile (another replica's change), then lets first go on;
+// the test fails if either does.
+func (g *commandGate) interleave(t *testing.T, first, meanwhile func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- first() }()
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("replica 1 never sent %s to %s", g.cmd, g.coll)
+	}
+	if err := meanwhile(); err != nil {
+		t.Fatal(err)
+	}
+	close(g.open)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // twoReplicas opens two stores over one database of one FerretDB, as two replicas over one
 // MongoDB: the first with the command monitor m.
 func twoReplicas(t *testing.T, m *event.CommandMonitor) (r1, r2 *store.Store) {
@@ -146,20 +167,9 @@ func TestBindRaceAcrossReplicasLeavesOneBinding(t *testing.T) {
 			ctx := context.Background()
 			g := newCommandGate(held.cmd, held.coll)
 			r1, r2 := twoReplicas(t, g.monitor())
-			errc := make(chan error, 1)
-			go func() { _, err := r1.Bind(ctx, "2020000001", follower); errc <- err }()
-			select {
-			case <-g.reached:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("replica 1 never sent %s to %s", held.cmd, held.coll)
-			}
-			if _, err := r2.Bind(ctx, "2020000002", follower); err != nil {
-				t.Fatal(err)
-			}
-			close(g.open)
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
+			g.interleave(t,
+				func() error { _, err := r1.Bind(ctx, "2020000001", follower); return err },
+				func() error { _, err := r2.Bind(ctx, "2020000002", follower); return err })
 			var users []string
 			for _, u := range []string{"2020000001", "2020000002"} {
 				switch b, err := r2.Binding(ctx, u); {
@@ -203,20 +213,8 @@ func TestClearingAFollowerKeepsAnotherReplicasClaim(t *testing.T) {
 			if _, err := r2.Bind(ctx, "2020000001", oA); err != nil {
 				t.Fatal(err)
 			}
-			errc := make(chan error, 1)
-			go func() { errc <- tc.first(ctx, r1) }()
-			select {
-			case <-g.reached:
-			case <-time.After(30 * time.Second):
-				t.Fatal("replica 1 never cleared the follower's record")
-			}
-			if _, err := r2.Bind(ctx, "2020000002", oA); err != nil {
-				t.Fatal(err)
-			}
-			close(g.open)
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
+			g.interleave(t, func() error { return tc.first(ctx, r1) },
+				func() error { _, err := r2.Bind(ctx, "2020000002", oA); return err })
 			if b, err := r2.Binding(ctx, "2020000002"); err != nil || b.OpenID != oA {
 				t.Fatalf("2020000002: %+v %v", b, err)
 			}
@@ -252,20 +250,9 @@ func TestClearingAFollowerKeepsTheSameUsersNewClaim(t *testing.T) {
 	if _, err := r2.Bind(ctx, u, oA); err != nil {
 		t.Fatal(err)
 	}
-	errc := make(chan error, 1)
-	go func() { _, err := r1.Bind(ctx, u, oB); errc <- err }() // held as it clears A
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("replica 1 never cleared follower A's pointer")
-	}
-	if _, err := r2.Bind(ctx, u, oA); err != nil { // back to A
-		t.Fatal(err)
-	}
-	close(g.open)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	g.interleave(t,
+		func() error { _, err := r1.Bind(ctx, u, oB); return err }, // held as it clears A
+		func() error { _, err := r2.Bind(ctx, u, oA); return err }) // back to A
 	if b, err := r2.Binding(ctx, u); err != nil || b.OpenID != oA {
 		t.Fatalf("%s: %+v %v; want bound to %s", u, b, err, oA)
 	}
@@ -318,21 +305,9 @@ func TestRemovingABindingKeepsAnotherReplicasNewBinding(t *testing.T) {
 			if _, err := r2.Bind(ctx, u1, oA); err != nil {
 				t.Fatal(err)
 			}
-			errc := make(chan error, 1)
-			go func() { errc <- tc.first(ctx, r1) }()
-			select {
-			case <-g.reached:
-			case <-time.After(30 * time.Second):
-				t.Fatal("replica 1 never removed a binding")
-			}
 			// Meanwhile the student of u1 binds their new phone's follower B on replica 2.
-			if _, err := r2.Bind(ctx, u1, oB); err != nil {
-				t.Fatal(err)
-			}
-			close(g.open)
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
+			g.interleave(t, func() error { return tc.first(ctx, r1) },
+				func() error { _, err := r2.Bind(ctx, u1, oB); return err })
 			b, err := r2.Binding(ctx, u1)
 			if err != nil || b.OpenID != oB {
 				t.Fatalf("%s was last bound to %s on replica 2, but its binding is now %+v (%v)", u1, oB, b, err)
