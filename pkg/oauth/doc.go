@@ -52,7 +52,7 @@
 //
 // # Sign-in limits
 //
-// No one can lock someone else out:
+// No one can lock a client out, nor an address; a user only for a while, as Keycloak does:
 //
 //   - A client is never locked. Its id is public and its secret a generated high-entropy
 //     value: a correct secret is accepted whatever failed before, from any address.
@@ -61,6 +61,9 @@
 //     15 min; two failures less than 1 s apart, at least 60 s; failures forgotten after 12 h
 //     without one. Only that user is locked, and only while the wait lasts: a locked user's
 //     right password gets the same answer as a wrong one. A made-up user name gets no record.
+//     So someone who knows a user number can keep that user waiting (two wrong passwords a
+//     minute do it, from any address), as with Keycloak; the campus single sign-on, where most
+//     users sign in, is not affected.
 //   - An address that fails to authenticate (a wrong client secret, a wrong password, an
 //     unknown user) more than DefaultAddressFailureBurst times at once, then more than
 //     DefaultAddressFailures times a second, is slowed: 429 with Retry-After for its wrong
