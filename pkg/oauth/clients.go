@@ -30,9 +30,12 @@ type Client struct {
 	BackchannelLogoutURI string
 	// BackchannelLogoutSessionRequired: the client needs sid in its logout tokens (always sent).
 	BackchannelLogoutSessionRequired bool
-	// TokensNotBefore refuses the client's tokens issued before it (by the second); zero:
+	// TokensNotBefore refuses the client's tokens issued before it (to the millisecond); zero:
 	// none.
 	TokensNotBefore time.Time
+	// Registered is when the client was created: a user's consent given before it was given to
+	// an earlier client of the same id, and asks again (zero: every consent counts).
+	Registered time.Time
 }
 
 // Allows reports whether the client may use grant.
@@ -81,6 +84,8 @@ type Registration struct {
 	// TokensNotBefore refuses the tokens issued before it: those of a client of the same id
 	// deleted before this one was created, and those from before the client was last disabled.
 	TokensNotBefore time.Time
+	// Registered is when the client was created (Client.Registered).
+	Registered time.Time
 }
 
 // NewClients builds the registry (registrations already validated).
@@ -119,6 +124,7 @@ func (r *Clients) Replace(regs []Registration) {
 			PostLogoutRedirectURIs: slices.Clone(c.PostLogoutRedirectURIs), Introspect: c.Introspect,
 			RateLimit: c.RateLimit, IDTokenAlg: alg, BackchannelLogoutURI: c.BackchannelLogoutURI,
 			BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired, TokensNotBefore: c.TokensNotBefore,
+			Registered: c.Registered,
 		}
 	}
 	r.set.Store(set)

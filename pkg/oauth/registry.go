@@ -37,7 +37,7 @@ func RegistrationOf(c store.Client) (Registration, error) {
 		AccessTokenTTL: time.Duration(c.AccessTokenTTL) * time.Second, Introspect: c.Introspect,
 		RateLimit: c.RateLimit, IDTokenAlg: c.IDTokenAlg, RefreshTokens: c.RefreshTokens, Disabled: c.Disabled,
 		BackchannelLogoutURI: c.BackchannelLogoutURI, BackchannelLogoutSessionRequired: c.BackchannelLogoutSessionRequired,
-		TokensNotBefore: c.TokensNotBefore,
+		TokensNotBefore: c.TokensNotBefore, Registered: c.Created,
 	}
 	b, err := hex.DecodeString(c.SecretSHA256)
 	if err != nil || len(b) != len(reg.SecretHash) {

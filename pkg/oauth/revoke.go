@@ -101,7 +101,7 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		}
 		return errorf(ErrInvalidToken, "the client of the token is no longer registered")
 	}
-	if !cl.TokensNotBefore.IsZero() && (c.IssuedAt == nil || c.IssuedAt.Unix() < cl.TokensNotBefore.Unix()) {
+	if issued, ok := issuedAt(c); !cl.TokensNotBefore.IsZero() && (!ok || issued.Before(cl.TokensNotBefore)) {
 		// Issued before the client was last disabled, or to a deleted client of the same id.
 		return errorf(ErrInvalidToken, "the token was issued before its client was disabled or registered again")
 	}

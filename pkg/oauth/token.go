@@ -156,9 +156,10 @@ func accessJTI(now time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
 }
 
-// issuedAt is when the access token c was issued, to the millisecond when its jti is the ULID
-// of a time in its iat's second (accessJTI), else the last millisecond of that second (a
-// revocation within it counts: tokens of an earlier version). ok is false without iat.
+// issuedAt is the earliest time the access token c may have been issued: to the millisecond
+// when its jti is the ULID of a time in its iat's second (accessJTI), else the start of that
+// second (tokens of an earlier version), so that a revocation or a disable of the client
+// within that second refuses it. ok is false without iat.
 func issuedAt(c *Claims) (t time.Time, ok bool) {
 	if c.IssuedAt == nil {
 		return time.Time{}, false
@@ -169,7 +170,7 @@ func issuedAt(c *Claims) (t time.Time, ok bool) {
 			return t, true
 		}
 	}
-	return time.UnixMilli(sec*1000 + 999), true
+	return time.Unix(sec, 0), true
 }
 
 func newJTI() string {

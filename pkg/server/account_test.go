@@ -403,3 +403,78 @@ func TestTokenIssuedAfterRevocationInItsSecond(t *testing.T) {
 		t.Fatalf("an access token issued 300 ms after the revocation, from a new sign-in: userinfo %d, introspection %v", st, m)
 	}
 }
+
+// TestConsentToADeletedClientIsNotKept: a user has the consent page of an application open
+// when the operator deletes the application (`api admin clients delete`). The user then
+// presses "accept" at a front end that has reloaded the registry since: no consent is stored,
+// and an application registered later under the same client_id asks the user.
+func TestConsentToADeletedClientIsNotKept(t *testing.T) {
+	e := newSignInEnv(t)
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx := context.Background()
+	create := func() {
+		t.Helper()
+		err := st.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+			Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+			RedirectURIs: []string{rpRedirect}, PostLogoutRedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create()
+	r1 := *e
+	r1.issuer = e.replica(t, e.cfg.OAuth.Clients)
+
+	b := browser(t)
+	p := get(t, b, r1.authURL("survey", "s1"))
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("no consent page at the first sign-in: %d %s", p.status, p.location)
+	}
+
+	// api admin clients delete survey, while the user reads the consent page.
+	if err := st.DeleteClient(ctx, "survey"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Second)
+	// A front end that has read the registry since (every one has within ClientsReload).
+	after := e.replica(t, e.cfg.OAuth.Clients)
+	au, _ := url.Parse(after)
+	// The user accepts; the form reaches that front end.
+	m := formAction.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("no form on the consent page")
+	}
+	action, _ := p.url.Parse(html.UnescapeString(m[1]))
+	action.Host = au.Host
+	fields := url.Values{"accept": {"yes"}}
+	for _, h := range hidden.FindAllStringSubmatch(p.body, -1) {
+		fields.Set(h[1], html.UnescapeString(h[2]))
+	}
+	resp, err := b.PostForm(action.String(), fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer := read(t, resp); answer.status != http.StatusBadRequest || answer.location != "" {
+		t.Errorf("the consent form for the deleted client was answered %d %s", answer.status, answer.location)
+	}
+
+	if sc, err := st.Consent(ctx, userID, "survey", time.Time{}); err != nil || len(sc) != 0 {
+		t.Errorf("a consent to the deleted client %q was stored after its deletion: %v (err %v)", "survey", sc, err)
+	}
+
+	// Later: api admin clients create survey, another application under the same id.
+	e.clock.Advance(time.Minute)
+	create()
+	r2 := *e
+	r2.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	p = get(t, b, r2.authURL("survey", "s2"))
+	if strings.Contains(p.body, `name="password"`) {
+		p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	}
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("a newly registered client %q got the user's code without asking for consent: the consent given, "+
+			"after the deletion, to the deleted client of that id was kept (%d, Location %s)\n%.600s", "survey", p.status, p.location, p.body)
+	}
+}

@@ -25,7 +25,9 @@ type SignInStore interface {
 	FinishAuthRequest(ctx context.Context, id string, expires time.Time) error
 	AuthRequestFinished(ctx context.Context, id string) (bool, error)
 	Session(ctx context.Context, key string) (store.Session, error)
-	Consent(ctx context.Context, userID, clientID string) ([]string, error)
+	// Consent returns the scopes userID consented to grant clientID, registered at
+	// registered (a consent from before counts for nothing).
+	Consent(ctx context.Context, userID, clientID string, registered time.Time) ([]string, error)
 	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
 }
 
@@ -525,11 +527,14 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		}
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
-	client, _ := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
+	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
+	if !ok {
+		return s.clientGone(c)
+	}
 	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, nil) {
 		return s.finish(c, ar, se) // nothing to consent to, or the client skips consent
 	}
-	granted, err := s.cfg.SignIn.Store.Consent(c.Request().Context(), se.UserID, ar.ClientID)
+	granted, err := s.cfg.SignIn.Store.Consent(c.Request().Context(), se.UserID, ar.ClientID, client.Registered)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
@@ -558,6 +563,12 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 			CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
 		})
 	}, append(s.casFormActions(), ar.RedirectURI)...) // the answer goes to the client, or to a new sign-in past max_age
+}
+
+// clientGone answers a sign-in whose client was deleted or disabled since it began.
+func (s *Server) clientGone(c echo.Context) error {
+	return s.errorPage(c, http.StatusBadRequest, "应用不可用 Application unavailable",
+		"此应用已不再注册，请返回应用重新开始。 This application is no longer registered. Go back to it and start again.", "unauthorized_client")
 }
 
 // consent takes the consent form.
@@ -594,7 +605,11 @@ func (s *Server) consent(c echo.Context) error {
 		ar.Passed, ar.Session, ar.Renew = nil, "", true
 		return s.startLogin(c, ar, "")
 	}
-	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID)
+	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
+	if !ok {
+		return s.clientGone(c) // nothing is recorded
+	}
+	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID, client.Registered)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}

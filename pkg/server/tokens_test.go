@@ -117,3 +117,47 @@ func TestJWKSRevalidated(t *testing.T) {
 		t.Fatalf("certs: %d, Cache-Control %q", resp.StatusCode, cc)
 	}
 }
+
+// TestAccessTokenOfTheSecondOfADisableStaysRefused: an operator disables a client (a leaked
+// secret, say) and enables it again later. Its tokens from before the disable stay refused,
+// an access token issued in the same second as the disable, before it, too.
+func TestAccessTokenOfTheSecondOfADisableStaysRefused(t *testing.T) {
+	e := newSignInEnv(t)
+	// 100 ms into a second.
+	now := e.clock.Now()
+	e.clock.Advance(now.Truncate(time.Second).Add(time.Second + 100*time.Millisecond).Sub(now))
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access, rt := tok["access_token"].(string), tok["refresh_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
+		t.Fatalf("userinfo before: %d", st)
+	}
+	issued := e.clock.Now()
+	// 300 ms later, in the same second, the operator disables the client.
+	e.clock.Advance(300 * time.Millisecond)
+	if e.clock.Now().Unix() != issued.Unix() {
+		t.Fatalf("the disable is not in the second of the token: %s vs %s", e.clock.Now(), issued)
+	}
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx := context.Background()
+	yes, no := true, false
+	if _, err := st.UpdateClient(ctx, "portal", store.ClientChange{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	if _, err := st.UpdateClient(ctx, "portal", store.ClientChange{Disabled: &no}); err != nil {
+		t.Fatal(err)
+	}
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	code, got := r.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	stAccess := userinfo(t, r.issuer, access)
+	_, intro := r.postForm(t, "/token/introspect", "portal", url.Values{"token": {access}})
+	if stAccess != http.StatusUnauthorized || intro["active"] != false {
+		t.Fatalf("an access token issued 300 ms before the client was disabled, after it was enabled again: "+
+			"userinfo %d, introspection active=%v (its refresh token: %d %v)", stAccess, intro["active"], code, got["error"])
+	}
+}

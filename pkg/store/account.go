@@ -41,6 +41,8 @@ type Grant struct {
 	Scopes   []string  `bson:"scopes"`
 	Scope    string    `bson:"scope,omitempty"` // the scope of the latest tokens
 	At       time.Time `bson:"at"`
+	// Given is when the user last consented (zero in records of earlier versions: At).
+	Given    time.Time `bson:"given,omitempty"`
 	LastUsed time.Time `bson:"last_used,omitempty"`
 }
 
@@ -225,20 +227,31 @@ func (s *Store) UserSessions(ctx context.Context, userID string) ([]Session, err
 	return out, nil
 }
 
-// Consent returns the scopes userID has consented to grant clientID.
-func (s *Store) Consent(ctx context.Context, userID, clientID string) ([]string, error) {
+// Consent returns the scopes userID has consented to grant clientID, created at registered: a
+// consent given before was given to an earlier client of the same id, and counts for nothing.
+func (s *Store) Consent(ctx context.Context, userID, clientID string, registered time.Time) ([]string, error) {
 	g, err := s.Grant(ctx, userID, clientID)
-	if errors.Is(err, ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	given := g.Given
+	if given.IsZero() {
+		given = g.At
+	}
+	if given.Before(registered) {
 		return nil, nil
 	}
-	return g.Scopes, err
+	return g.Scopes, nil
 }
 
 // PutConsent records the scopes userID has consented to grant clientID.
 func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
-	id := grantID(userID, clientID)
+	id, now := grantID(userID, clientID), s.now()
 	_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
-		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID}, "$setOnInsert": bson.M{"at": s.now()}},
+		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID, "given": now}, "$setOnInsert": bson.M{"at": now}},
 		options.Update().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("put consent: %w", err)
@@ -272,6 +285,7 @@ func (s *Store) Grant(ctx context.Context, userID, clientID string) (Grant, erro
 // issued before it could live.
 func (s *Store) RevokeGrant(ctx context.Context, userID, clientID string, at, keepUntil time.Time) error {
 	id := grantID(userID, clientID)
+	defer s.users.lock(revokedGrantLock(id))() // against the sweep (deleteIfExpired)
 	_, err := s.col(colRevokedGrants).UpdateOne(ctx, bson.M{"_id": id},
 		bson.M{"$max": bson.M{"at": at, "expires": keepUntil}}, options.Update().SetUpsert(true))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -53,7 +54,7 @@ type Client struct {
 	// from (a SHA-256 over its fields, the secret only as its hash): a start whose file says
 	// the same leaves the record, and what the admin commands changed in it, alone.
 	ConfigDigest string `bson:"config_digest,omitempty" json:"-"`
-	// TokensNotBefore refuses the tokens issued before it (by the second): set when the
+	// TokensNotBefore refuses the tokens issued before it (to the millisecond): set when the
 	// client is created (a deleted client's tokens do not pass for a new one of the same id)
 	// and each time it is disabled (enabling it again does not bring its old tokens back).
 	TokensNotBefore time.Time `bson:"tokens_not_before,omitempty" json:"tokens_not_before,omitzero"`
@@ -135,10 +136,13 @@ func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange
 }
 
 // DeleteClient removes the client id, or returns ErrNotFound. The users' consents to it go
-// first (as Keycloak's do), so that an application registered later under the same id asks
-// each user again: a filter on the client, which scans the consents, for this rare change.
+// first (as Keycloak's do): a filter on the client, or on the end of _id for the records of
+// earlier versions, which scans the consents, for this rare change. (Consent ignores a
+// consent older than the client anyway: one written meanwhile by a replica that did not yet
+// know of the deletion counts for nothing once an application registers under the id again.)
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
-	if _, err := s.col(colConsents).DeleteMany(ctx, bson.D{{Key: "client", Value: id}}); err != nil {
+	filter := bson.M{"$or": bson.A{bson.M{"client": id}, bson.M{"_id": bson.M{"$regex": "\\|" + regexp.QuoteMeta(id) + "$"}}}}
+	if _, err := s.col(colConsents).DeleteMany(ctx, filter); err != nil {
 		return fmt.Errorf("delete the consents to client %s: %w", id, err)
 	}
 	r, err := s.col(colClients).DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})

@@ -10,6 +10,9 @@ import (
 	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/store"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
 )
 
 func TestClientRecords(t *testing.T) {
@@ -106,5 +109,43 @@ func TestSyncConfigClients(t *testing.T) {
 	}
 	if _, ok := m["admin-made"]; !ok {
 		t.Fatal("a client made with the admin commands was removed by a start")
+	}
+}
+
+// TestDeleteClientTakesConsentsOfAnEarlierVersion: a consent an earlier version stored
+// ({_id: "userid|client", scopes, at}: no "client" field) goes with its client too.
+func TestDeleteClientTakesConsentsOfAnEarlierVersion(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	ctx := context.Background()
+	db := embeddedtest.DBName(t)
+	st, err := store.Open(ctx, store.Options{URI: f.URI(), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	c := store.Client{ID: "survey", SecretSHA256: "aa", Grants: []string{"authorization_code"}, Scopes: []string{"openid", "notification.mp"}, Source: store.SourceAdmin}
+	if err := st.CreateClient(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := mongo.Connect(ctx, options.Client().ApplyURI(f.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mc.Disconnect(ctx) }()
+	// The consent as the earlier version's PutConsent stored it.
+	if _, err := mc.Database(db).Collection("consents").InsertOne(ctx,
+		bson.M{"_id": "2020000042|survey", "scopes": []string{"notification.mp"}, "at": time.Now().Add(-24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := st.Consent(ctx, "2020000042", "survey", time.Time{}); err != nil || len(sc) != 1 {
+		t.Fatalf("the earlier version's consent is not read: %v %v", sc, err)
+	}
+	// api admin clients delete survey
+	if err := st.DeleteClient(ctx, "survey"); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := st.Consent(ctx, "2020000042", "survey", time.Time{}); err != nil || len(sc) != 0 {
+		t.Fatalf("after the client was deleted, the user's consent to it (stored by an earlier version) remains: %v %v; "+
+			"an application registered later under the id %q skips the consent page", sc, err, "survey")
 	}
 }

@@ -222,6 +222,16 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 // signInCollections are the sign-in records Sweep drops once expired, by their expires field.
 var signInCollections = []string{colAuthRequests, colAuthCodes, colSessions, colRefresh, colSessionIDs, colUserSessions, colRevokedGrants, colFamilies}
 
+// renewedInPlace are the sign-in collections whose records a later write of the same _id
+// renews (its expires moves on: a user's list of sessions at the next sign-in, a revocation of
+// an application revoked again), each with the key of the store's users lock its writers hold.
+var renewedInPlace = map[string]func(id string) string{
+	colUserSessions:  func(id string) string { return id },
+	colRevokedGrants: revokedGrantLock,
+}
+
+func revokedGrantLock(id string) string { return "grant\x00" + id }
+
 func isNotImplemented(err error) bool {
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
@@ -266,7 +276,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var errs []error
 	cutoff := s.now().Add(-24 * time.Hour)
 	for _, c := range signInCollections {
-		k, err := s.sweepExpired(ctx, s.col(c), cutoff)
+		k, err := s.sweepExpired(ctx, s.col(c), cutoff, renewedInPlace[c])
 		n += k
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", c, err))
@@ -367,8 +377,9 @@ const sweepPage = 100 * SweepBatch
 // sweepExpired deletes the records of c that expired before cutoff: it reads up to sweepPage
 // of their _ids at a time (on MongoDB by the index on expires) and deletes them by _id (the
 // embedded server deletes the matches of one filter with one SQL statement, which takes at
-// most 32,766 values).
-func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time) (int64, error) {
+// most 32,766 values). In a collection renewed in place (lock not nil), a record renewed since
+// it was read stays (deleteIfExpired).
+func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time, lock func(id string) string) (int64, error) {
 	var n int64
 	for {
 		cur, err := c.Find(ctx, bson.M{"expires": bson.M{"$lt": cutoff}}, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1}))
@@ -385,12 +396,71 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 		for i, d := range docs {
 			ids[i] = d.ID
 		}
-		k, err := deleteByID(ctx, c, ids)
+		var k int64
+		if lock == nil {
+			k, err = deleteByID(ctx, c, ids)
+		} else {
+			k, err = s.deleteIfExpired(ctx, c, ids, cutoff, lock)
+		}
 		n += k
 		if err != nil || len(docs) < sweepPage {
 			return n, err
 		}
 	}
+}
+
+// deleteIfExpired deletes the records of c with the given _ids that are still expired before
+// cutoff. On MongoDB the delete's filter says so, through _id's index. The embedded server would
+// scan the collection for such a filter, but it serves one process, whose writers of c hold the
+// lock of the record (lock(_id) of the store's users): the record is read and deleted under it.
+func (s *Store) deleteIfExpired(ctx context.Context, c *mongo.Collection, ids []any, cutoff time.Time, lock func(id string) string) (int64, error) {
+	var n int64
+	if s.ttl {
+		for len(ids) > 0 {
+			k := min(len(ids), SweepBatch)
+			models := make([]mongo.WriteModel, k)
+			for i, id := range ids[:k] {
+				models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: bson.M{"$lt": cutoff}}})
+			}
+			r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+			if err != nil {
+				return n, err
+			}
+			n += r.DeletedCount
+			ids = ids[k:]
+		}
+		return n, nil
+	}
+	for _, v := range ids {
+		id, ok := v.(string)
+		if !ok {
+			continue // none is written so
+		}
+		k, err := func() (int64, error) {
+			defer s.users.lock(lock(id))()
+			var d struct {
+				Expires time.Time `bson:"expires"`
+			}
+			switch err := s.getByID(ctx, c.Name(), id, &d); {
+			case errors.Is(err, ErrNotFound):
+				return 0, nil
+			case err != nil:
+				return 0, err
+			case !d.Expires.Before(cutoff):
+				return 0, nil // renewed since it was read
+			}
+			r, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+			if err != nil {
+				return 0, err
+			}
+			return r.DeletedCount, nil
+		}()
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // RunSweeper calls Sweep every interval until ctx ends. Delivery records also expire through

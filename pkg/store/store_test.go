@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -626,7 +627,15 @@ func TestAccountRecords(t *testing.T) {
 	if err := st.UseGrant(ctx, "u1", "trusted", "openid", clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if sc, err := st.Consent(ctx, "u1", "trusted"); err != nil || len(sc) != 0 {
+	// A consent counts for the client it was given to, not for one registered under its id
+	// after it.
+	if sc, err := st.Consent(ctx, "u1", "portal", granted); err != nil || !slices.Equal(sc, []string{"notification.mp"}) {
+		t.Fatalf("the consent to the client registered before it: %v %v", sc, err)
+	}
+	if sc, err := st.Consent(ctx, "u1", "portal", granted.Add(time.Millisecond)); err != nil || len(sc) != 0 {
+		t.Fatalf("a consent to an earlier client of the same id: %v %v", sc, err)
+	}
+	if sc, err := st.Consent(ctx, "u1", "trusted", time.Time{}); err != nil || len(sc) != 0 {
 		t.Fatalf("a used grant without consent: %v %v", sc, err)
 	}
 	if at, err := st.GrantRevokedAt(ctx, "u1", "portal"); err != nil || !at.IsZero() {
@@ -641,7 +650,7 @@ func TestAccountRecords(t *testing.T) {
 	if _, err := st.Grant(ctx, "u1", "portal"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("revoked grant still there: %v", err)
 	}
-	if sc, err := st.Consent(ctx, "u1", "portal"); err != nil || len(sc) != 0 {
+	if sc, err := st.Consent(ctx, "u1", "portal", time.Time{}); err != nil || len(sc) != 0 {
 		t.Fatalf("consent after revocation: %v %v", sc, err)
 	}
 }
@@ -869,4 +878,90 @@ func TestOpenWithZeroServerSelectionTimeout(t *testing.T) {
 		t.Fatalf("Open of a running server with serverSelectionTimeoutMS=0: %v", err)
 	}
 	_ = st.Close(context.Background())
+}
+
+// TestSweepKeepsRecordsRenewedUnderIt: the hourly sweep reads the _ids of expired sign-in
+// records, then deletes them. A record renewed in place between the two (a user's list of
+// sessions at a new sign-in, a revocation of an application revoked again long after the
+// first) is no longer expired, and stays.
+func TestSweepKeepsRecordsRenewedUnderIt(t *testing.T) {
+	clk := clocktest.New(t0)
+	type held struct {
+		coll    string
+		release chan struct{}
+	}
+	reached := make(chan held)
+	var once sync.Map
+	var armed atomic.Bool // once the sweep starts
+	// The sweep is held once its read of each collection's expired _ids has been answered.
+	mon := &event.CommandMonitor{Succeeded: func(_ context.Context, ev *event.CommandSucceededEvent) {
+		if ev.CommandName != "find" || !armed.Load() {
+			return
+		}
+		coll, _ := ev.Reply.Lookup("cursor", "ns").StringValueOK()
+		coll = coll[strings.IndexByte(coll, '.')+1:]
+		if coll != "revoked_grants" && coll != "user_sessions" {
+			return
+		}
+		if _, dup := once.LoadOrStore(coll, true); dup {
+			return
+		}
+		h := held{coll: coll, release: make(chan struct{})}
+		reached <- h
+		<-h.release
+	}}
+	st := embeddedtest.StoreWith(t, store.Options{Now: clk.Now, Monitor: mon})
+	ctx := context.Background()
+
+	// Long ago: the user revoked the application, and signed in once.
+	if err := st.RevokeGrant(ctx, "2020000042", "library", t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutSession(ctx, store.Session{Key: "k-old", SID: "sid-old", UserID: "2020000042", AuthTime: t0,
+		Expires: t0.Add(time.Hour), At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	// Two days later the sweep runs; both records expired more than a day ago.
+	clk.Set(t0.Add(50 * time.Hour))
+	now := clk.Now()
+	done := make(chan error, 1)
+	armed.Store(true)
+	go func() { _, err := st.Sweep(ctx); done <- err }()
+	deadline := time.After(60 * time.Second)
+	for range 2 {
+		var h held
+		select {
+		case h = <-reached:
+		case err := <-done:
+			t.Fatalf("the sweep ended (%v) without reading revoked_grants and user_sessions", err)
+		case <-deadline:
+			t.Fatal("the sweep did not read its expired records")
+		}
+		switch h.coll {
+		case "user_sessions": // the user signs in again
+			if _, err := st.PutSession(ctx, store.Session{Key: "k-new", SID: "sid-new", UserID: "2020000042", AuthTime: now,
+				Expires: now.Add(8 * time.Hour), At: now}); err != nil {
+				t.Fatal(err)
+			}
+		case "revoked_grants": // the user revokes the application's access again
+			if err := st.RevokeGrant(ctx, "2020000042", "library", now, now.Add(48*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(h.release)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-deadline:
+		t.Fatal("the sweep did not end")
+	}
+	if at, err := st.GrantRevokedAt(ctx, "2020000042", "library"); err != nil || !at.Equal(now) {
+		t.Errorf("the revocation made during the sweep is gone: GrantRevokedAt = %s (%v)", at, err)
+	}
+	if ss, err := st.UserSessions(ctx, "2020000042"); err != nil || len(ss) == 0 || ss[len(ss)-1].SID != "sid-new" {
+		t.Errorf("the session signed in during the sweep is not listed: %+v (%v)", ss, err)
+	}
 }
