@@ -20,10 +20,16 @@ const MaxSessionsPerUser = 100
 var ErrNotYours = errors.New("no such session or application of this user")
 
 // revokedGrantKey is the key in Shared of a user's revocation of a client's access; its value
-// is the Unix millisecond of the revocation (a Unix second, written by an earlier version, is
-// read as the last millisecond of that second).
+// is the Unix second of the revocation, read as the last millisecond of that second. Earlier
+// versions read it so, and alone: a front end of one during a rolling update refuses the
+// tokens of that second. revokedGrantMilliKey holds the same revocation to the millisecond,
+// which accessRevoked reads first.
 func revokedGrantKey(userID, clientID string) string {
 	return "grant." + keyPart(userID) + "." + keyPart(clientID)
+}
+
+func revokedGrantMilliKey(userID, clientID string) string {
+	return "grantms." + keyPart(userID) + "." + keyPart(clientID)
 }
 
 // SignIn records the sign-in se in a browser whose current session's key is current ("" for
@@ -127,7 +133,8 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	if s.Revoked != nil {
-		if err := s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.UnixMilli(), 10)); err != nil {
+		if err := errors.Join(s.Revoked.Put(ctx, revokedGrantMilliKey(userID, clientID), strconv.AppendInt(nil, now.UnixMilli(), 10)),
+			s.Revoked.Put(ctx, revokedGrantKey(userID, clientID), strconv.AppendInt(nil, now.Unix(), 10))); err != nil {
 			return err
 		}
 	}
@@ -215,7 +222,12 @@ func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
 	if s.Revoked == nil || c.UserID == "" || !ok {
 		return false, nil
 	}
-	v, ok, err := s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
+	v, ok, err := s.Revoked.Get(ctx, revokedGrantMilliKey(c.UserID, c.Azp))
+	inSeconds := false
+	if err == nil && !ok { // a revocation by an earlier version
+		v, ok, err = s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
+		inSeconds = true
+	}
 	if err != nil || !ok {
 		return false, err
 	}
@@ -223,7 +235,7 @@ func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
 	if err != nil {
 		return true, nil //nolint:nilerr // an unreadable revocation counts as revoked: fail closed
 	}
-	if at < 1e11 { // a Unix second: no millisecond of 1973 or later is that small
+	if inSeconds {
 		at = at*1000 + 999
 	}
 	return !issued.After(time.UnixMilli(at)), nil

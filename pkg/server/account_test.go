@@ -6,13 +6,18 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/oauth"
+	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var (
@@ -476,5 +481,79 @@ func TestConsentToADeletedClientIsNotKept(t *testing.T) {
 	if !strings.Contains(p.body, `name="accept"`) {
 		t.Fatalf("a newly registered client %q got the user's code without asking for consent: the consent given, "+
 			"after the deletion, to the deleted client of that id was kept (%d, Location %s)\n%.600s", "survey", p.status, p.location, p.body)
+	}
+}
+
+// oldAccessRevoked is the check of the previous release (13a9e5f, pkg/oauth/account.go,
+// accessRevoked), verbatim but for its receiver: what a front end of that release, still running
+// during a rolling update on the same NATS, decides from the value in ucs_revocations.
+func oldAccessRevoked(iat *jwt.NumericDate, v []byte) bool {
+	at, err := strconv.ParseInt(string(v), 10, 64)
+	return err != nil || iat.Unix() <= at
+}
+
+// TestRevocationAsThePreviousReleaseReadsIt: a user removes an application's access on a front
+// end of this release, then signs in to it again a few seconds later. A front end of the
+// previous release, running beside it during a rolling update, reads the shared key
+// grant.<user>.<client> as a Unix second: it must accept the token issued after the
+// revocation (this release keeps the millisecond under another key).
+func TestRevocationAsThePreviousReleaseReadsIt(t *testing.T) {
+	e := newSignInEnv(t)
+	a := browser(t)
+	e.signedIn(t, a)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, a, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	e.revokeOnAccountPage(t, a, "portal")
+
+	// Seconds later the user signs in to portal again and consents anew.
+	e.clock.Advance(5 * time.Second)
+	ask := get(t, a, e.authURL("portal", "again"))
+	if !strings.Contains(ask.body, `name="accept"`) {
+		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
+	}
+	fresh, errc := e.exchange(t, "portal", callback(t, submit(t, a, ask, url.Values{"accept": {"yes"}})).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := fresh["access_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
+		t.Fatalf("the new front end refuses a token granted after the revocation: %d", st)
+	}
+
+	// What an old front end reads from the shared bucket.
+	nc, err := nats.Connect(e.cfg.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, service.RevocationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "grant.p" + userID + ".pportal" // revokedGrantKey: keyPart of plain names is "p"+name
+	ent, err := kv.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("the revocation under %s: %v", key, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(access, &claims); err != nil {
+		t.Fatal(err)
+	}
+	if oldAccessRevoked(claims.IssuedAt, ent.Value()) {
+		at, _ := strconv.ParseInt(string(ent.Value()), 10, 64)
+		t.Fatalf("a front end of the previous release refuses the token issued at %s, %s after the revocation: "+
+			"it reads %s=%s as Unix seconds (%s), and keeps refusing every token of this user and application until the key expires (bucket TTL %s)",
+			claims.IssuedAt.Time.UTC().Format(time.RFC3339), 5*time.Second, key, ent.Value(), time.Unix(at, 0).UTC().Format("2006-01-02"), st.TTL())
 	}
 }
