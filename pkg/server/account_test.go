@@ -445,23 +445,8 @@ func TestConsentToADeletedClientIsNotKept(t *testing.T) {
 	e.clock.Advance(5 * time.Second)
 	// A front end that has read the registry since (every one has within ClientsReload).
 	after := e.replica(t, e.cfg.OAuth.Clients)
-	au, _ := url.Parse(after)
-	// The user accepts; the form reaches that front end.
-	m := formAction.FindStringSubmatch(p.body)
-	if m == nil {
-		t.Fatal("no form on the consent page")
-	}
-	action, _ := p.url.Parse(html.UnescapeString(m[1]))
-	action.Host = au.Host
-	fields := url.Values{"accept": {"yes"}}
-	for _, h := range hidden.FindAllStringSubmatch(p.body, -1) {
-		fields.Set(h[1], html.UnescapeString(h[2]))
-	}
-	resp, err := b.PostForm(action.String(), fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if answer := read(t, resp); answer.status != http.StatusBadRequest || answer.location != "" {
+	answer := submitAt(t, b, p, after, url.Values{"accept": {"yes"}}) // the user accepts there
+	if answer.status != http.StatusBadRequest || answer.location != "" {
 		t.Errorf("the consent form for the deleted client was answered %d %s", answer.status, answer.location)
 	}
 
@@ -555,5 +540,71 @@ func TestRevocationAsThePreviousReleaseReadsIt(t *testing.T) {
 		t.Fatalf("a front end of the previous release refuses the token issued at %s, %s after the revocation: "+
 			"it reads %s=%s as Unix seconds (%s), and keeps refusing every token of this user and application until the key expires (bucket TTL %s)",
 			claims.IssuedAt.Time.UTC().Format(time.RFC3339), 5*time.Second, key, ent.Value(), time.Unix(at, 0).UTC().Format("2006-01-02"), st.TTL())
+	}
+}
+
+// TestConsentFormOfAClientRegisteredAgainMeanwhile: a user is on the consent page of
+// client "survey" when an operator deletes it and registers another application under the same
+// id (another secret, another redirect URI). Submitting the old page records nothing and sends
+// no code: the sign-in belongs to the client it began with, as Keycloak's does.
+func TestConsentFormOfAClientRegisteredAgainMeanwhile(t *testing.T) {
+	e := newSignInEnv(t)
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx := context.Background()
+	const secret2 = "the-new-application-secret-02"
+	survey := func(secret, redirect string) store.Client {
+		return store.Client{ID: "survey", SecretSHA256: oauth.Hash(secret), Grants: []string{"authorization_code", "refresh_token"},
+			Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{redirect}, Source: store.SourceAdmin}
+	}
+	if err := st.CreateClient(ctx, survey(rpSecret, rpRedirect)); err != nil {
+		t.Fatal(err)
+	}
+	// A front end that has read the registry (every one does within ClientsReload).
+	r1 := *e
+	r1.issuer = e.replica(t, e.cfg.OAuth.Clients)
+
+	b := browser(t)
+	p := get(t, b, r1.authURL("survey", "st"))
+	if strings.Contains(p.body, `name="password"`) {
+		p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	}
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("no consent page: %d %s", p.status, p.body)
+	}
+
+	// Meanwhile: api admin clients delete survey; api admin clients create survey (another app).
+	if err := st.DeleteClient(ctx, "survey"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	const otherRedirect = "https://other.example.edu/cb"
+	if err := st.CreateClient(ctx, survey(secret2, otherRedirect)); err != nil {
+		t.Fatal(err)
+	}
+	newer, err := st.Client(ctx, "survey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	// The user now accepts the page shown for the earlier application, at a front end that has
+	// read the registry since.
+	after := e.replica(t, e.cfg.OAuth.Clients)
+	answer := submitAt(t, b, p, after, url.Values{"accept": {"yes"}}) // the user accepts there
+	p = answer
+	sc, err := st.Consent(ctx, userID, "survey", newer.Created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code string
+	if strings.HasPrefix(p.location, rpRedirect) {
+		if u, err := url.Parse(p.location); err == nil {
+			code = u.Query().Get("code")
+		}
+	}
+	if len(sc) > 0 || code != "" {
+		t.Fatalf("the consent given on the page of the deleted client counts for the application registered under its id since "+
+			"(its consent: %v), and the answer went to %q (code %q), a redirect URI the new client did not register (it has %s)",
+			sc, p.location, code, otherRedirect)
 	}
 }

@@ -528,7 +528,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
 	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	if !ok {
+	if !ok || ar.At.Before(client.Registered) {
 		return s.clientGone(c)
 	}
 	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, nil) {
@@ -565,7 +565,9 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	}, append(s.casFormActions(), ar.RedirectURI)...) // the answer goes to the client, or to a new sign-in past max_age
 }
 
-// clientGone answers a sign-in whose client was deleted or disabled since it began.
+// clientGone answers a sign-in whose client was deleted or disabled since it began, or
+// registered again (another application under the same id, which the user was not asked about
+// and whose redirect URIs may differ).
 func (s *Server) clientGone(c echo.Context) error {
 	return s.errorPage(c, http.StatusBadRequest, "应用不可用 Application unavailable",
 		"此应用已不再注册，请返回应用重新开始。 This application is no longer registered. Go back to it and start again.", "unauthorized_client")
@@ -606,7 +608,7 @@ func (s *Server) consent(c echo.Context) error {
 		return s.startLogin(c, ar, "")
 	}
 	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	if !ok {
+	if !ok || ar.At.Before(client.Registered) {
 		return s.clientGone(c) // nothing is recorded
 	}
 	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID, client.Registered)

@@ -198,11 +198,25 @@ func read(t *testing.T, resp *http.Response) page {
 // submit posts the page's form with extra fields, as a person pressing its button would.
 func submit(t *testing.T, b *http.Client, p page, fields url.Values) page {
 	t.Helper()
+	return submitAt(t, b, p, "", fields)
+}
+
+// submitAt is submit, the form posted to the front end at base ("": the page's own), as a load
+// balancer may send it to another replica.
+func submitAt(t *testing.T, b *http.Client, p page, base string, fields url.Values) page {
+	t.Helper()
 	m := formAction.FindStringSubmatch(p.body)
 	if m == nil {
 		t.Fatalf("no form on page %d: %s", p.status, p.body)
 	}
 	action, _ := p.url.Parse(html.UnescapeString(m[1]))
+	if base != "" {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		action.Host = u.Host
+	}
 	for _, h := range hidden.FindAllStringSubmatch(p.body, -1) {
 		if fields.Get(h[1]) == "" {
 			fields.Set(h[1], html.UnescapeString(h[2]))

@@ -161,3 +161,44 @@ func TestAccessTokenOfTheSecondOfADisableStaysRefused(t *testing.T) {
 			"userinfo %d, introspection active=%v (its refresh token: %d %v)", stAccess, intro["active"], code, got["error"])
 	}
 }
+
+// TestTokenIssuedWhileDisabledStaysRefusedAfterEnable: an operator disables a client
+// (a leaked secret). A front end that has not yet read the registry again (it does every 3 s)
+// still issues the client tokens; they are refused once it has, and stay refused when the
+// operator enables the client again.
+func TestTokenIssuedWhileDisabledStaysRefusedAfterEnable(t *testing.T) {
+	e := newSignInEnv(t)
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx := context.Background()
+	yes, no := true, false
+
+	e.clock.Advance(time.Second)
+	// api admin clients disable gateway
+	if _, err := st.UpdateClient(ctx, "gateway", store.ClientChange{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	// 200 ms later, at a front end that has not yet read the registry again (e's, which reads it
+	// only at its start in these tests; every 3 s in service), the client gets a token.
+	e.clock.Advance(200 * time.Millisecond)
+	tok, errc := e.tokenGrant(t, "gateway", url.Values{"grant_type": {"client_credentials"}})
+	if errc != "" {
+		t.Fatalf("the front end that has not read the disable refused the grant: %s", errc)
+	}
+	access := tok["access_token"].(string)
+	// A front end that has read the disable refuses the token.
+	disabledView := e.replica(t, e.cfg.OAuth.Clients)
+	if _, m := postAs(t, disabledView, "/token/introspect", "portal", url.Values{"token": {access}}); m["active"] != false {
+		t.Fatalf("the token issued after the disable is active while the client is disabled: %v", m)
+	}
+	// Ten minutes later the operator enables the client again (its secret rotated, say).
+	e.clock.Advance(10 * time.Minute)
+	if _, err := st.UpdateClient(ctx, "gateway", store.ClientChange{Disabled: &no}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.replica(t, e.cfg.OAuth.Clients)
+	if _, m := postAs(t, r, "/token/introspect", "gateway", url.Values{"token": {access}}); m["active"] != false {
+		t.Fatalf("a token issued 200 ms after the client was disabled (by a front end that had not yet read the disable) "+
+			"is active again once the client is enabled: introspection %v", m)
+	}
+}

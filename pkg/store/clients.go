@@ -55,8 +55,9 @@ type Client struct {
 	// the same leaves the record, and what the admin commands changed in it, alone.
 	ConfigDigest string `bson:"config_digest,omitempty" json:"-"`
 	// TokensNotBefore refuses the tokens issued before it (to the millisecond): set when the
-	// client is created (a deleted client's tokens do not pass for a new one of the same id)
-	// and each time it is disabled (enabling it again does not bring its old tokens back).
+	// client is created (a deleted client's tokens do not pass for a new one of the same id),
+	// each time it is disabled (enabling it again does not bring its old tokens back), and when
+	// it is enabled again (nor those a front end issued before it read the disable).
 	TokensNotBefore time.Time `bson:"tokens_not_before,omitempty" json:"tokens_not_before,omitzero"`
 	Created         time.Time `bson:"created" json:"created"`
 	Updated         time.Time `bson:"updated" json:"updated"`
@@ -114,6 +115,18 @@ func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange
 		set["disabled"] = *change.Disabled
 		if *change.Disabled {
 			set["tokens_not_before"] = now
+		} else {
+			// Enabled again: the tokens a front end issued while it had not yet read the
+			// disable (clients are reloaded every few seconds) stay refused as well.
+			var c Client
+			switch err := s.getByID(ctx, colClients, id, &c); {
+			case errors.Is(err, ErrNotFound):
+				return c, ErrNotFound
+			case err != nil:
+				return c, fmt.Errorf("update client: %w", err)
+			case c.Disabled:
+				set["tokens_not_before"] = now
+			}
 		}
 	}
 	if change.SecretSHA256 != nil {
