@@ -139,7 +139,9 @@ func TestStopKeepsTheReceiptsOfTheLastSends(t *testing.T) {
 	info = readInfo(t, dir)
 	base = info.BaseURL
 	tok = token(t, base, standalone.DemoClient, clientSecret(t, info, standalone.DemoClient))
-	embeddedtest.Eventually(t, 15*time.Second, "the push the platform took during the stop has its receipt's result", func() bool {
+	// The receipt is applied from the stream of platform events; a front end that stopped
+	// before it read any event leaves the stream's consumer pinned to it for up to 30 s.
+	embeddedtest.Eventually(t, 45*time.Second, "the push the platform took during the stop has its receipt's result", func() bool {
 		state, _ := lookup(t, base, tok, id)["state"].(string)
 		return state == "delivered"
 	})
