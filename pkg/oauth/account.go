@@ -222,21 +222,25 @@ func (s *Service) accessRevoked(ctx context.Context, c *Claims) (bool, error) {
 	if s.Revoked == nil || c.UserID == "" || !ok {
 		return false, nil
 	}
-	v, ok, err := s.Revoked.Get(ctx, revokedGrantMilliKey(c.UserID, c.Azp))
-	inSeconds := false
-	if err == nil && !ok { // a revocation by an earlier version
-		v, ok, err = s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
-		inSeconds = true
-	}
-	if err != nil || !ok {
+	// Both keys: an earlier version, during a rolling update, writes the seconds alone, and may
+	// write them after this one wrote both.
+	ms, okMS, err1 := s.Revoked.Get(ctx, revokedGrantMilliKey(c.UserID, c.Azp))
+	sec, okSec, err2 := s.Revoked.Get(ctx, revokedGrantKey(c.UserID, c.Azp))
+	if err := errors.Join(err1, err2); err != nil {
 		return false, err
 	}
-	at, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
-		return true, nil //nolint:nilerr // an unreadable revocation counts as revoked: fail closed
+	if !okMS && !okSec {
+		return false, nil
 	}
-	if inSeconds {
-		at = at*1000 + 999
+	atMS, errMS := strconv.ParseInt(string(ms), 10, 64)
+	atSec, errSec := strconv.ParseInt(string(sec), 10, 64)
+	if okMS && errMS != nil || okSec && errSec != nil {
+		return true, nil // an unreadable revocation counts as revoked: fail closed
+	}
+	// The millisecond, unless the second is of a later revocation (by an earlier version).
+	at := atMS
+	if okSec && (!okMS || atSec > atMS/1000) {
+		at = atSec*1000 + 999
 	}
 	return !issued.After(time.UnixMilli(at)), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -606,5 +607,102 @@ func TestConsentFormOfAClientRegisteredAgainMeanwhile(t *testing.T) {
 		t.Fatalf("the consent given on the page of the deleted client counts for the application registered under its id since "+
 			"(its consent: %v), and the answer went to %q (code %q), a redirect URI the new client did not register (it has %s)",
 			sc, p.location, code, otherRedirect)
+	}
+}
+
+// TestRevocationByThePreviousReleaseAfterOneByThisRelease: during a rolling update a user
+// removes an application's access on a front end of this release, signs in to it again, and
+// later removes its access again, this time on a front end of the previous release (which
+// writes only grant.<user>.<client>, in Unix seconds). The token granted in between is refused
+// by every front end: this release reads both keys, and the later revocation counts.
+func TestRevocationByThePreviousReleaseAfterOneByThisRelease(t *testing.T) {
+	e := newSignInEnv(t)
+	a := browser(t)
+	e.signedIn(t, a)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, a, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	e.revokeOnAccountPage(t, a, "portal") // this release: grantms and grant
+
+	e.clock.Advance(5 * time.Second)
+	ask := get(t, a, e.authURL("portal", "again"))
+	if !strings.Contains(ask.body, `name="accept"`) {
+		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
+	}
+	fresh, errc := e.exchange(t, "portal", callback(t, submit(t, a, ask, url.Values{"accept": {"yes"}})).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := fresh["access_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
+		t.Fatalf("a token granted after the revocation: userinfo %d", st)
+	}
+
+	// Ten seconds later the user removes the access again, on a front end of the previous
+	// release (13a9e5f RevokeGrant: the store's revocation, then grant.<user>.<client> = Unix
+	// second). RevokeGrant promises the access tokens are refused by every replica at once; the
+	// store is asked again only every oauth.SessionRecheck (a minute).
+	e.clock.Advance(10 * time.Second)
+	now := e.clock.Now()
+	st := adminStore(t, e)
+	defer func() { _ = st.Close(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := st.RevokeGrant(ctx, userID, "portal", now, now.Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.cfg.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, service.RevocationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "grant.p" + userID + ".pportal"
+	if _, err := kv.Put(ctx, key, strconv.AppendInt(nil, now.Unix(), 10)); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 5*time.Second, "the token refused after the revocation by the previous release", func() bool {
+		return userinfo(t, e.issuer, access) == http.StatusUnauthorized
+	})
+}
+
+// TestSignInOfANewClientOnAReplicaBehind: the admin tool registers a client on a host
+// whose clock is 10 s ahead of a front end's (clocks agree within 15 s, deployments/README.md).
+// A user who starts a sign-in to it on that front end after it has read the registry gets the
+// consent page: no time of the front end's clock is compared with the admin tool's.
+func TestSignInOfANewClientOnAReplicaBehind(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database,
+		Now: func() time.Time { return e.clock.Now().Add(10 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	// A second later a front end (clock e.clock) that has read the registry since.
+	e.clock.Advance(time.Second)
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	b := browser(t)
+	p := get(t, b, r.authURL("survey", "st"))
+	if strings.Contains(p.body, `name="password"`) {
+		p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	}
+	if !strings.Contains(p.body, `name="accept"`) {
+		t.Fatalf("the sign-in to a client registered a second ago, on a front end whose clock is 10 s behind the admin tool's, "+
+			"ends without a consent page: %d %s\n%.300s", p.status, p.location, p.body)
 	}
 }

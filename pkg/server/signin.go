@@ -169,6 +169,9 @@ func (s *Server) authorize(c echo.Context) error {
 	case e != nil:
 		return s.errorPage(c, http.StatusBadRequest, pageTitles[e.Code], "应用发来的登录请求有误，无法继续。 "+sentence(e.Description), e.Code)
 	}
+	if client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID); ok {
+		ar.Registered = client.Registered
+	}
 	s.newFlow(c, &ar)
 	now, ctx := s.now(), c.Request().Context()
 	se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
@@ -528,7 +531,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return c.Redirect(http.StatusSeeOther, s.accountPath())
 	}
 	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	if !ok || ar.At.Before(client.Registered) {
+	if !ok || registeredAgain(ar, client) {
 		return s.clientGone(c)
 	}
 	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, nil) {
@@ -563,6 +566,13 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 			CSRF:   ar.CSRF, Client: ar.ClientID, UserID: se.UserID, Scopes: texts, Nonce: nonce,
 		})
 	}, append(s.casFormActions(), ar.RedirectURI)...) // the answer goes to the client, or to a new sign-in past max_age
+}
+
+// registeredAgain reports whether client is another registration under the id of ar's client
+// (deleted and created again since the request began). The registration times are compared as
+// the store keeps them, not with a front end's clock.
+func registeredAgain(ar store.AuthRequest, client *oauth.Client) bool {
+	return !ar.Registered.IsZero() && !ar.Registered.Equal(client.Registered)
 }
 
 // clientGone answers a sign-in whose client was deleted or disabled since it began, or
@@ -608,7 +618,7 @@ func (s *Server) consent(c echo.Context) error {
 		return s.startLogin(c, ar, "")
 	}
 	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
-	if !ok || ar.At.Before(client.Registered) {
+	if !ok || registeredAgain(ar, client) {
 		return s.clientGone(c) // nothing is recorded
 	}
 	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID, client.Registered)

@@ -202,3 +202,41 @@ func TestTokenIssuedWhileDisabledStaysRefusedAfterEnable(t *testing.T) {
 			"is active again once the client is enabled: introspection %v", m)
 	}
 }
+
+// TestTokenAfterEnableOnAReplicaBehind: an operator enables a client again with the admin
+// tool on a host whose clock is 10 s ahead of a front end's. A token the front end issues after
+// it has read the enable is accepted: tokens_not_before is then 18 s after the disable, not the
+// admin tool's time of the enable.
+func TestTokenAfterEnableOnAReplicaBehind(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database,
+		Now: func() time.Time { return e.clock.Now().Add(10 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	yes, no := true, false
+	if _, err := admin.UpdateClient(ctx, "gateway", store.ClientChange{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if _, err := admin.UpdateClient(ctx, "gateway", store.ClientChange{Disabled: &no}); err != nil {
+		t.Fatal(err)
+	}
+	// Three seconds later (ClientsReload) a front end that has read the enable issues a token.
+	e.clock.Advance(3 * time.Second)
+	r := e.replica(t, e.cfg.OAuth.Clients)
+	code, tok := postAs(t, r, "/token", "gateway", url.Values{"grant_type": {"client_credentials"}})
+	access, _ := tok["access_token"].(string)
+	if code != http.StatusOK || access == "" {
+		t.Fatalf("client_credentials after the enable: %d %v", code, tok)
+	}
+	// One more second: the token is used, on the same front end.
+	e.clock.Advance(time.Second)
+	if _, m := postAs(t, r, "/token/introspect", "gateway", url.Values{"token": {access}}); m["active"] != true {
+		t.Fatalf("a token issued 3 s after the client was enabled again, by a front end whose clock is 10 s behind the admin tool's "+
+			"(within the 15 s the deployment allows), is refused by the service that issued it: introspection %v", m)
+	}
+}

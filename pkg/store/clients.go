@@ -106,6 +106,24 @@ type ClientChange struct {
 	AccessTokenTTL *int64
 }
 
+// disableSeenWithin bounds the time after a client's disable (by the clock of whoever disabled
+// it) in which a front end may still issue it tokens: front ends read the clients every 3 s
+// (oauth.ClientsReload), and replicas' clocks may differ by up to 15 s.
+const disableSeenWithin = 18 * time.Second
+
+// disableSeen is the tokens_not_before of a client enabled again at now, disabled at
+// disabled: the tokens issued while front ends had not yet read the disable stay refused, and
+// those a front end whose clock is behind issues once it read the enable are not.
+func disableSeen(disabled, now time.Time) time.Time {
+	if disabled.IsZero() {
+		return now
+	}
+	if seen := disabled.Add(disableSeenWithin); seen.Before(now) {
+		return seen
+	}
+	return now
+}
+
 // UpdateClient applies change to the client id and returns the client as it is now, or
 // ErrNotFound.
 func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange) (Client, error) {
@@ -125,7 +143,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, change ClientChange
 			case err != nil:
 				return c, fmt.Errorf("update client: %w", err)
 			case c.Disabled:
-				set["tokens_not_before"] = now
+				set["tokens_not_before"] = disableSeen(c.TokensNotBefore, now)
 			}
 		}
 	}

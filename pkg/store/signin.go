@@ -95,6 +95,10 @@ type AuthRequest struct {
 	// Browser is the hash of the browser-binding cookie set when the request arrived; forms of
 	// the flow are accepted only from that browser.
 	Browser string `json:"browser,omitempty"`
+	// Registered is when the request's client was created, as the front end that took the
+	// request knew it: a sign-in answers that registration only, not a client registered
+	// under the same id since (zero in requests of earlier versions: not checked).
+	Registered time.Time `json:"registered,omitzero"`
 	// CSRF is the value the flow's forms must carry.
 	CSRF    string    `json:"csrf,omitempty"`
 	Expires time.Time `json:"expires,omitempty"`
