@@ -286,14 +286,14 @@ func TestRemovingABindingKeepsAnotherReplicasNewBinding(t *testing.T) {
 		{"bind replacing the follower's user number", func(ctx context.Context, r1 *store.Store) error {
 			// u1's binding to A was replaced meanwhile: Bind removed none.
 			if replaced, err := r1.Bind(ctx, u2, oA); err != nil || replaced != "" {
-				return fmt.Errorf("bind: replaced %q (%v), want none", replaced, err)
+				return fmt.Errorf("bind: replaced %q (%w), want none", replaced, err)
 			}
 			return nil
 		}},
 		{"unbind", func(ctx context.Context, r1 *store.Store) error {
 			// u1 is no longer bound to A when the delete would run: as the doc says.
 			if err := r1.Unbind(ctx, u1, oA); !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("unbind of a binding replaced meanwhile: %v, want ErrNotFound", err)
+				return fmt.Errorf("unbind of a binding replaced meanwhile: %w, want ErrNotFound", err)
 			}
 			return nil
 		}},
