@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,8 +95,14 @@ func followEvent(openID, event string, created int64) string {
 		strconv.FormatInt(created, 10) + `</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[` + event + `]]></Event></xml>`
 }
 
+// receiptCreated numbers the receipts the tests make: each is its own event of the platform
+// (which tells one event's repeats by their follower, CreateTime and msgid), unless a test sends
+// the same body again.
+var receiptCreated atomic.Int64
+
 func receiptEvent(openID string, msgID int64, status string) string {
-	return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>1</CreateTime>` +
+	created := strconv.FormatInt(1_700_000_000+receiptCreated.Add(1), 10)
+	return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>` + created + `</CreateTime>` +
 		`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.FormatInt(msgID, 10) +
 		`</MsgID><Status><![CDATA[` + status + `]]></Status></xml>`
 }

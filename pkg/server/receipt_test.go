@@ -47,9 +47,7 @@ func TestReceiptFromAnnouncement(t *testing.T) {
 	post := func(openID string, msgID int64) answer {
 		nonce++
 		n := "r" + strconv.Itoa(nonce)
-		body := `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>1</CreateTime>` +
-			`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.FormatInt(msgID, 10) +
-			`</MsgID><Status><![CDATA[success]]></Status></xml>`
+		body := receiptEvent(openID, msgID, simulator.StatusSuccess)
 		return e.do("POST", "/v1/infra/notification/mp/callback?signature="+sign(cbToken, ts, n)+"&timestamp="+ts+"&nonce="+n, "text/xml", "", body)
 	}
 

@@ -32,6 +32,7 @@ import (
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -507,11 +508,7 @@ func TestCallback(t *testing.T) {
 	if err := w.Write(ctx, store.SentRecords(sent, "oA", now)...); err != nil {
 		t.Fatal(err)
 	}
-	receipt := func(openID string, msgID int) string {
-		return `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[` + openID + `]]></FromUserName><CreateTime>1</CreateTime>` +
-			`<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.Itoa(msgID) +
-			`</MsgID><Status><![CDATA[failed:user block]]></Status></xml>`
-	}
+	receipt := func(openID string, msgID int64) string { return receiptEvent(openID, msgID, simulator.StatusUserBlock) }
 	finish := receipt("oA", 555)
 	if a := e.do("POST", "/v1/infra/notification/mp/callback?"+q("wrong"), "text/xml", "", finish); a.status != 401 {
 		t.Fatalf("bad signature accepted: %d", a.status)
