@@ -96,6 +96,46 @@ func (e *signInEnv) revokeOnAccountPage(t *testing.T, b *http.Client, client str
 	}
 }
 
+// grantedAgainAfterRevocation has browser b, signed in, get client's tokens, revoke its access
+// on the account page, and 5 s later sign in to it again and consent anew; it returns the new
+// access token, which the front end accepts.
+func (e *signInEnv) grantedAgainAfterRevocation(t *testing.T, b *http.Client, client string) string {
+	t.Helper()
+	if _, errc := e.exchange(t, client, e.signInCode(t, b, client)); errc != "" {
+		t.Fatal(errc)
+	}
+	e.revokeOnAccountPage(t, b, client)
+	e.clock.Advance(5 * time.Second)
+	ask := get(t, b, e.authURL(client, "again"))
+	if !strings.Contains(ask.body, `name="accept"`) {
+		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
+	}
+	fresh, errc := e.exchange(t, client, callback(t, submit(t, b, ask, url.Values{"accept": {"yes"}})).Get("code"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := fresh["access_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
+		t.Fatalf("a token granted after the revocation: userinfo %d", st)
+	}
+	return access
+}
+
+// aheadAdminStore opens the env's store as the admin tool would on a host whose clock is
+// ahead of the front ends' by ahead.
+func aheadAdminStore(t *testing.T, e *signInEnv, ahead time.Duration) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database,
+		Now: func() time.Time { return e.clock.Now().Add(ahead) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	return st
+}
+
 // signedIn signs browser b in through the account page itself.
 func (e *signInEnv) signedIn(t *testing.T, b *http.Client) accountPage {
 	t.Helper()
@@ -487,25 +527,8 @@ func TestRevocationAsThePreviousReleaseReadsIt(t *testing.T) {
 	e := newSignInEnv(t)
 	a := browser(t)
 	e.signedIn(t, a)
-	if _, errc := e.exchange(t, "portal", e.signInCode(t, a, "portal")); errc != "" {
-		t.Fatal(errc)
-	}
-	e.revokeOnAccountPage(t, a, "portal")
-
-	// Seconds later the user signs in to portal again and consents anew.
-	e.clock.Advance(5 * time.Second)
-	ask := get(t, a, e.authURL("portal", "again"))
-	if !strings.Contains(ask.body, `name="accept"`) {
-		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
-	}
-	fresh, errc := e.exchange(t, "portal", callback(t, submit(t, a, ask, url.Values{"accept": {"yes"}})).Get("code"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	access := fresh["access_token"].(string)
-	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
-		t.Fatalf("the new front end refuses a token granted after the revocation: %d", st)
-	}
+	// Seconds after the revocation the user signs in to portal again and consents anew.
+	access := e.grantedAgainAfterRevocation(t, a, "portal")
 
 	// What an old front end reads from the shared bucket.
 	nc, err := nats.Connect(e.cfg.NATS.URL)
@@ -619,24 +642,7 @@ func TestRevocationByThePreviousReleaseAfterOneByThisRelease(t *testing.T) {
 	e := newSignInEnv(t)
 	a := browser(t)
 	e.signedIn(t, a)
-	if _, errc := e.exchange(t, "portal", e.signInCode(t, a, "portal")); errc != "" {
-		t.Fatal(errc)
-	}
-	e.revokeOnAccountPage(t, a, "portal") // this release: grantms and grant
-
-	e.clock.Advance(5 * time.Second)
-	ask := get(t, a, e.authURL("portal", "again"))
-	if !strings.Contains(ask.body, `name="accept"`) {
-		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
-	}
-	fresh, errc := e.exchange(t, "portal", callback(t, submit(t, a, ask, url.Values{"accept": {"yes"}})).Get("code"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	access := fresh["access_token"].(string)
-	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
-		t.Fatalf("a token granted after the revocation: userinfo %d", st)
-	}
+	access := e.grantedAgainAfterRevocation(t, a, "portal") // revoked by this release: grantms and grant
 
 	// Ten seconds later the user removes the access again, on a front end of the previous
 	// release (13a9e5f RevokeGrant: the store's revocation, then grant.<user>.<client> = Unix
@@ -681,12 +687,7 @@ func TestSignInOfANewClientOnAReplicaBehind(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database,
-		Now: func() time.Time { return e.clock.Now().Add(10 * time.Second) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close(context.Background()) }()
+	admin := aheadAdminStore(t, e, 10*time.Second)
 	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
 		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
 		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {

@@ -211,12 +211,7 @@ func TestTokenAfterEnableOnAReplicaBehind(t *testing.T) {
 	e := newSignInEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := store.Open(ctx, store.Options{URI: e.cfg.MongoDB.URI, Database: e.cfg.MongoDB.Database,
-		Now: func() time.Time { return e.clock.Now().Add(10 * time.Second) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close(context.Background()) }()
+	admin := aheadAdminStore(t, e, 10*time.Second)
 	yes, no := true, false
 	if _, err := admin.UpdateClient(ctx, "gateway", store.ClientChange{Disabled: &yes}); err != nil {
 		t.Fatal(err)

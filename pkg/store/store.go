@@ -353,12 +353,18 @@ func sweepSteps(ctx context.Context, c *mongo.Collection, pick func(sweptRecord)
 // the embedded server reads from an index, and the one whose deletes take no SQL values
 // together), SweepBatch in a command.
 func deleteByID(ctx context.Context, c *mongo.Collection, ids []any) (int64, error) {
+	return deleteEach(ctx, c, ids, func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} })
+}
+
+// deleteEach deletes, for each of ids, the record of c that filter(id) names, SweepBatch in a
+// command.
+func deleteEach(ctx context.Context, c *mongo.Collection, ids []any, filter func(id any) bson.D) (int64, error) {
 	var n int64
 	for len(ids) > 0 {
 		k := min(len(ids), SweepBatch)
 		models := make([]mongo.WriteModel, k)
 		for i, id := range ids[:k] {
-			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}})
+			models[i] = mongo.NewDeleteOneModel().SetFilter(filter(id))
 		}
 		r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 		if err != nil {
@@ -414,23 +420,12 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 // scan the collection for such a filter, but it serves one process, whose writers of c hold the
 // lock of the record (lock(_id) of the store's users): the record is read and deleted under it.
 func (s *Store) deleteIfExpired(ctx context.Context, c *mongo.Collection, ids []any, cutoff time.Time, lock func(id string) string) (int64, error) {
-	var n int64
 	if s.ttl {
-		for len(ids) > 0 {
-			k := min(len(ids), SweepBatch)
-			models := make([]mongo.WriteModel, k)
-			for i, id := range ids[:k] {
-				models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: bson.M{"$lt": cutoff}}})
-			}
-			r, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-			if err != nil {
-				return n, err
-			}
-			n += r.DeletedCount
-			ids = ids[k:]
-		}
-		return n, nil
+		return deleteEach(ctx, c, ids, func(id any) bson.D {
+			return bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: bson.M{"$lt": cutoff}}}
+		})
 	}
+	var n int64
 	for _, v := range ids {
 		id, ok := v.(string)
 		if !ok {
