@@ -31,6 +31,14 @@ import (
 // startWorkerWith runs a worker built from the rig's parts changed by mod, until the test ends.
 func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Config)) (stop func()) {
 	r.t.Helper()
+	_, stop = r.runWorker(policy, mod)
+	return stop
+}
+
+// runWorker is startWorkerWith, and returns the worker too, to be told of binding changes as
+// the front ends tell it.
+func (r *rig) runWorker(policy delivery.RetryPolicy, mod func(*delivery.Config)) (w *delivery.Worker, stop func()) {
+	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
 	if err != nil {
@@ -39,14 +47,14 @@ func (r *rig) startWorkerWith(policy delivery.RetryPolicy, mod func(*delivery.Co
 	wr := r.st.NewWriter(store.WriterOptions{})
 	cfg := delivery.Config{Consumer: cons, Store: r.st, Events: wr, Platform: r.pc, Templates: templates, Policy: policy, Concurrency: 8}
 	mod(&cfg)
-	w, err := delivery.New(cfg)
+	w, err = delivery.New(cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { _ = w.Run(ctx); close(done) }()
 	r.t.Cleanup(func() { cancel(); <-done; wr.Close() })
-	return cancel
+	return w, cancel
 }
 
 var jml = map[string]string{"class": "高等数学", "info": "第三章作业"}
@@ -250,6 +258,62 @@ type brokenPause struct{}
 func (brokenPause) Paused() (sending.PauseState, bool) { return sending.PauseState{}, false }
 func (brokenPause) Set(context.Context, sending.PauseState) error {
 	return errors.New("nats: no responders available for request")
+}
+
+// TestBindingChangedDuringAPause: messages held at the gate by the quota's pause (which lasts
+// until midnight) follow the bindings as they are when sending resumes: a student who moved to
+// another follower meanwhile gets theirs there, and one who unbound gets nothing.
+func TestBindingChangedDuringAPause(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.sim.AddFollower("oNewPhone")
+	r.sim.AddFollower("oOther")
+	if err := r.st.PutBinding(ctx, store.Binding{UserID: "u-other", OpenID: "oOther", Following: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.sim.SetFaults(simulator.Faults{QuotaUsedUp: true})
+	p := r.openPause()
+	w, _ := r.runWorker(quick, func(c *delivery.Config) {
+		c.Pause = p
+		c.QuotaReset = func(n time.Time) time.Time { return n.Add(time.Hour) }
+	})
+	moved, unbound := r.publish("u-follows", "JML", jml), r.publish("u-other", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "both messages held at the gate by the quota's pause", func() bool {
+		for _, id := range []string{moved, unbound} {
+			res, err := r.st.Current(ctx, id)
+			if err != nil || res.State != push.StateQueued || !strings.Contains(res.LastError, "45009") {
+				return false
+			}
+		}
+		_, paused := p.Paused()
+		return paused
+	})
+	// The students change their bindings on the binding page, which tells the workers.
+	if _, err := r.st.Bind(ctx, "u-follows", "oNewPhone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.Unbind(ctx, "u-other", "oOther"); err != nil {
+		t.Fatal(err)
+	}
+	w.Forget("u-follows")
+	w.Forget("u-other")
+
+	r.sim.SetFaults(simulator.Faults{})
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(moved, push.StateSent)
+	if res := r.waitState(unbound, push.StateFailed); !strings.Contains(res.Reason, "no binding") {
+		t.Errorf("the message of the student who unbound during the pause: %+v, want failed for no binding", res)
+	}
+	for _, s := range r.sim.Sent() {
+		switch {
+		case s.ClientMsgID == moved && s.ToUser != "oNewPhone":
+			t.Errorf("the message of the student who moved during the pause went to %s, the follower they left", s.ToUser)
+		case s.ClientMsgID == unbound:
+			t.Errorf("the message of the student who unbound during the pause went to %s", s.ToUser)
+		}
+	}
 }
 
 // TestQuotaWithoutPause: when 45009 comes and the pause cannot be set, the message is retried

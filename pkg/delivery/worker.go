@@ -796,16 +796,9 @@ type attemptResult struct {
 // inDoubt that its last attempt, whose call was made at since, was under way (its outcome
 // unknown) when m was handed back.
 func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool, since time.Time) attemptResult {
-	b, err := w.binding(ctx, m.UserID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return attemptResult{out: failedAs("no_binding", "no binding: user "+m.UserID+" has no follower id of the official account")}
-	case err != nil:
-		// The store could not say who the recipient is: not the message's fault, and no
-		// call of the platform.
-		return attemptResult{out: Snooze("binding lookup: "+err.Error(), w.cfg.StoreRetry)}
-	case !b.Following:
-		return attemptResult{out: failedAs("not_following", "not following: user "+m.UserID+" does not follow the official account")}
+	openID, refused := w.recipient(ctx, m.UserID)
+	if refused != nil {
+		return *refused
 	}
 	tpl, ok := w.cfg.Templates[string(m.Type)]
 	if !ok {
@@ -817,7 +810,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			data[keyword] = v
 		}
 	}
-	tm := platform.TemplateMessage{ToUser: b.OpenID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
+	tm := platform.TemplateMessage{ToUser: openID, TemplateID: tpl.TemplateID, URL: m.URL, ClientMsgID: m.UcsID, Data: data}
 	// A push past its age fails unsent, before it takes a place in the send budget and after
 	// any wait at the gate; but one whose last call's outcome is unknown is asked again (the
 	// platform answers a call it took with its msgid): it may be sent.
@@ -837,6 +830,16 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		if expired() {
 			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
+		}
+		// The wait at the gate may have been long (a pause of the account lasts until its
+		// quota is reset): the student may have unbound or moved to another follower meanwhile,
+		// and the message goes to the follower bound now. One whose earlier call's outcome is
+		// unknown keeps that call's follower: the platform may have taken it under the same
+		// client_msg_id, and a call to another follower could reach a second person.
+		if !inDoubt {
+			if tm.ToUser, refused = w.recipient(ctx, m.UserID); refused != nil {
+				return *refused
+			}
 		}
 		// The attempt is recorded before the call, so that it counts even if this worker
 		// dies before the platform answers.
@@ -876,7 +879,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			continue
 		}
 		code := platform.ErrorLabel(err)
-		res := attemptResult{openID: b.OpenID, platformCode: code}
+		res := attemptResult{openID: tm.ToUser, platformCode: code}
 		switch reason, permanent := platform.Permanent(err); {
 		case err == nil:
 			res.out = Sent(id)
@@ -895,6 +898,24 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		return res
 	}
+}
+
+// recipient returns the follower bound to userID, or the outcome of a push that cannot go out:
+// failed if the user number has no binding or its follower left the official account, snoozed
+// if the store cannot say.
+func (w *Worker) recipient(ctx context.Context, userID string) (openID string, refused *attemptResult) {
+	b, err := w.binding(ctx, userID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", &attemptResult{out: failedAs("no_binding", "no binding: user "+userID+" has no follower id of the official account")}
+	case err != nil:
+		// The store could not say who the recipient is: not the message's fault, and no
+		// call of the platform.
+		return "", &attemptResult{out: Snooze("binding lookup: "+err.Error(), w.cfg.StoreRetry)}
+	case !b.Following:
+		return "", &attemptResult{out: failedAs("not_following", "not following: user "+userID+" does not follow the official account")}
+	}
+	return b.OpenID, nil
 }
 
 // markAttempt records that attempt r.Attempts is about to call the platform, and returns once

@@ -150,6 +150,21 @@ func (w *WebAuth) OpenID(ctx context.Context, code string) (string, error) {
 	return a.OpenID, nil
 }
 
+// CodeRefused reports whether err is the platform's refusal of the code itself (41008 missing,
+// 40029 invalid, 40163 already used, 42003 expired): the page's link is at fault, not the
+// platform (-1 busy) nor the official account's credentials (40001, 40013, 40125, 40164).
+func CodeRefused(err error) bool {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case 41008, 40029, 40163, 42003:
+		return true
+	}
+	return false
+}
+
 // validOpenID accepts what the platform's openids are made of (28 URL-safe
 // characters on the real platform), with room for other lengths.
 func validOpenID(s string) bool {

@@ -236,7 +236,7 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 	}
 	if err != nil {
 		var pe *platform.Error
-		if errors.As(err, &pe) {
+		if platform.CodeRefused(err) && errors.As(err, &pe) {
 			// The code itself is never logged: it is a credential until it is used.
 			s.log.Warn("binding: the platform refused the authorization code", "errcode", pe.Code, "addr", addr)
 			if e := g.AddressFailed(ctx, addr); e != nil {
@@ -246,6 +246,8 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 				"微信未能确认您的身份（链接可能已用过或已过期），请从公众号菜单重新打开页面。 The platform did not confirm who you are (the link may have been used already or expired). Open the page again from the official account's menu.",
 				"platform_"+strconv.Itoa(pe.Code))
 		}
+		// The platform busy (-1), or the official account's credentials refused: neither the
+		// link's fault nor the student's, whose address is not charged for it.
 		s.log.Error("binding: the platform's web authorization failed", "err", err)
 		return s.errorPage(c, http.StatusBadGateway, "微信授权失败 WeChat authorization failed",
 			"暂时无法连接微信，请稍后再试。 The platform could not be reached. Try again in a moment.", "temporarily_unavailable")

@@ -3,12 +3,14 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,13 +48,14 @@ type bindEnv struct {
 
 func newBindEnv(t *testing.T) *bindEnv {
 	t.Helper()
-	e, _ := newBindEnvVia(t, false)
+	e, _ := newBindEnvVia(t, false, nil)
 	return e
 }
 
 // newBindEnvVia is newBindEnv, with the store reached through a proxy the test can cut (and a
-// 2-second wait for a server) when viaProxy.
-func newBindEnvVia(t *testing.T, viaProxy bool) (*bindEnv, *embeddedtest.Proxy) {
+// 2-second wait for a server) when viaProxy, and the platform's API answering through answer
+// first when it is not nil (answer reports whether it answered the request).
+func newBindEnvVia(t *testing.T, viaProxy bool, answer func(w http.ResponseWriter, r *http.Request) bool) (*bindEnv, *embeddedtest.Proxy) {
 	t.Helper()
 	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -74,7 +77,12 @@ func newBindEnvVia(t *testing.T, viaProxy bool) (*bindEnv, *embeddedtest.Proxy) 
 	sim := simulator.New(simulator.Config{AppID: simAppID, Secret: simSecret, WebAuthHosts: []string{ts.Listener.Addr().String()}, Now: clk.Now})
 	sim.AddFollower(followerA)
 	sim.AddFollower(followerB)
-	simSrv := httptest.NewServer(sim.Handler())
+	simHandler := sim.Handler()
+	simSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if answer == nil || !answer(w, r) {
+			simHandler.ServeHTTP(w, r)
+		}
+	}))
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	cfg := &config.Config{
 		PublicURL: base,
@@ -473,7 +481,7 @@ func TestBindRefusesAUserNumberNoPushNames(t *testing.T) {
 // Chinese and English, as every other refusal of the page, not the data interfaces' JSON; a
 // HEAD of it, the same header fields.
 func TestBindPageStoreDown(t *testing.T) {
-	e, proxy := newBindEnvVia(t, true)
+	e, proxy := newBindEnvVia(t, true, nil)
 	b := phone(t)
 	e.authorizedAs(t, b, followerA)
 	proxy.SetDown(true)
@@ -517,5 +525,34 @@ func TestBindPlatformReturnSlowed(t *testing.T) {
 	if calls > int64(oauth.DefaultAddressFailureBurst)+50 || slowed == 0 {
 		t.Fatalf("%d returns with made-up codes from one address: %d calls of the platform, %d refused, %d slowed; want the address slowed past %d",
 			tries, calls, refused, slowed, oauth.DefaultAddressFailureBurst)
+	}
+}
+
+// TestBindPlatformTroubleIsNotTheLinks: the platform busy (-1) or the official account's
+// credentials refused (40125) at the exchange of the code is no fault of the student's link:
+// the page says to try again in a moment (502), the address is not charged a failure (no 429
+// however often it happens), and once the platform answers the same student binds.
+func TestBindPlatformTroubleIsNotTheLinks(t *testing.T) {
+	var trouble atomic.Int64 // the errcode the exchange answers; 0: the simulator answers
+	e, _ := newBindEnvVia(t, false, func(w http.ResponseWriter, r *http.Request) bool {
+		code := trouble.Load()
+		if code == 0 || r.URL.Path != "/sns/oauth2/access_token" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"errcode":%d,"errmsg":"refused"}`, code)
+		return true
+	})
+	b, state := e.startAuthorization(t)
+	for i := range oauth.DefaultAddressFailureBurst + 50 {
+		trouble.Store([]int64{-1, 40125}[i%2])
+		p := e.returned(t, b, e.sim.IssueWebCode(followerA), state, nil)
+		if p.status != http.StatusBadGateway || !strings.Contains(p.body, "temporarily_unavailable") || strings.Contains(p.body, "used already") {
+			t.Fatalf("try %d, the exchange answered %d: %d %s", i, trouble.Load(), p.status, p.body)
+		}
+	}
+	trouble.Store(0)
+	if p := e.returned(t, b, e.sim.IssueWebCode(followerA), state, nil); p.status != http.StatusSeeOther || p.location != "/bind" {
+		t.Fatalf("once the platform answers: %d %q %s", p.status, p.location, p.body)
 	}
 }
