@@ -56,7 +56,11 @@
 // A redelivered message whose history shows its attempts used up, the last one failed (its
 // worker stopped before the final record), fails and is dead-lettered without another call. A
 // history whose last attempt was under way leaves that call's outcome unknown: the call is made
-// again, with the same client_msg_id, and counts. The platform answers a repeat within 10
+// again, with the same client_msg_id and to the same follower (the record of an attempt names
+// it), and counts. The platform tells a repeat by client_msg_id per follower: a student who moved
+// to another follower or unbound meanwhile is not followed by a call in doubt, which would be a
+// second message; every other delivery reads the binding as it is when the call is made (after
+// any wait at the gate). The platform answers a repeat within 10
 // minutes of a call it took with that call's msgid, sending nothing twice; backoff_max (at most
 // 9 minutes) keeps a retry after a lost answer inside that window. A pause or a store outage
 // longer than the window between the two calls is not bounded, though: the platform then takes

@@ -26,13 +26,30 @@ import (
 // and dead-lettered while the user has the message.
 func TestLastAttemptAnswerLostIsAskedAgain(t *testing.T) {
 	r := newRig(t)
+	id, calls := r.answerLostThen(t, lastOnly, nil)
+	res := r.waitState(id, push.StateSent)
+	if accepted := r.msgIDOf(id); accepted == 0 || res.MsgID != accepted || calls.Load() != 2 || res.Attempts != 2 {
+		t.Fatalf("%s: %s with msgid %d after %d calls and %d attempts; the platform took it as msgid %d",
+			id, res.State, res.MsgID, calls.Load(), res.Attempts, accepted)
+	}
+}
+
+// answerLostThen publishes a push for u-follows to a worker whose platform takes the push's
+// first call and loses its answer (the connection drops); change, if not nil, runs while that
+// call is under way. It returns the push's id and the count of template calls.
+func (r *rig) answerLostThen(t *testing.T, policy delivery.RetryPolicy, change func(w *delivery.Worker)) (string, *atomic.Int64) {
+	t.Helper()
 	var calls atomic.Int64
+	var worker atomic.Pointer[delivery.Worker]
 	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
 		if !strings.Contains(req.URL.Path, "template/send") || calls.Add(1) > 1 {
 			return false // a later call is answered as usual
 		}
 		// The platform takes the message; its answer is lost with the connection.
 		r.sim.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		if change != nil {
+			change(worker.Load())
+		}
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			t.Error(err)
@@ -41,15 +58,49 @@ func TestLastAttemptAnswerLostIsAskedAgain(t *testing.T) {
 		_ = conn.Close()
 		return true
 	})
-	r.startWorkerWith(lastOnly, func(c *delivery.Config) {
+	w, _ := r.runWorker(policy, func(c *delivery.Config) {
 		c.Platform = pc
 		c.StoreRetry = 100 * time.Millisecond
 	})
-	id := r.publish("u-follows", "JML", jml)
-	res := r.waitState(id, push.StateSent)
-	if accepted := r.msgIDOf(id); accepted == 0 || res.MsgID != accepted || calls.Load() != 2 || res.Attempts != 2 {
-		t.Fatalf("%s: %s with msgid %d after %d calls and %d attempts; the platform took it as msgid %d",
-			id, res.State, res.MsgID, calls.Load(), res.Attempts, accepted)
+	worker.Store(w)
+	return r.publish("u-follows", "JML", jml), &calls
+}
+
+// TestCallInDoubtAskedAgainOfItsFollower: the platform took a push's call but its answer was
+// lost, and meanwhile the student moved to another follower, or unbound. The platform tells a
+// repeat by client_msg_id per follower: the call is asked again of the follower it went to,
+// whose msgid the platform answers, and the push ends sent once, not sent a second time to
+// the new follower nor failed for no binding while the platform has it.
+func TestCallInDoubtAskedAgainOfItsFollower(t *testing.T) {
+	for name, change := range map[string]func(ctx context.Context, r *rig) error{
+		"moved": func(ctx context.Context, r *rig) error {
+			_, err := r.st.Bind(ctx, "u-follows", "oNewPhone")
+			return err
+		},
+		"unbound": func(ctx context.Context, r *rig) error { return r.st.Unbind(ctx, "u-follows", "oFollower") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			r.sim.AddFollower("oNewPhone")
+			id, calls := r.answerLostThen(t, quick, func(w *delivery.Worker) {
+				if err := change(ctx, r); err != nil {
+					t.Error(err)
+				}
+				w.Forget("u-follows")
+			})
+			res := r.waitState(id, push.StateSent)
+			var to []string
+			for _, s := range r.sim.Sent() {
+				if s.ClientMsgID == id {
+					to = append(to, s.ToUser)
+				}
+			}
+			if accepted := r.msgIDOf(id); len(to) != 1 || to[0] != "oFollower" || res.MsgID != accepted || calls.Load() != 2 {
+				t.Fatalf("%s after %d calls: sent to %v, msgid %d; the platform took the first call as msgid %d",
+					id, calls.Load(), to, res.MsgID, accepted)
+			}
+		})
 	}
 }
 

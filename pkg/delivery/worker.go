@@ -497,6 +497,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		default:
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			inDoubt, since = cur.State == push.StateSending, cur.Updated
+			if inDoubt {
+				r.To = cur.To
+			}
 		}
 		if w.usedUp(cur) {
 			// The last attempt failed, and its worker stopped before the final record: the
@@ -579,6 +582,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		// fails without calling the platform again.
 		failing := r
 		failing.State, failing.LastError, failing.Updated, failing.RetryAt = push.StateQueued, out.lastError, w.cfg.Now(), time.Time{}
+		failing.To = ""
 		err := w.keepTrying("recording the last attempt's failure", msg, func() error {
 			return w.cfg.Events.Write(ctx, store.ProgressRecord(failing, failing.Updated))
 		})
@@ -603,6 +607,9 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		now = r.Accepted
 	}
 	r.Updated = now
+	if out.inDoubtSince.IsZero() {
+		r.To = "" // kept only while a call's outcome is unknown
+	}
 	var recs []store.Write
 	switch out.kind {
 	case outcomeSent:
@@ -796,9 +803,14 @@ type attemptResult struct {
 // inDoubt that its last attempt, whose call was made at since, was under way (its outcome
 // unknown) when m was handed back.
 func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool, since time.Time) attemptResult {
-	openID, refused := w.recipient(ctx, m.UserID)
-	if refused != nil {
-		return *refused
+	// A call in doubt is asked again of the follower it went to (see push.Result.To); a record
+	// of an earlier version names none, and the follower bound now is asked.
+	openID := r.To
+	if !inDoubt || openID == "" {
+		var refused *attemptResult
+		if openID, refused = w.recipient(ctx, m.UserID); refused != nil {
+			return *refused
+		}
 	}
 	tpl, ok := w.cfg.Templates[string(m.Type)]
 	if !ok {
@@ -837,13 +849,16 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// unknown keeps that call's follower: the platform may have taken it under the same
 		// client_msg_id, and a call to another follower could reach a second person.
 		if !inDoubt {
+			var refused *attemptResult
 			if tm.ToUser, refused = w.recipient(ctx, m.UserID); refused != nil {
 				return *refused
 			}
 		}
-		// The attempt is recorded before the call, so that it counts even if this worker
-		// dies before the platform answers.
+		// The attempt is recorded before the call, with the follower it goes to, so that it
+		// counts even if this worker dies before the platform answers, and is asked again of
+		// the same follower.
 		r.Attempts++
+		r.To = tm.ToUser
 		switch done, err := w.markAttempt(ctx, r, &first, inDoubt); {
 		case done:
 			return attemptResult{done: true}
@@ -1047,6 +1062,8 @@ func untried(r push.Result, inDoubt bool, now time.Time) push.Result {
 	r.State, r.Updated, r.RetryAt = push.StateQueued, now, time.Time{}
 	if inDoubt {
 		r.State = push.StateSending
+	} else {
+		r.To = ""
 	}
 	return r
 }

@@ -36,4 +36,9 @@ type Result struct {
 	Sent      time.Time `bson:"sent,omitempty"`
 	Finished  time.Time `bson:"finished,omitempty"`
 	RetryAt   time.Time `bson:"retry_at,omitempty"`
+	// To is the follower (openid) the last call of the push went to, kept while that call's
+	// outcome is unknown: the platform tells a repeat of a call by its client_msg_id to the
+	// same follower, so a call in doubt is asked again of that follower, whatever the user
+	// number is bound to since. Not in sent or final results; no lookup shows it.
+	To string `bson:"to,omitempty"`
 }
