@@ -52,7 +52,8 @@ const (
 )
 
 // ValidateAuthRequest checks an authorization request against the registered clients and the
-// identity providers on offer (idps; defaultIDP when the request names none), and settles its
+// identity providers on offer (idps; defaultIDP when the request names none or one not on
+// offer), and settles its
 // fields: the scope sorted and without repeats, the provider, the prompt.
 //
 // Until the client and its redirect_uri are known good, an error must be shown to the user:
@@ -127,11 +128,14 @@ func ValidateAuthRequest(ar *AuthRequest, clients *Clients, idps []string, defau
 			return back(ErrInvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~]")
 		}
 	}
-	if ar.IDP == "" {
+	// kc_idp_hint is only a hint, as in Keycloak: one that names no provider on offer (a
+	// campus's own value, another spelling) signs in with the default provider, as Keycloak
+	// goes on to its login form.
+	if ar.IDP == "" || !slices.Contains(idps, ar.IDP) {
 		ar.IDP = defaultIDP
 	}
 	if !slices.Contains(idps, ar.IDP) {
-		return back(ErrInvalidRequest, "kc_idp_hint names no identity provider of this server (cas, local)")
+		return back(ErrTemporarilyUnavailable, "sign-in is not configured on this server")
 	}
 	prompt, maxAge, e := ParsePrompt(q)
 	if e != nil {

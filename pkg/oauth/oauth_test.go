@@ -232,7 +232,7 @@ func TestValidateAuthRequest(t *testing.T) {
 		{"PKCE short", good + "&code_challenge=abc&code_challenge_method=S256", nil, "invalid_request", true, "", "s"},
 		{"PKCE bad character", good + "&code_challenge=" + challenge + "%2B&code_challenge_method=S256", nil, "invalid_request", true, "", "s"},
 		{"PKCE", good + "&code_challenge=" + challenge + "&code_challenge_method=S256", nil, "", false, "", "s"},
-		{"identity provider not offered", good + "&kc_idp_hint=cas", nil, "invalid_request", true, "", "s"},
+		{"identity provider not offered: only a hint", good + "&kc_idp_hint=cas", nil, "", false, "", "s"},
 		{"prompt none with login", good + "&prompt=none+login", nil, "invalid_request", true, "", "s"},
 		{"max_age negative", good + "&max_age=-1", nil, "invalid_request", true, "", "s"},
 	}
@@ -271,6 +271,14 @@ func TestValidateAuthRequest(t *testing.T) {
 	}
 	if ar.Scope != "notification.mp openid" || ar.IDP != "cas" || ar.Prompt != "login" || ar.MaxAge != 60 {
 		t.Fatalf("settled: %+v", ar)
+	}
+	// kc_idp_hint naming no provider on offer is only a hint, as in Keycloak: the default one.
+	for _, hint := range []string{"campus-sso", "CAS", "local"} {
+		q, _ := url.ParseQuery(good + "&kc_idp_hint=" + hint)
+		ar := oauth.ParseAuthRequest(q)
+		if _, e := oauth.ValidateAuthRequest(&ar, clients, []string{"cas"}, "cas"); e != nil || ar.IDP != "cas" {
+			t.Errorf("kc_idp_hint=%s: provider %q, %v; want the default, cas", hint, ar.IDP, e)
+		}
 	}
 	at := time.Unix(1_800_000_000, 0)
 	if !ar.SignInFresh(at, at.Add(60*time.Second)) || ar.SignInFresh(at, at.Add(61*time.Second)) {

@@ -236,7 +236,7 @@ func TestConformanceRequests(t *testing.T) {
 			desc, _ := m["error_description"].(string)
 			check("token "+f.Get("grant_type")[:4], desc)
 		}
-		for _, extra := range [][]string{{"scope", marker}, {"kc_idp_hint", marker}, {"prompt", marker}, {"max_age", marker},
+		for _, extra := range [][]string{{"scope", marker}, {"prompt", marker}, {"max_age", marker},
 			{"response_mode", marker}, {"code_challenge_method", marker}} {
 			q := callback(t, get(t, b, e.authURL("portal", "e", extra...)))
 			if q.Get("error") == "" {

@@ -152,7 +152,12 @@ func (s *Server) authorize(c echo.Context) error {
 	si := s.cfg.SignIn
 	req := oauth.ParseAuthRequest(requestParams(c))
 	idps, defaultIDP := s.identityProviders()
+	hint := req.IDP
 	_, e := oauth.ValidateAuthRequest(&req, s.cfg.OAuth.Clients, idps, defaultIDP)
+	if e == nil && hint != "" && hint != req.IDP {
+		s.log.Info("sign-in: kc_idp_hint names no identity provider of this server; the default one signs in",
+			"client", req.ClientID, "hint", hint[:min(len(hint), 64)], "provider", req.IDP)
+	}
 	ar := store.AuthRequest{
 		ClientID: req.ClientID, RedirectURI: req.RedirectURI, ResponseMode: req.ResponseMode, State: req.State,
 		Nonce: req.Nonce, Scope: req.Scope, CodeChallenge: req.CodeChallenge, IDP: req.IDP, Prompt: req.Prompt,

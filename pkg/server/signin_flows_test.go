@@ -356,3 +356,20 @@ func TestHugeMaxAge(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownIDPHintSignsInWithTheDefault: kc_idp_hint is only a hint, as in Keycloak, which
+// goes on to its login form when the hint names no provider: an application that sends its
+// campus's own value, or another spelling, signs its users in with the default provider, not
+// sent back with invalid_request.
+func TestUnknownIDPHintSignsInWithTheDefault(t *testing.T) {
+	e := newSignInEnv(t)
+	authz := e.issuer + "/protocol/openid-connect/auth"
+	for _, hint := range []string{"campus-sso", "CAS"} {
+		q := url.Values{"client_id": {"portal"}, "redirect_uri": {rpRedirect}, "response_type": {"code"},
+			"kc_idp_hint": {hint}, "state": {"st"}, "scope": {"openid"}}
+		p := get(t, browser(t), authz+"?"+q.Encode())
+		if p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
+			t.Errorf("kc_idp_hint=%s: %d Location %q; want the default provider's login page", hint, p.status, p.location)
+		}
+	}
+}
