@@ -84,7 +84,8 @@ type Batch struct {
 	Accepted    int
 	Rejected    int
 	Unavailable bool
-	Full        bool
+	Full        bool // the queue is full (with Unavailable)
+	Unchecked   bool // a retry under a key cannot be checked now: ErrKeyUnchecked (with Unavailable)
 }
 
 // PushBatch accepts client's batch: its good items are stored together as one atomic batch,
@@ -151,7 +152,7 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 		if k != nil {
 			k.refused(ctx, err, at)
 		}
-		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)
+		b.Unavailable, b.Full, b.Unchecked = true, errors.Is(err, queue.ErrFull), errors.Is(err, ErrKeyUnchecked)
 		b.Rejected = len(b.Items) - b.Accepted
 		return b, nil
 	}
@@ -211,7 +212,7 @@ func (s *Service) replayBatch(ctx context.Context, client string, items []Item, 
 		}
 	}
 	if len(still) > 0 {
-		b.Unavailable, b.Full = true, errors.Is(err, queue.ErrFull)
+		b.Unavailable, b.Full, b.Unchecked = true, errors.Is(err, queue.ErrFull), errors.Is(err, ErrKeyUnchecked)
 		b.Rejected = len(b.Items) - b.Accepted
 	}
 	return b

@@ -10,7 +10,10 @@
 // batch, all of them or none (then the answer says the queue did not take them, and no item
 // has a ucsId). The store is not needed to accept a push: the queue answers lookups of a push
 // until a worker has recorded its outcome. A push the queue refuses is ErrQueueFull (the
-// stream is at its limits) or ErrQueueUnavailable.
+// stream is at its limits) or ErrQueueUnavailable. The one exception is a retry under an
+// Idempotency-Key of a request the queue did not take: it reads the store to tell whether that
+// request went through after all (its PubAck lost, the push delivered since), and while the
+// store cannot answer it is ErrKeyUnchecked, nothing published.
 //
 // # Lookup, in at most three steps
 //

@@ -348,7 +348,7 @@ func (r *keyed) republish(ctx context.Context, client string, msgs map[int]push.
 	case !errors.Is(err, ErrNotFound):
 		r.s.cfg.Logger.Warn("looking up a retried request's pushes failed", "err", err)
 		r.finishTakeOver(ctx, at)
-		return at, err
+		return at, fmt.Errorf("%w: %w", ErrKeyUnchecked, err)
 	}
 	if len(again) < len(at) {
 		r.finishTakeOver(ctx, at)

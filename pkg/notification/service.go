@@ -250,10 +250,18 @@ var (
 	ErrNotFound = errors.New("no such push")
 	// ErrResultsUnavailable: the queue or the store could not say what became of a push.
 	ErrResultsUnavailable = errors.New("results are unavailable")
+	// ErrKeyUnchecked: a retry under an Idempotency-Key of a request the queue did not take
+	// cannot tell now whether that request's pushes went through after all (the queue holds
+	// none of them, and the store cannot answer): nothing is published, lest a push delivered
+	// since be sent again. The retry may be sent again later, under the same key.
+	ErrKeyUnchecked = errors.New("whether the earlier request under this Idempotency-Key went through cannot be checked now: the store is unavailable")
 )
 
 // publishError is the error of a push the queue did not take.
 func publishError(err error) error {
+	if errors.Is(err, ErrKeyUnchecked) {
+		return err
+	}
 	if errors.Is(err, queue.ErrFull) {
 		return fmt.Errorf("%w: %w", ErrQueueFull, err)
 	}

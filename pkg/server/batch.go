@@ -360,13 +360,15 @@ func (s *Server) batch(c echo.Context) error {
 	}
 	if b.Unavailable {
 		// As for a single push: a full queue is worth a longer wait than a passing fault.
-		retry, why := "5", "unavailable"
-		if b.Full {
-			retry, why = "30", "full"
+		retry, msg := "5", "the push queue is unavailable; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)"
+		switch {
+		case b.Full:
+			retry, msg = "30", "the push queue is full; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)"
+		case b.Unchecked:
+			msg = "Idempotency-Key: whether the earlier request under this key went through cannot be checked now (the store is unavailable); no item was accepted, send the batch again later with the same key"
 		}
 		c.Response().Header().Set("Retry-After", retry)
-		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable,
-			Msg: "the push queue is " + why + "; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)", Time: s.stamp()})
+		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable, Msg: msg, Time: s.stamp()})
 	}
 	return s.ok(c, ans)
 }

@@ -255,7 +255,8 @@ func TestBatchResults(t *testing.T) {
 // TestIdempotencyKey retries a push and a batch with their Idempotency-Key, through this front
 // end and through another one started on the same queue and store (a replica, or this one
 // after a restart): the same ucsIds come back and nothing new is published; the key with
-// another body is a 409, and another client's same key is its own.
+// another body is a 422 (as the IETF draft of the header answers it: not 409, which says to
+// try again), and another client's same key is its own.
 func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
@@ -297,10 +298,10 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 
 	conflict := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(7), key)
-	if conflict.status != 409 || conflict.json(t)["code"] != "A00409" {
+	if conflict.status != 422 || conflict.json(t)["code"] != "A00422" {
 		t.Errorf("same key, other body: %d %s", conflict.status, conflict.body)
 	}
-	if c := e2.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2)), batchKey); c.status != 409 {
+	if c := e2.doWith("POST", "/v1/infra/notification/mp/batch", tok, batchBody(goodItemN(2)), batchKey); c.status != 422 {
 		t.Errorf("same batch key, other body: %d %s", c.status, c.body)
 	}
 	other := e.doWith("POST", "/v1/infra/notification/mp", e.token("other", pushSecret), goodItemN(1), key)

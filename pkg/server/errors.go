@@ -19,6 +19,7 @@ const (
 	CodeNotFound     Code = "A00404"
 	CodeMethod       Code = "A00405"
 	CodeConflict     Code = "A00409"
+	CodeKeyReused    Code = "A00422"
 	CodeTooLarge     Code = "A00413"
 	CodeMediaType    Code = "A00415"
 	CodeInternal     Code = "A00500"
@@ -32,6 +33,7 @@ var statusOf = map[Code]int{
 	CodeNotFound:     http.StatusNotFound,
 	CodeMethod:       http.StatusMethodNotAllowed,
 	CodeConflict:     http.StatusConflict,
+	CodeKeyReused:    http.StatusUnprocessableEntity,
 	CodeTooLarge:     http.StatusRequestEntityTooLarge,
 	CodeMediaType:    http.StatusUnsupportedMediaType,
 	CodeInternal:     http.StatusInternalServerError,

@@ -88,8 +88,12 @@ func notificationError(err error) error {
 	case errors.Is(err, notification.ErrQueueUnavailable):
 		return &Error{Code: CodeUnavailable, Message: "the push queue is unavailable; try again later", Internal: err,
 			Header: http.Header{"Retry-After": {"5"}}}
+	case errors.Is(err, notification.ErrKeyUnchecked):
+		return &Error{Code: CodeUnavailable, Internal: err, Header: http.Header{"Retry-After": {"5"}},
+			Message: "Idempotency-Key: whether the earlier request under this key went through cannot be checked now (the store is unavailable); nothing was accepted, try again later with the same key"}
 	case errors.Is(err, notification.ErrKeyReused):
-		return errf(CodeConflict, "Idempotency-Key: already used with a different body")
+		// As the IETF draft of the header answers it: 422, not 409, which says to try again.
+		return errf(CodeKeyReused, "Idempotency-Key: already used with a different body; a new request needs a new key")
 	case errors.Is(err, notification.ErrKeyInUse):
 		return &Error{Code: CodeConflict, Message: "Idempotency-Key: a request with this key is still under way; try again shortly",
 			Header: http.Header{"Retry-After": {"2"}}}
