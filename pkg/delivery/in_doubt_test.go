@@ -16,6 +16,7 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 // TestLastAttemptAnswerLostIsAskedAgain: the platform takes a push's last allowed call
@@ -165,5 +166,39 @@ func TestInDoubtFailsAfterTheDuplicateCheck(t *testing.T) {
 	res := r.waitState(id, push.StateFailed)
 	if !strings.Contains(res.Reason, "the platform may have sent the message") || int64(res.Attempts) != calls.Load() {
 		t.Fatalf("failed after %d attempts (%d calls): %q", res.Attempts, calls.Load(), res.Reason)
+	}
+}
+
+// TestEarlierCopysCallInDoubtAskedOfItsFollower: a copy of a push that the queue gives out as
+// a first delivery (its history not read) meets, at its first attempt's record, the history of
+// an earlier copy whose call is in doubt (sending, to oFollower). The student has moved to
+// another phone since: the call is asked again of oFollower, as the earlier copy's, and counts
+// as the second attempt.
+func TestEarlierCopysCallInDoubtAskedOfItsFollower(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.sim.AddFollower("oNewPhone")
+	id := r.publish("u-follows", "JML", jml) // no worker yet
+	now := time.Now()
+	wr := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(wr.Close)
+	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
+		Attempts: 1, Accepted: now.Add(-time.Second), Updated: now, To: "oFollower"}
+	if err := wr.Write(ctx, store.ProgressRecord(earlier, now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Bind(ctx, "u-follows", "oNewPhone"); err != nil {
+		t.Fatal(err)
+	}
+	r.startWorker(quick)
+	res := r.waitState(id, push.StateSent)
+	var to []string
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == id {
+			to = append(to, s.ToUser)
+		}
+	}
+	if len(to) != 1 || to[0] != "oFollower" || res.Attempts != 2 {
+		t.Fatalf("%s, whose earlier copy's call to oFollower is in doubt: sent to %v, %d attempts; want oFollower, 2 attempts", id, to, res.Attempts)
 	}
 }

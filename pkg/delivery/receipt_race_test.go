@@ -15,8 +15,8 @@ import (
 )
 
 // TestLateReceiptAfterMissedFailureKeepsIt: worker A sends (msgid M), announces it as sent and
-// is killed before its sent record. The user unfollows. Worker B gets the message after the
-// ack wait and fails it "not following" (no call): that failure is the push's first final
+// is killed before its sent record. Worker B gets the message after the ack wait, asks the
+// platform again and is refused (refusedAfter): that failure is the push's first final
 // result, in the store. Its announcement does not reach the front end that applies receipts
 // (best effort: that front end's NATS connection was down a moment, or B died right after its
 // ack). The platform's receipt for M then comes (a repeat of a callback it got no success for).
@@ -27,11 +27,9 @@ func TestLateReceiptAfterMissedFailureKeepsIt(t *testing.T) {
 	ctx := context.Background()
 	svc, st := r.receiptFrontEnd(t)
 	id, msgID := r.sentThenDied(t, svc) // worker A: svc heard of the send
-	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	// Worker B; its announcement of the failure is lost on the way to svc.
-	r.startWorkerWith(quick, func(c *delivery.Config) { c.AnnounceSent = svc.RememberSent })
+	pc := r.refusedAfter(func() {})
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.AnnounceSent = pc, svc.RememberSent })
 	embeddedtest.Eventually(t, 30*time.Second, "worker B fails the push", func() bool {
 		res, err := r.st.Outcome(ctx, id)
 		return err == nil && res.State == push.StateFailed
@@ -84,25 +82,22 @@ func TestLookupWhileFailureMeetsReceipt(t *testing.T) {
 	ctx := context.Background()
 	svc, st := r.receiptFrontEnd(t)
 	id, msgID := r.sentThenDied(t, svc)
-	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	other, err := notification.New(notification.Config{Publisher: r.pub, Waiting: queue.NewWaiting(r.js, st, r.qcfg.Consumer), Store: r.st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	between := &receiptBetween{Store: r.st, apply: func() {
+	pc := r.refusedAfter(func() {
 		if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 			t.Error(err)
 			return
 		}
 		embeddedtest.Eventually(t, 10*time.Second, "the receipt is recorded", func() bool { return receiptApplied(ctx, r.st, id) })
-	}}
+	})
 	var during push.Result
 	var duringErr error
 	looked := make(chan struct{})
 	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Store = between
+		c.Platform = pc
 		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
 		c.Events = &lookupAfterFirstWrite{Events: c.Events, look: func() {
 			defer close(looked)

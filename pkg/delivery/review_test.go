@@ -2,6 +2,8 @@ package delivery_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -9,42 +11,42 @@ import (
 
 	"github.com/campus-it/ucs/pkg/delivery"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/queue"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
-// receiptBetween is the store as worker B sees it, with the platform's receipt arriving (and
-// being applied by the front ends) between B's read of the push's history and its outcome:
-// apply runs once, when B first asks for the follower's binding.
-type receiptBetween struct {
-	delivery.Store
-	once  sync.Once
-	apply func()
-}
-
-func (s *receiptBetween) Binding(ctx context.Context, userID string) (store.Binding, error) {
-	s.once.Do(s.apply)
-	return s.Store.Binding(ctx, userID)
+// refusedAfter is worker B's platform: B asks again of the follower the call that worker A
+// made, whose answer A never recorded (its outcome in doubt); the platform runs before at that
+// call, once, and refuses it 43101: the user, having got A's message, has since refused the
+// official account's messages. B then fails the push, after a call.
+func (r *rig) refusedAfter(before func()) *platform.Client {
+	var once sync.Once
+	return r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "/message/template/send") {
+			return false
+		}
+		once.Do(before)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"errcode":43101,"errmsg":"user refuse to accept the msg"}`)
+		return true
+	})
 }
 
 // TestReceiptDuringRedeliveryStaysFirstFinal: worker A sends (msgid M), announces it and is
-// killed before its sent record. Worker B gets the message after the ack wait and reads its
-// history (attempt 1 under way, no receipt yet). Right then the platform's receipt for M,
-// "success", is recorded (at <ucsId>/f). The user has since unfollowed, and B fails the push "not
-// following"; its failure meets the receipt there, which wins: the first final result of a push
-// stays its result, in the store and in every front end.
+// killed before its sent record. Worker B gets the message after the ack wait, reads its
+// history (attempt 1 under way, no receipt yet) and asks the platform again. Right then the
+// platform's receipt for M, "success", is recorded (at <ucsId>/f). The user has since refused
+// the account's messages, and B's call is refused 43101: B fails the push, and its failure meets
+// the receipt there, which wins: the first final result of a push stays its result, in the
+// store and in every front end.
 func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	svc, st := r.receiptFrontEnd(t)
 	id, msgID := r.sentThenDied(t, svc) // worker A
-	// The user, having got the message, unfollows.
-	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	applied := make(chan struct{})
-	between := &receiptBetween{Store: r.st, apply: func() {
+	pc := r.refusedAfter(func() {
 		defer close(applied)
 		if err := svc.KeepEvent(ctx, receipt(msgID, "success")); err != nil {
 			t.Error(err)
@@ -54,9 +56,9 @@ func TestReceiptDuringRedeliveryStaysFirstFinal(t *testing.T) {
 			res, err := r.st.Current(ctx, id)
 			return err == nil && res.State == push.StateDelivered
 		})
-	}}
+	})
 	r.startWorkerWith(quick, func(c *delivery.Config) {
-		c.Store = between
+		c.Platform = pc
 		c.AnnounceSent, c.Announce = svc.RememberSent, svc.Remember
 	})
 	select {

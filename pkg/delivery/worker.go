@@ -859,11 +859,16 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// the same follower.
 		r.Attempts++
 		r.To = tm.ToUser
+		var earlier *earlierDoubt
 		switch done, err := w.markAttempt(ctx, r, &first, inDoubt); {
 		case done:
 			return attemptResult{done: true}
 		case errors.Is(err, errExhausted):
 			return attemptResult{out: w.cfg.Policy.GiveUp(r.Attempts, r.LastError)}
+		case errors.As(err, &earlier):
+			// Through the gate again, as the call in doubt it is.
+			inDoubt, since, tm.ToUser = true, earlier.since, r.To
+			continue
 		case err != nil:
 			r.Attempts--
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
@@ -979,9 +984,21 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
 		}
+		if cur.State == push.StateSending && !inDoubt && cur.To != "" {
+			// An earlier copy's call is in doubt: it is asked again as that copy's, of the
+			// follower it went to (see deliver), and nothing is recorded here.
+			r.Attempts, r.LastError, r.To, *first = cur.Attempts, cur.LastError, cur.To, false
+			return false, &earlierDoubt{since: cur.Updated}
+		}
 		r.Attempts, r.LastError, *first = cur.Attempts+1, cur.LastError, false
 	}
 }
+
+// earlierDoubt is markAttempt's answer when the push's history shows an earlier copy's call in
+// doubt, made at since: r holds that copy's attempts and follower.
+type earlierDoubt struct{ since time.Time }
+
+func (e *earlierDoubt) Error() string { return "an earlier copy's call is in doubt" }
 
 // failAfterCalls records the failure r of a push that called the platform without learning a
 // msgid. An earlier call's answer may have been lost while the platform took the message (its

@@ -269,15 +269,19 @@ func (s *Server) flowURL(step string, ar store.AuthRequest) (string, error) {
 }
 
 // startSignIn starts a sign-in of this service's own (the account or operations page, the
-// binding page) at the identity provider that the query parameter hint names, or the default.
+// binding page) at the identity provider that the query parameter hint names, or the default:
+// as at the authorization endpoint, a hint naming no provider on offer is only a hint.
 func (s *Server) startSignIn(c echo.Context, hint string, ar store.AuthRequest) error {
 	idps, idp := s.identityProviders()
-	if h := c.QueryParam(hint); h != "" {
+	if h := c.QueryParam(hint); slices.Contains(idps, h) {
 		idp = h
+	} else if h != "" {
+		s.log.Info("sign-in: "+hint+" names no identity provider of this server; the default one signs in",
+			"hint", h[:min(len(h), 64)], "provider", idp)
 	}
 	if !slices.Contains(idps, idp) {
-		return s.errorPage(c, http.StatusBadRequest, "无效的请求 Invalid request",
-			"所指定的登录方式不存在（可用：cas、local）。 "+hint+" names no identity provider of this server (cas, local).", "invalid_request")
+		return s.errorPage(c, http.StatusServiceUnavailable, "暂不可用 Unavailable",
+			"本服务未配置登录方式。 Sign-in is not configured on this server.", "temporarily_unavailable")
 	}
 	ar.IDP = idp
 	s.newFlow(c, &ar)

@@ -360,7 +360,7 @@ func TestHugeMaxAge(t *testing.T) {
 // TestUnknownIDPHintSignsInWithTheDefault: kc_idp_hint is only a hint, as in Keycloak, which
 // goes on to its login form when the hint names no provider: an application that sends its
 // campus's own value, or another spelling, signs its users in with the default provider, not
-// sent back with invalid_request.
+// sent back with invalid_request, and so does a link to the account page.
 func TestUnknownIDPHintSignsInWithTheDefault(t *testing.T) {
 	e := newSignInEnv(t)
 	authz := e.issuer + "/protocol/openid-connect/auth"
@@ -370,6 +370,10 @@ func TestUnknownIDPHintSignsInWithTheDefault(t *testing.T) {
 		p := get(t, browser(t), authz+"?"+q.Encode())
 		if p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
 			t.Errorf("kc_idp_hint=%s: %d Location %q; want the default provider's login page", hint, p.status, p.location)
+		}
+		// The account page, which an application links with the same hint.
+		if p := get(t, browser(t), e.issuer+"/account?kc_idp_hint="+url.QueryEscape(hint)); p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
+			t.Errorf("the account page with kc_idp_hint=%s: %d Location %q; want the default provider's login page", hint, p.status, p.location)
 		}
 	}
 }
