@@ -29,8 +29,9 @@ type Updater interface {
 // an address that fails to authenticate, and the workers' send budget all use this one type.
 //
 // A replica does not ask the shared bucket for every token: it takes Lease's worth of tokens
-// at a time (a lease) with one compare-and-set, and hands them out from memory for at most a
-// second; tokens it did not use by then are gone, so an idle replica cannot save them up.
+// at a time (a lease) with one compare-and-set, and hands them out from memory for at most
+// Keep (a second by default); tokens it did not use by then are gone, so an idle replica
+// cannot save them up.
 // When the shared bucket is empty, the replica remembers until when, and answers from memory
 // until then. So a key costs a round trip to NATS a few times a second however busy it is, and
 // the limit holds across replicas, give or take one lease per replica.
@@ -55,6 +56,7 @@ type TokenBuckets struct {
 	kv    Updater
 	now   func() time.Time
 	lease time.Duration
+	keep  time.Duration
 
 	mu     sync.Mutex
 	leases *lru.Cache[string, *lease]
@@ -67,12 +69,15 @@ type TokenBucketsConfig struct {
 	Lease time.Duration
 	// Keys bounds the leases kept in memory. Default 100,000.
 	Keys int
+	// Keep is how long tokens taken stay usable here; the rest of a lease lapses then.
+	// Default a second. A replica's tokens of the last Keep add to what the shared bucket
+	// hands out, so that within any second the replicas together may spend up to Keep's worth
+	// more than the rate: a limit that must hold within each second (the send budget) keeps
+	// its tokens no longer than a lease.
+	Keep time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
-
-// leaseKeep is how long tokens taken from a shared bucket stay usable here.
-const leaseKeep = time.Second
 
 // lease is the part of one shared bucket this replica took.
 type lease struct {
@@ -93,8 +98,11 @@ func NewTokenBuckets(kv Updater, c TokenBucketsConfig) *TokenBuckets {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Keep <= 0 {
+		c.Keep = time.Second
+	}
 	leases, _ := lru.New[string, *lease](c.Keys) // errors only for a size below 1
-	return &TokenBuckets{kv: kv, now: c.Now, lease: c.Lease, leases: leases}
+	return &TokenBuckets{kv: kv, now: c.Now, lease: c.Lease, keep: c.Keep, leases: leases}
 }
 
 // Leases is how many leases are in memory now; never more than TokenBucketsConfig.Keys.
@@ -152,7 +160,7 @@ func (t *TokenBuckets) Take(ctx context.Context, key string, r Rate) (ok bool, w
 		l.tokens = 0
 	}
 	l.tokens += got - 1
-	l.until = now.Add(leaseKeep)
+	l.until = now.Add(t.keep)
 	t.leases.Add(key, l)
 	return true, 0, nil
 }

@@ -133,3 +133,48 @@ func sendFor(budgets []*sending.Budget, waiters int, d time.Duration) int64 {
 	wg.Wait()
 	return n.Load()
 }
+
+// TestScaledOutWorkersStayUnderTheRate: twenty workers (the manifests' most) each send one
+// message of a quiet second, taking a lease each; then a bulk send reaches every worker at
+// once. In any second they send at most the rate, the bucket's burst of one lease and what
+// was taken in the twentieth of a second before it (the tokens a worker holds lapse then):
+// 110 at a rate of 100, not the tokens of every worker's lease of the quiet second on top.
+func TestScaledOutWorkersStayUnderTheRate(t *testing.T) {
+	const rate, workers = 100.0, 20 // a lease of 5 tokens
+	ctx := context.Background()
+	url := embeddedtest.NATS(t)
+	budgets := make([]*sending.Budget, workers)
+	for i := range budgets {
+		_, js := embeddedtest.JetStreamAt(t, url) // a connection of its own, as a worker's
+		b, err := sending.OpenBudget(ctx, js, rate, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		budgets[i] = b
+	}
+	for _, b := range budgets {
+		if err := b.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := time.Now().Add(time.Second)
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	var sends atomic.Int64
+	var wg sync.WaitGroup
+	for _, b := range budgets {
+		for range 8 { // a worker's deliveries
+			wg.Go(func() {
+				for b.Wait(wctx) == nil {
+					if time.Now().Before(end) {
+						sends.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if got, most := sends.Load(), int64(rate*1.05)+5; got > most {
+		t.Errorf("%d workers sent %d messages within a second at a rate of %.0f; at most %d may go", workers, got, rate, most)
+	}
+}
