@@ -31,6 +31,10 @@ const maxBatchBytes = 8 << 20
 // and sending it again is safe.
 const queueUnavailableItem = "queue unavailable; retry this item"
 
+// uncheckedItem is the error of a batch item of a keyed retry that could not be checked
+// (notification.ErrKeyUnchecked): not accepted, to be sent again with the batch's key.
+const uncheckedItem = "not accepted: the earlier request under this Idempotency-Key cannot be checked now; send the batch again later with the same key"
+
 type batchItem struct {
 	Index  int      `json:"index"`
 	UcsID  string   `json:"ucsId,omitempty"`
@@ -352,6 +356,8 @@ func (s *Server) batch(c echo.Context) error {
 	for i, it := range b.Items {
 		ans.Results[i] = batchItem{Index: i, UcsID: it.UcsID}
 		switch {
+		case errors.Is(it.Err, notification.ErrNotTaken) && b.Unchecked:
+			ans.Results[i].Errors = []string{uncheckedItem}
 		case errors.Is(it.Err, notification.ErrNotTaken):
 			ans.Results[i].Errors = []string{queueUnavailableItem}
 		case it.Err != nil:
