@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -153,29 +154,35 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 }
 
 // grantRevoked reports whether userID revoked clientID's access at or after issued (a code or
-// refresh token issued then is dead). A store that cannot answer counts as revoked: a grant
-// can be retried, a revoked one must not live on.
-func (s *Service) grantRevoked(ctx context.Context, userID, clientID string, issued time.Time) bool {
+// refresh token issued then is dead), or the store's error when it cannot say.
+func (s *Service) grantRevoked(ctx context.Context, userID, clientID string, issued time.Time) (bool, error) {
 	at, err := s.Store.GrantRevokedAt(ctx, userID, clientID)
 	if err != nil {
-		s.Logger.Warn("checking a grant's revocation failed", "err", err)
-		return true
+		return false, fmt.Errorf("grant revocation: %w", err)
 	}
-	return !at.IsZero() && !issued.After(at)
+	return !at.IsZero() && !issued.After(at), nil
 }
 
 // stillGranted checks what a code or refresh token issued at issued needs to be used: the
 // user has not revoked c's access since, and the sign-in session lives. It returns the session.
+// A store that cannot say is a server_error, which the client may try again, not an
+// invalid_grant, which tells it the grant is gone: nothing is issued either way.
 func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKey string, issued time.Time) (store.Session, *Error) {
 	if issued.Before(c.TokensNotBefore) {
 		return store.Session{}, errorf(ErrInvalidGrant, "issued before the client was disabled or registered again")
 	}
-	if s.grantRevoked(ctx, userID, c.ID, issued) {
+	switch revoked, err := s.grantRevoked(ctx, userID, c.ID, issued); {
+	case err != nil:
+		return store.Session{}, internal("the grant could not be checked; try again", err)
+	case revoked:
 		return store.Session{}, errorf(ErrInvalidGrant, "the user revoked this application's access")
 	}
 	se, err := s.Store.Session(ctx, sessionKey)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return se, errorf(ErrInvalidGrant, "the sign-in session ended")
+	case err != nil:
+		return se, internal("the grant could not be checked; try again", fmt.Errorf("read session: %w", err))
 	}
 	s.Touch(ctx, se)
 	return se, nil

@@ -53,7 +53,10 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 		}
 		scope = strings.Join(out, " ")
 	}
-	if s.familyRevoked(ctx, t.Family) {
+	switch revoked, err := s.familyRevoked(ctx, t.Family); {
+	case err != nil:
+		return nil, internal("the refresh token could not be checked; try again", err)
+	case revoked:
 		return nil, errorf(ErrInvalidGrant, "the refresh token was revoked")
 	}
 	se, e := s.stillGranted(ctx, c, t.UserID, t.SessionKey, t.At)

@@ -40,16 +40,30 @@ func (s *Service) revokeFamily(ctx context.Context, family string) error {
 	return err
 }
 
-// familyRevoked reports whether a family was revoked; a store that cannot answer counts as
-// revoked (a refresh can be retried, a revoked family must not live on).
-func (s *Service) familyRevoked(ctx context.Context, family string) bool {
+// familyRevoked reports whether a family was revoked, or the store's error when it cannot say
+// (a refresh is then refused as the server's fault, to be tried again; introspection answers
+// inactive).
+func (s *Service) familyRevoked(ctx context.Context, family string) (bool, error) {
 	if s.Revoked != nil {
 		if _, ok, err := s.Revoked.Get(ctx, revokedFamilyKey(family)); ok && err == nil {
-			return true
+			return true, nil
 		}
 	}
 	revoked, err := s.Store.FamilyRevoked(ctx, family)
-	return err != nil || revoked
+	if err != nil {
+		return false, fmt.Errorf("family revocation: %w", err)
+	}
+	return revoked, nil
+}
+
+// revokedOrUnknown reports whether the refresh token t of client clientID is revoked (its own
+// revocation, a reuse, the user's or the client's) or the store cannot say, and the error.
+func (s *Service) revokedOrUnknown(ctx context.Context, t store.RefreshToken, clientID string) (bool, error) {
+	if revoked, err := s.familyRevoked(ctx, t.Family); err != nil || revoked {
+		return true, err
+	}
+	revoked, err := s.grantRevoked(ctx, t.UserID, clientID, t.At)
+	return err != nil || revoked, err
 }
 
 // EndSession ends the sign-in session whose cookie hashes to key: its refresh tokens stop
@@ -228,7 +242,13 @@ func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 		return errorf(ErrInvalidGrant, "invalid refresh token")
 	case err != nil:
 		return internal("the session could not be ended", fmt.Errorf("read refresh token: %w", err))
-	case t.At.Before(c.TokensNotBefore) || s.familyRevoked(ctx, t.Family) || s.grantRevoked(ctx, t.UserID, c.ID, t.At):
+	case t.At.Before(c.TokensNotBefore):
+		return errorf(ErrInvalidGrant, "invalid refresh token")
+	}
+	switch revoked, err := s.revokedOrUnknown(ctx, t, c.ID); {
+	case err != nil:
+		return internal("the session could not be ended", err)
+	case revoked:
 		// A revoked token (its own revocation, a reuse, the user's or the client's) ends
 		// nothing, as it refreshes nothing.
 		return errorf(ErrInvalidGrant, "invalid refresh token")
@@ -285,9 +305,11 @@ func (s *Service) Introspect(ctx context.Context, r ClientRequest) (map[string]a
 	if err != nil || t.Rotated || !s.Now().Before(t.Expires) || !mayKnow(t.ClientID) {
 		return inactive, nil //nolint:nilerr // RFC 7662: a token that does not check out is inactive, not an error
 	}
-	if cl, ok := s.Clients.Lookup(t.ClientID); !ok || t.At.Before(cl.TokensNotBefore) || s.familyRevoked(ctx, t.Family) ||
-		s.grantRevoked(ctx, t.UserID, t.ClientID, t.At) {
+	if cl, ok := s.Clients.Lookup(t.ClientID); !ok || t.At.Before(cl.TokensNotBefore) {
 		return inactive, nil
+	}
+	if revoked, _ := s.revokedOrUnknown(ctx, t, t.ClientID); revoked {
+		return inactive, nil // a store that cannot say: inactive, as RFC 7662 has a token that does not check out
 	}
 	if _, err := s.Store.Session(ctx, t.SessionKey); err != nil {
 		return inactive, nil //nolint:nilerr // RFC 7662: a token without its session is inactive, not an error

@@ -85,8 +85,11 @@ type Config struct {
 	// Metrics counts pushes and grants and is served at /metrics; nil counts nothing and
 	// serves no /metrics.
 	Metrics *metrics.Metrics
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// RequestWait bounds the work of every request but the notification interfaces' (see
+	// answerInTime). Default 20 s.
+	RequestWait time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Server is the front end.
@@ -135,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RequestWait <= 0 {
+		cfg.RequestWait = 20 * time.Second
+	}
 	if cfg.Location == nil {
 		loc, err := time.LoadLocation("Asia/Shanghai")
 		if err != nil {
@@ -170,9 +176,27 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
-	s.e.Use(middleware.Recover())
+	s.e.Use(middleware.Recover(), s.answerWithin)
 	s.routes()
 	return s, nil
+}
+
+// answerWithin bounds the work of a request to Config.RequestWait, inside the HTTP server's
+// write time-out (30 s): a store that cannot be reached, for which the driver waits up to 30 s,
+// fails the request in time for its answer (an OAuth error, a 503 page) to reach the client,
+// rather than one written after the connection's deadline, which the client never gets. The
+// notification interfaces bound their own waits (the queue's PubAck, a lookup's
+// LookupTimeout), and a batch's body may be long in coming (answerInTime): they are left alone.
+func (s *Server) answerWithin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if strings.HasPrefix(c.Request().URL.Path, "/v1/infra/notification/") {
+			return next(c)
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestWait)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
+	}
 }
 
 // ServeHTTP serves a request.

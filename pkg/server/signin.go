@@ -179,7 +179,15 @@ func (s *Server) authorize(c echo.Context) error {
 	}
 	s.newFlow(c, &ar)
 	now, ctx := s.now(), c.Request().Context()
-	se, err := si.Store.Session(ctx, oauth.Hash(cookieValue(c, cookieSession)))
+	cookie := cookieValue(c, cookieSession)
+	se, err := si.Store.Session(ctx, oauth.Hash(cookie))
+	if err != nil && !errors.Is(err, store.ErrNotFound) && cookie != "" {
+		// The store cannot say whether this browser's user is signed in: that is not "not
+		// signed in" (login_required would make a relying party end its own session of the
+		// user), but this server's trouble, which the client may try again.
+		s.log.Error("sign-in: the session could not be read", "err", err)
+		return s.redirectError(c, ar, oauth.ErrTemporarilyUnavailable, "the sign-in session could not be read; try again in a moment")
+	}
 	signedIn := err == nil && req.SignInFresh(se.AuthTime, now)
 	if signedIn && req.IDTokenHint != "" {
 		hint, err := s.cfg.OAuth.ParseIDToken(req.IDTokenHint)
@@ -611,6 +619,10 @@ func (s *Server) consent(c echo.Context) error {
 	ctx := c.Request().Context()
 	key := oauth.Hash(cookieValue(c, cookieSession))
 	se, err := s.cfg.SignIn.Store.Session(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// Not an ended session: the same form is taken once the store answers.
+		return &Error{Code: CodeUnavailable, Message: "the sign-in session could not be read; try again", Internal: err}
+	}
 	if err != nil || !sameSecret(key, ar.Session) {
 		return s.errorPage(c, http.StatusBadRequest, "登录已过期 Sign-in expired", "您的登录已结束，请返回应用重新开始。 Your sign-in session ended. Go back to the application and start again.", "expired")
 	}

@@ -1,0 +1,188 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/event"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+)
+
+// storeCutEnv is a sign-in front end whose MongoDB is reached through a proxy (with a
+// 2-second wait for a server), and which can cut the store at the moment a chosen read starts.
+type storeCutEnv struct {
+	*signInEnv
+	proxy *embeddedtest.Proxy
+
+	mu    sync.Mutex
+	cutAt string // "find <collection>": the proxy goes down when that command starts
+	cut   bool
+}
+
+func newStoreCutEnv(t *testing.T) *storeCutEnv {
+	t.Helper()
+	r := &storeCutEnv{}
+	mon := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		cmd := ev.CommandName
+		if v, err := ev.Command.LookupErr(cmd); err == nil {
+			if s, ok := v.StringValueOK(); ok {
+				cmd += " " + s
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.cutAt != "" && cmd == r.cutAt {
+			r.cutAt, r.cut = "", true
+			r.proxy.SetDown(true) // before the command reaches the store
+		}
+	}}
+	r.signInEnv = newSignInEnvMonitored(t, nil, mon, func(c *config.Config) {
+		u, err := url.Parse(c.MongoDB.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.proxy = embeddedtest.NewProxy(t, u.Host)
+		u.Host = r.proxy.Addr()
+		q := u.Query()
+		q.Set("serverSelectionTimeoutMS", "2000")
+		u.RawQuery = q.Encode()
+		if u.Path == "" {
+			u.Path = "/"
+		}
+		c.MongoDB.URI = u.String()
+	})
+	return r
+}
+
+// cutWhen takes the store down as soon as the command cmd ("find <collection>") starts.
+func (r *storeCutEnv) cutWhen(cmd string) {
+	r.mu.Lock()
+	r.cutAt, r.cut = cmd, false
+	r.mu.Unlock()
+}
+
+func (r *storeCutEnv) wasCut() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cut
+}
+
+// TestCodeExchangeWhileTheStoreFailsIsNoInvalidGrant: the store fails in the middle of a code
+// exchange (after the code was read, at the check of the user's revocations, as during a
+// primary's step-down). The answer is invalid_grant "the user revoked this application's
+// access": the client is told, finally (RFC 6749 §5.2), that its grant is dead, and shows the
+// user a failed sign-in, while nothing was revoked: the very same code is exchanged once the
+// store answers again. A store that cannot answer must be a server_error (or a 503
+// temporarily_unavailable), which the client may retry, not a false revocation.
+func TestCodeExchangeWhileTheStoreFailsIsNoInvalidGrant(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	code := e.signInCode(t, b, "portal")
+
+	e.cutWhen("find revoked_grants")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
+	if !e.wasCut() {
+		t.Fatalf("the exchange never read the revocations (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+
+	// Nothing was revoked and the code was not used: it is exchanged now.
+	tok, errc := e.exchange(t, "portal", code)
+	if errc != "" {
+		t.Fatalf("the same code once the store is back: %s", errc)
+	}
+	_ = tok
+	if st != http.StatusInternalServerError || m["error"] != "server_error" {
+		t.Fatalf("the store failing mid-exchange was answered %d %v, want 500 server_error, which the client may retry: the same code was exchanged once the store answered", st, m)
+	}
+}
+
+// TestRefreshWhileTheStoreFailsIsNoInvalidGrant: the store fails during a refresh, after the
+// refresh token was read, at the check of its family. The answer is invalid_grant "the refresh
+// token was revoked": every OAuth client drops its refresh token on invalid_grant and signs the
+// user out, while nothing was revoked: the same refresh token refreshes once the store answers.
+func TestRefreshWhileTheStoreFailsIsNoInvalidGrant(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	code := e.signInCode(t, b, "portal")
+	tok, errc := e.exchange(t, "portal", code)
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	rt, _ := tok["refresh_token"].(string)
+	if rt == "" {
+		t.Fatalf("no refresh token: %v", tok)
+	}
+
+	e.cutWhen("find token_families")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	if !e.wasCut() {
+		t.Fatalf("the refresh never read the token's family (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+
+	if _, errc := e.refresh(t, "portal", rt); errc != "" {
+		t.Fatalf("the same refresh token once the store is back: %s", errc)
+	}
+	if st != http.StatusInternalServerError || m["error"] != "server_error" {
+		t.Fatalf("the store failing mid-refresh was answered %d %v, want 500 server_error (invalid_grant makes the client drop the refresh token and sign the user out): the same token refreshed once the store answered", st, m)
+	}
+}
+
+// TestPromptNoneWhileTheStoreIsDownIsNoLoginRequired: a relying party checks the user's
+// sign-in silently (prompt=none, OpenID Connect Core §3.1.2.1) while MongoDB is down. The
+// user is signed in, but the answer is login_required ("the user is not signed in"): the
+// relying party ends its own session of the user (silent renew, session checks), for an
+// outage of this service's store. It should be temporarily_unavailable or server_error.
+func TestPromptNoneWhileTheStoreIsDownIsNoLoginRequired(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	e.signInCode(t, b, "trusted")
+
+	e.proxy.SetDown(true)
+	down := get(t, b, e.authURL("trusted", "silent", "prompt", "none"))
+	e.proxy.SetDown(false)
+	q := callback(t, down)
+
+	back := callback(t, get(t, b, e.authURL("trusted", "silent2", "prompt", "none")))
+	if back.Get("code") == "" {
+		t.Fatalf("prompt=none once the store is back: %v (the user is signed in)", back)
+	}
+	if q.Get("error") != "temporarily_unavailable" {
+		t.Fatalf("a signed-in user's prompt=none with the store down was answered %v, want temporarily_unavailable (login_required makes the relying party sign the user out; the session was there all along)", q)
+	}
+}
+
+// TestConsentWhileTheStoreIsDownSaysTryAgain: the user presses "accept" on the consent
+// page while MongoDB is down. The answer is 400 "Sign-in expired: your sign-in session ended.
+// Go back to the application and start again", though the session lives: the same form is
+// taken once the store answers. A store that cannot be reached is, on every other page,
+// 503 "Try again in a moment" (errors.go, browserPage).
+func TestConsentWhileTheStoreIsDownSaysTryAgain(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	login := get(t, b, e.authURL("portal", "st"))
+	consent := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+	if !strings.Contains(consent.body, `name="accept"`) {
+		t.Fatalf("no consent page: %d %s", consent.status, consent.body)
+	}
+
+	e.proxy.SetDown(true)
+	down := submit(t, b, consent, url.Values{"accept": {"yes"}})
+	e.proxy.SetDown(false)
+
+	q := callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}}))
+	if q.Get("code") == "" {
+		t.Fatalf("the same consent once the store is back: %v", q)
+	}
+	if down.status != http.StatusServiceUnavailable || strings.Contains(down.body, "session ended") {
+		t.Fatalf("consent with the store down: %d, says the session ended (%v), want 503 \"try again\"; the same form was taken once the store answered",
+			down.status, strings.Contains(down.body, "session ended"))
+	}
+}
