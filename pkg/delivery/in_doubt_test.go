@@ -16,6 +16,8 @@ import (
 	"github.com/campus-it/ucs/pkg/platform"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
+	"github.com/campus-it/ucs/pkg/queue"
+	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
 )
 
@@ -200,5 +202,116 @@ func TestEarlierCopysCallInDoubtAskedOfItsFollower(t *testing.T) {
 	}
 	if len(to) != 1 || to[0] != "oFollower" || res.Attempts != 2 {
 		t.Fatalf("%s, whose earlier copy's call to oFollower is in doubt: sent to %v, %d attempts; want oFollower, 2 attempts", id, to, res.Attempts)
+	}
+}
+
+// earlierCopyInDoubt puts a push on the queue as a first delivery (no worker yet) whose
+// earlier copy called the platform, which took it for oFollower, and whose record says that
+// call is in doubt (sending, attempt 1, to oFollower). It returns the push and the msgid the
+// platform gave the earlier call.
+func (r *rig) earlierCopyInDoubt(t *testing.T, accepted, called time.Time) (string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	id := push.NewID(time.Now())
+	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: accepted.UnixMilli()}
+	if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The earlier copy's call: the platform took it, its answer was lost.
+	msgID, err := r.pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
+		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
+	if err != nil || msgID == 0 {
+		t.Fatalf("the earlier copy's call: %d %v", msgID, err)
+	}
+	wr := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(wr.Close)
+	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
+		Attempts: 1, Accepted: accepted, Updated: called, To: "oFollower"}
+	if err := wr.Write(ctx, store.ProgressRecord(earlier, called)); err != nil {
+		t.Fatal(err)
+	}
+	return id, msgID
+}
+
+// TestPauseKeepsAnEarlierCopysCallInDoubt: a first delivery of a push meets a pause of sending
+// (the daily quota) at the gate, while an earlier copy's call to oFollower is in doubt (the
+// platform took it). The student has moved to another phone meanwhile. The record of the call
+// in doubt stays while the push is held (a first delivery, which has not read the history,
+// replaces no record), and after the pause the copy asks the platform again of oFollower as
+// the earlier copy's call: sent once, under the first call's msgid, two attempts.
+func TestPauseKeepsAnEarlierCopysCallInDoubt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.sim.AddFollower("oNewPhone")
+	now := time.Now()
+	id, msgID := r.earlierCopyInDoubt(t, now.Add(-time.Second), now)
+	if _, err := r.st.Bind(ctx, "u-follows", "oNewPhone"); err != nil {
+		t.Fatal(err)
+	}
+	p := r.openPause()
+	b := &heldBudget{at: make(chan struct{}), release: make(chan struct{})}
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Pause, c.QuotaReset, c.Budget = p, quotaInAnHour, b })
+	select {
+	case <-b.at:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker never got the push to the gate")
+	}
+	// The daily quota runs out (another worker's send met 45009) while the push waits for the
+	// send budget.
+	if err := p.Set(ctx, sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "45009: the platform's daily quota is used up"}); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the pause seen", func() bool { _, paused := p.Paused(); return paused })
+	close(b.release) // the budget lets it through, into the pause
+	// The worker holds the push at the gate; were it to show it held, within a few seconds.
+	var held push.Result
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := r.st.Current(ctx, id)
+		if err == nil && res.State != push.StateSending {
+			held = res
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // a span in which the record must not change
+	}
+	if held.State != "" {
+		t.Errorf("while paused, the record of the earlier copy's call in doubt (sending, attempt 1, to oFollower) was replaced by: state=%s attempts=%d to=%q lastError=%q",
+			held.State, held.Attempts, held.To, held.LastError)
+	}
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := r.waitState(id, push.StateSent)
+	var to []string
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == id {
+			to = append(to, s.ToUser)
+		}
+	}
+	if len(to) != 1 || res.MsgID != msgID || res.Attempts != 2 {
+		t.Fatalf("push %s, whose earlier copy's call to oFollower the platform took (msgid %d): the platform sent it to %v; "+
+			"result msgId=%d attempts=%d; want only oFollower, msgid %d, 2 attempts", id, msgID, to, res.MsgID, res.Attempts, msgID)
+	}
+}
+
+// TestFirstCopyPastItsAgeAsksAnEarlierCopysCallAgain: an earlier copy of a push called the
+// platform at 58 minutes of its age, which took it (the answer was lost). A copy given out as a
+// first delivery at 61 minutes, past max_age (an hour), reads the history before failing the
+// push as expired, and asks the call in doubt again, as a redelivered copy does
+// (TestExpiryOfAnAttemptInDoubt): sent, under the platform's msgid.
+func TestFirstCopyPastItsAgeAsksAnEarlierCopysCallAgain(t *testing.T) {
+	r := newRig(t)
+	now := time.Now()
+	id, msgID := r.earlierCopyInDoubt(t, now.Add(-61*time.Minute), now.Add(-3*time.Minute))
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.MaxAge = time.Hour })
+	var res push.Result
+	embeddedtest.Eventually(t, 20*time.Second, "the push leaves the queue with an outcome", func() bool {
+		var err error
+		res, err = r.st.Current(context.Background(), id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	if res.State != push.StateSent || res.MsgID != msgID {
+		t.Fatalf("push %s, whose earlier copy's call in doubt the platform took (msgid %d): state=%s reason=%q msgId=%d attempts=%d (expired: %v)",
+			id, msgID, res.State, res.Reason, res.MsgID, res.Attempts, strings.HasPrefix(res.Reason, "expired"))
 	}
 }

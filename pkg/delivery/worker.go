@@ -397,14 +397,14 @@ var errStopping = errors.New("the worker is stopping")
 // A message held by a pause is shown queued, with the pause's reason, unless its last call's
 // outcome is unknown (inDoubt): its record keeps saying sending, so that whichever worker
 // gets it next asks the platform again rather than take that call for failed.
-func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt bool) error {
+func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt, first bool) error {
 	for {
 		if _, own := w.ownPause(); own {
 			return errOwnPause
 		}
 		if st, paused := w.paused(); paused {
 			if !inDoubt {
-				w.showHeld(ctx, r, st)
+				w.showHeld(ctx, r, st, first)
 			}
 			poll := time.NewTicker(pausePoll)
 			for paused {
@@ -831,9 +831,17 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 	}
 	for {
 		if expired() {
-			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
+			res, doubt := w.pastAge(ctx, r, &first)
+			if res != nil {
+				return *res
+			}
+			inDoubt, since = true, doubt
+			if r.To != "" {
+				tm.ToUser = r.To
+			}
+			continue
 		}
-		if gerr := w.gate(ctx, *r, inDoubt); errors.Is(gerr, errStopping) {
+		if gerr := w.gate(ctx, *r, inDoubt, first); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze(gerr.Error(), 0)}
 		} else if errors.Is(gerr, errOwnPause) {
 			return attemptResult{out: Snooze(gerr.Error(), handBack)}
@@ -841,7 +849,15 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
 		if expired() {
-			return attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}
+			res, doubt := w.pastAge(ctx, r, &first)
+			if res != nil {
+				return *res
+			}
+			inDoubt, since = true, doubt
+			if r.To != "" {
+				tm.ToUser = r.To
+			}
+			continue
 		}
 		// The wait at the gate may have been long (a pause of the account lasts until its
 		// quota is reset): the student may have unbound or moved to another follower meanwhile,
@@ -867,7 +883,10 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			return attemptResult{out: w.cfg.Policy.GiveUp(r.Attempts, r.LastError)}
 		case errors.As(err, &earlier):
 			// Through the gate again, as the call in doubt it is.
-			inDoubt, since, tm.ToUser = true, earlier.since, r.To
+			inDoubt, since = true, earlier.since
+			if r.To != "" {
+				tm.ToUser = r.To
+			}
 			continue
 		case err != nil:
 			r.Attempts--
@@ -918,6 +937,34 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		return res
 	}
+}
+
+// pastAge is what comes of a push past its age: it fails unsent, unless a first delivery of it
+// (which has not read its history) finds an earlier copy's, as markAttempt would: a delivery
+// of that copy stands (done), a call of it in doubt is asked again (doubt is when it was made;
+// r holds its attempts and follower), and its attempts are kept in the failure.
+func (w *Worker) pastAge(ctx context.Context, r *push.Result, first *bool) (res *attemptResult, doubt time.Time) {
+	if *first {
+		cur, err := w.cfg.Store.Current(ctx, r.UcsID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return &attemptResult{out: Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
+		case cur.State == push.StateSent || cur.State.Final():
+			if err := w.settle(ctx, cur); err != nil {
+				return &attemptResult{out: Snooze("recording the sent result: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
+			}
+			return &attemptResult{done: true}, time.Time{}
+		default:
+			*first = false
+			r.Attempts, r.LastError = cur.Attempts, cur.LastError
+			if cur.State == push.StateSending {
+				r.To = cur.To // "" in a record of an earlier version: the follower bound now
+				return nil, cur.Updated
+			}
+		}
+	}
+	return &attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}, time.Time{}
 }
 
 // recipient returns the follower bound to userID, or the outcome of a push that cannot go out:
@@ -984,9 +1031,10 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
 		}
-		if cur.State == push.StateSending && !inDoubt && cur.To != "" {
+		if cur.State == push.StateSending && !inDoubt {
 			// An earlier copy's call is in doubt: it is asked again as that copy's, of the
-			// follower it went to (see deliver), and nothing is recorded here.
+			// follower it went to (see deliver; a record of an earlier version names none:
+			// the follower bound now), and nothing is recorded here.
 			r.Attempts, r.LastError, r.To, *first = cur.Attempts, cur.LastError, cur.To, false
 			return false, &earlierDoubt{since: cur.Updated}
 		}
@@ -1201,11 +1249,17 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 
 // showHeld records a message held back by a pause (or handed back before its call) as queued,
 // with the reason, and the attempts made.
-func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState) {
+func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState, first bool) {
 	now := w.cfg.Now()
 	r.State, r.Updated, r.RetryAt = push.StateQueued, now, st.Until
 	r.LastError = st.Explain()
-	if err := w.cfg.Events.Write(ctx, store.ProgressRecord(r, now)); err != nil {
+	rec := store.ProgressRecord(r, now)
+	if first {
+		// A first delivery has not read the push's history, which an earlier copy may have
+		// left (see markAttempt): it is not replaced, and the attempt's record finds it.
+		rec = store.FirstAttemptRecord(r, now)
+	}
+	if err := w.cfg.Events.Write(ctx, rec); err != nil && !errors.Is(err, store.ErrHistory) {
 		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)
 	}
 }
