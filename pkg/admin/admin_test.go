@@ -497,6 +497,23 @@ func TestPushTest(t *testing.T) {
 	if o.code != admin.ExitFailure || !strings.Contains(o.stderr, "invalid_client") {
 		t.Fatalf("push test with a wrong secret: exit %d %s", o.code, o.stderr)
 	}
+
+	// A platform too slow for -timeout: --json still answers one document, the trace with
+	// why it ended, which a script parses.
+	faults := st.Sim.Faults()
+	slow := faults
+	slow.Latency = 4 * time.Second
+	st.Sim.SetFaults(slow)
+	defer st.Sim.SetFaults(faults)
+	o = runAdmin(t, map[string]string{"UCS_CLIENT_SECRET": secret}, "-data", data, "push", "test", standalone.DemoUsers[2],
+		"-client", standalone.DemoClient, "-timeout", "2s", "--json")
+	var late struct {
+		trace
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &late); o.code != admin.ExitFailure || err != nil || late.UcsID == "" || !strings.Contains(late.Error, "not final") {
+		t.Fatalf("push test past its timeout: exit %d, %v\nstdout: %s\nstderr: %s", o.code, err, o.stdout, o.stderr)
+	}
 }
 
 // TestBindings works on a MongoDB named by a configuration file (-config), here an embedded

@@ -41,6 +41,9 @@ type pushTrace struct {
 	States []pushState `json:"states"`
 	// Seconds from the push's acceptance to its last state.
 	Seconds float64 `json:"seconds"`
+	// Error says why the trace ended before a final state (the timeout, a failed lookup), so
+	// that --json answers one document.
+	Error string `json:"error,omitempty"`
 }
 
 type pushState struct {
@@ -155,6 +158,9 @@ func (p *pusher) run(ctx context.Context, userID string) error {
 	p.say("Pushed a test message to %s: ucsId %s", userID, ucsID)
 	tr, err := p.follow(ctx, ucsID, userID)
 	if tr != nil {
+		if err != nil {
+			tr.Error = err.Error()
+		}
 		p.a.out(tr, func(w io.Writer) {
 			switch tr.State {
 			case "delivered":
@@ -163,6 +169,10 @@ func (p *pusher) run(ctx context.Context, userID string) error {
 				fmt.Fprintf(w, "Failed: %s\n", tr.Reason)
 			}
 		})
+	}
+	if err != nil && tr != nil {
+		fmt.Fprintln(p.a.env.Stderr, "error:", err)
+		return errReported // written with the trace
 	}
 	if err != nil {
 		return err
