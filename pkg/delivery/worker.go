@@ -829,16 +829,30 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 	expired := func() bool {
 		return w.cfg.MaxAge > 0 && !inDoubt && !w.cfg.Now().Before(r.Accepted.Add(w.cfg.MaxAge))
 	}
+	// adoptDoubt makes the attempt the call in doubt an earlier copy made at doubt (r holds
+	// its attempts and follower), to be asked again.
+	adoptDoubt := func(doubt time.Time) {
+		inDoubt, since = true, doubt
+		if r.To != "" {
+			tm.ToUser = r.To
+		}
+	}
+	// pastAge is the outcome of a push past its age, nil when it is not past it or an earlier
+	// copy's call in doubt was adopted instead (again: it goes through the gate as that call).
+	pastAge := func() (res *attemptResult, again bool) {
+		if !expired() {
+			return nil, false
+		}
+		res, doubt := w.pastAge(ctx, r, &first)
+		if res == nil {
+			adoptDoubt(doubt)
+		}
+		return res, res == nil
+	}
 	for {
-		if expired() {
-			res, doubt := w.pastAge(ctx, r, &first)
-			if res != nil {
-				return *res
-			}
-			inDoubt, since = true, doubt
-			if r.To != "" {
-				tm.ToUser = r.To
-			}
+		if res, again := pastAge(); res != nil {
+			return *res
+		} else if again {
 			continue
 		}
 		if gerr := w.gate(ctx, *r, inDoubt, first); errors.Is(gerr, errStopping) {
@@ -848,15 +862,9 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
-		if expired() {
-			res, doubt := w.pastAge(ctx, r, &first)
-			if res != nil {
-				return *res
-			}
-			inDoubt, since = true, doubt
-			if r.To != "" {
-				tm.ToUser = r.To
-			}
+		if res, again := pastAge(); res != nil {
+			return *res
+		} else if again {
 			continue
 		}
 		// The wait at the gate may have been long (a pause of the account lasts until its
@@ -882,11 +890,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		case errors.Is(err, errExhausted):
 			return attemptResult{out: w.cfg.Policy.GiveUp(r.Attempts, r.LastError)}
 		case errors.As(err, &earlier):
-			// Through the gate again, as the call in doubt it is.
-			inDoubt, since = true, earlier.since
-			if r.To != "" {
-				tm.ToUser = r.To
-			}
+			adoptDoubt(earlier.since) // through the gate again, as the call in doubt it is
 			continue
 		case err != nil:
 			r.Attempts--

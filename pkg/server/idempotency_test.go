@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/campus-it/ucs/pkg/config"
-	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/schemas"
 )
 
@@ -45,13 +43,7 @@ func TestIdempotencyKeyAsDescribed(t *testing.T) {
 // the store can tell: the retries are 503 saying so, not blaming the queue, and publish
 // nothing; once the store is back, they are accepted, each push stored once.
 func TestKeyedRetryWhileTheStoreIsDown(t *testing.T) {
-	var mongo *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		host := strings.TrimSuffix(strings.TrimPrefix(c.MongoDB.URI, "mongodb://"), "/")
-		host, _, _ = strings.Cut(host, "/")
-		mongo = embeddedtest.NewProxy(t, host)
-		c.MongoDB.URI = strings.Replace(c.MongoDB.URI, host, mongo.Addr(), 1)
-	})
+	e, mongo := newEnvStoreBehindProxy(t)
 	tok := e.token("pusher", pushSecret)
 	requests := []struct{ path, body string }{
 		{"/v1/infra/notification/mp", goodItemN(1)},

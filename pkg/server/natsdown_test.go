@@ -55,13 +55,7 @@ func TestPushRefusedWhileNATSDownIsNotStoredLater(t *testing.T) {
 // stays ready (every replica shares the store: failing would take them all out of service at
 // once), and says in its answer that the store is unavailable.
 func TestReadyWhileTheStoreIsDown(t *testing.T) {
-	var proxy *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		host := strings.TrimSuffix(strings.TrimPrefix(c.MongoDB.URI, "mongodb://"), "/")
-		host, _, _ = strings.Cut(host, "/")
-		proxy = embeddedtest.NewProxy(t, host)
-		c.MongoDB.URI = strings.Replace(c.MongoDB.URI, host, proxy.Addr(), 1)
-	})
+	e, proxy := newEnvStoreBehindProxy(t)
 	tok := e.token("pusher", pushSecret)
 	proxy.SetDown(true)
 	a := e.do("GET", "/readyz", "", "", "")

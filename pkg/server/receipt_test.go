@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/campus-it/ucs/pkg/announce"
-	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/notification"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -175,11 +174,7 @@ func TestUnknownReceiptsDroppedCheaply(t *testing.T) {
 // TestCallbacksAnsweredWhileStoreDown: with the store unreachable, receipts and follows are
 // answered success at once (they are in the stream), and applied once the store is back.
 func TestCallbacksAnsweredWhileStoreDown(t *testing.T) {
-	var proxy *embeddedtest.Proxy
-	e := newEnvWith(t, func(c *config.Config) {
-		proxy = embeddedtest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(c.MongoDB.URI, "mongodb://"), "/"))
-		c.MongoDB.URI = "mongodb://" + proxy.Addr() + "/"
-	})
+	e, proxy := newEnvStoreBehindProxy(t)
 	const id = "01KFFFFFFFFFFFFFFFFFFFFFFF"
 	e.markSent(id, 4242, "oA")
 	tok := e.token("pusher", pushSecret)

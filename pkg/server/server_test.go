@@ -63,6 +63,20 @@ func newEnv(t testing.TB) *env {
 }
 
 // newEnvWith is newEnv with the configuration changed by mod before the service starts.
+// newEnvStoreBehindProxy is newEnv with MongoDB reached through a proxy, which the test may
+// cut (the store down).
+func newEnvStoreBehindProxy(t testing.TB) (*env, *embeddedtest.Proxy) {
+	t.Helper()
+	var proxy *embeddedtest.Proxy
+	e := newEnvWith(t, func(c *config.Config) {
+		host := strings.TrimSuffix(strings.TrimPrefix(c.MongoDB.URI, "mongodb://"), "/")
+		host, _, _ = strings.Cut(host, "/")
+		proxy = embeddedtest.NewProxy(t, host)
+		c.MongoDB.URI = strings.Replace(c.MongoDB.URI, host, proxy.Addr(), 1)
+	})
+	return e, proxy
+}
+
 func newEnvWith(t testing.TB, mod func(*config.Config)) *env {
 	t.Helper()
 	return newEnvLogged(t, mod, nil)

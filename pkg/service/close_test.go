@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"runtime"
@@ -52,6 +53,25 @@ func TestCloseAwaitsBackgroundWork(t *testing.T) {
 		OAuth: config.OAuth{Clients: []config.Client{{ClientID: "pusher", ClientSecret: "a-secret-of-sixteen",
 			Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}}}},
 	}
+	api, _, stop := serving(t, cfg)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	embeddedtest.Eventually(t, 10*time.Second, "its background work running", func() bool {
+		return len(running()) == len(background)
+	})
+	api.Close()
+	if still := running(); len(still) > 0 {
+		t.Errorf("Close returned with background work still running: %v", still)
+	}
+}
+
+// serving builds the front end of cfg and serves it as the api program does (Serve, with its
+// HTTP server's time-outs) on base, until stop, which returns Serve's error.
+func serving(t *testing.T, cfg *config.Config) (api *service.API, base string, stop func() error) {
+	t.Helper()
 	cfg.Defaults()
 	if err := cfg.Validate(config.RoleAPI); err != nil {
 		t.Fatal(err)
@@ -68,27 +88,23 @@ func TestCloseAwaitsBackgroundWork(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln) }()
-	defer func() {
+	stop = func() error {
 		cancel()
 		select {
 		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return")
+			return err
+		case <-time.After(40 * time.Second):
+			return errors.New("Serve did not return")
 		}
-	}()
-	embeddedtest.Eventually(t, 10*time.Second, "serving, with its background work running", func() bool {
-		r, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	}
+	base = "http://" + ln.Addr().String()
+	embeddedtest.Eventually(t, 10*time.Second, "serving", func() bool {
+		r, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false
 		}
 		_ = r.Body.Close()
-		return r.StatusCode == http.StatusOK && len(running()) == len(background)
+		return r.StatusCode == http.StatusOK
 	})
-	api.Close()
-	if still := running(); len(still) > 0 {
-		t.Errorf("Close returned with background work still running: %v", still)
-	}
+	return api, base, stop
 }

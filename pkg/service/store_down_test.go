@@ -1,9 +1,7 @@
 package service_test
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
-	"github.com/campus-it/ucs/pkg/service"
 )
 
 // TestTokenEndpointAnswersWhileTheStoreIsDown: a relying party refreshes its user's tokens
@@ -38,39 +35,11 @@ func TestTokenEndpointAnswersWhileTheStoreIsDown(t *testing.T) {
 				RedirectURIs: []string{"https://app.example.edu/cb"}}}},
 		Directory: config.Directory{Users: []config.User{{UserID: "2020000001", Password: "correct horse battery"}}},
 	}
-	cfg.Defaults()
-	if err := cfg.Validate(config.RoleAPI); err != nil {
-		t.Fatal(err)
-	}
-	api, err := service.NewAPI(context.Background(), cfg, service.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api, base, stop := serving(t, cfg)
 	t.Cleanup(api.Close)
-	api.DrainDelay = 0
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- api.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		proxy.SetDown(false)
-		cancel()
-		select {
-		case <-served:
-		case <-time.After(40 * time.Second):
-		}
-	})
-	base := "http://" + ln.Addr().String()
-	embeddedtest.Eventually(t, 10*time.Second, "serving", func() bool {
-		r, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false
-		}
-		_ = r.Body.Close()
-		return r.StatusCode == http.StatusOK
+		_ = stop()
 	})
 
 	proxy.SetDown(true)
