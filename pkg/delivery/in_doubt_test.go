@@ -93,12 +93,7 @@ func TestCallInDoubtAskedAgainOfItsFollower(t *testing.T) {
 				w.Forget("u-follows")
 			})
 			res := r.waitState(id, push.StateSent)
-			var to []string
-			for _, s := range r.sim.Sent() {
-				if s.ClientMsgID == id {
-					to = append(to, s.ToUser)
-				}
-			}
+			to := r.sentTo(id)
 			if accepted := r.msgIDOf(id); len(to) != 1 || to[0] != "oFollower" || res.MsgID != accepted || calls.Load() != 2 {
 				t.Fatalf("%s after %d calls: sent to %v, msgid %d; the platform took the first call as msgid %d",
 					id, calls.Load(), to, res.MsgID, accepted)
@@ -194,12 +189,7 @@ func TestEarlierCopysCallInDoubtAskedOfItsFollower(t *testing.T) {
 	}
 	r.startWorker(quick)
 	res := r.waitState(id, push.StateSent)
-	var to []string
-	for _, s := range r.sim.Sent() {
-		if s.ClientMsgID == id {
-			to = append(to, s.ToUser)
-		}
-	}
+	to := r.sentTo(id)
 	if len(to) != 1 || to[0] != "oFollower" || res.Attempts != 2 {
 		t.Fatalf("%s, whose earlier copy's call to oFollower is in doubt: sent to %v, %d attempts; want oFollower, 2 attempts", id, to, res.Attempts)
 	}
@@ -282,12 +272,7 @@ func TestPauseKeepsAnEarlierCopysCallInDoubt(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := r.waitState(id, push.StateSent)
-	var to []string
-	for _, s := range r.sim.Sent() {
-		if s.ClientMsgID == id {
-			to = append(to, s.ToUser)
-		}
-	}
+	to := r.sentTo(id)
 	if len(to) != 1 || res.MsgID != msgID || res.Attempts != 2 {
 		t.Fatalf("push %s, whose earlier copy's call to oFollower the platform took (msgid %d): the platform sent it to %v; "+
 			"result msgId=%d attempts=%d; want only oFollower, msgid %d, 2 attempts", id, msgID, to, res.MsgID, res.Attempts, msgID)
@@ -314,4 +299,15 @@ func TestFirstCopyPastItsAgeAsksAnEarlierCopysCallAgain(t *testing.T) {
 		t.Fatalf("push %s, whose earlier copy's call in doubt the platform took (msgid %d): state=%s reason=%q msgId=%d attempts=%d (expired: %v)",
 			id, msgID, res.State, res.Reason, res.MsgID, res.Attempts, strings.HasPrefix(res.Reason, "expired"))
 	}
+}
+
+// sentTo lists the followers the platform sent push id to.
+func (r *rig) sentTo(id string) []string {
+	var to []string
+	for _, s := range r.sim.Sent() {
+		if s.ClientMsgID == id {
+			to = append(to, s.ToUser)
+		}
+	}
+	return to
 }
