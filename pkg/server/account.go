@@ -47,16 +47,23 @@ func accountCSRF(cookie string) string { return oauth.Hash("account-form\x00" + 
 
 // accountSession returns the browser's live sign-in session and its cookie; ok false when
 // there is none.
-func (s *Server) accountSession(c echo.Context) (se store.Session, cookie string, ok bool) {
+func (s *Server) accountSession(c echo.Context) (se store.Session, cookie string, ok bool, err error) {
 	if s.cfg.SignIn == nil {
-		return se, "", false
+		return se, "", false, nil
 	}
 	cookie = cookieValue(c, cookieSession)
 	if cookie == "" {
-		return se, "", false
+		return se, "", false, nil
 	}
-	se, err := s.cfg.SignIn.Store.Session(c.Request().Context(), oauth.Hash(cookie))
-	return se, cookie, err == nil
+	se, err = s.cfg.SignIn.Store.Session(c.Request().Context(), oauth.Hash(cookie))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return se, cookie, false, nil
+	case err != nil:
+		// Not an ended session: the store cannot say (the 503 page, try again).
+		return se, cookie, false, &Error{Code: CodeUnavailable, Message: "the sign-in session could not be read; try again", Internal: err}
+	}
+	return se, cookie, true, nil
 }
 
 // account shows the account page, after a sign-in when the browser has no session.
@@ -64,7 +71,10 @@ func (s *Server) account(c echo.Context) error {
 	if idps, _ := s.identityProviders(); len(idps) == 0 {
 		return s.errorPage(c, http.StatusNotFound, "未开放 Not available", "本服务未开启登录。 Sign-in is not configured on this server.", "temporarily_unavailable")
 	}
-	se, cookie, ok := s.accountSession(c)
+	se, cookie, ok, err := s.accountSession(c)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return s.accountSignIn(c)
 	}
@@ -123,7 +133,10 @@ func (s *Server) accountSignIn(c echo.Context) error {
 // session. ok false: refused, the answer is written and the handler returns err at once.
 func (s *Server) accountForm(c echo.Context) (se store.Session, ok bool, err error) {
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBytes)
-	se, cookie, live := s.accountSession(c)
+	se, cookie, live, err := s.accountSession(c)
+	if err != nil {
+		return se, false, err
+	}
 	if !live {
 		return se, false, s.errorPage(c, http.StatusForbidden, "登录已过期 Sign-in expired",
 			"您的登录已结束，请重新打开账户页面登录。 Your sign-in session ended. Open the account page again to sign in.", "expired")

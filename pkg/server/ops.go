@@ -99,7 +99,11 @@ func (s *Server) opsUser(c echo.Context) (userID string, ok bool, err error) {
 // first; then it returns to the page that asked.
 func (s *Server) opsSignIn(c echo.Context) error {
 	to := opsTarget(c.QueryParam("to"))
-	if se, cookie, ok := s.accountSession(c); ok {
+	se, cookie, ok, err := s.accountSession(c)
+	if err != nil {
+		return err
+	}
+	if ok {
 		c.SetCookie(&http.Cookie{
 			Name: cookieOps, Value: cookie, Path: opsPath, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 			Secure: s.secureCookies(), MaxAge: max(1, int(se.Expires.Sub(s.now())/time.Second)),

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -184,5 +185,68 @@ func TestConsentWhileTheStoreIsDownSaysTryAgain(t *testing.T) {
 	if down.status != http.StatusServiceUnavailable || strings.Contains(down.body, "session ended") {
 		t.Fatalf("consent with the store down: %d, says the session ended (%v), want 503 \"try again\"; the same form was taken once the store answered",
 			down.status, strings.Contains(down.body, "session ended"))
+	}
+}
+
+// TestAccountFormWhileTheStoreIsDownSaysTryAgain: the user, signed in, presses "remove access"
+// on the account page while MongoDB is down: the 503 page "try again", not "your sign-in
+// session ended" (the session lives: the same form is taken once the store answers).
+func TestAccountFormWhileTheStoreIsDownSaysTryAgain(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	page := e.account(t, b)
+	form := url.Values{"client_id": {"portal"}, "csrf": {page.csrf}}
+
+	e.proxy.SetDown(true)
+	down := e.accountPost(t, b, "/grants/revoke", form)
+	e.proxy.SetDown(false)
+
+	again := e.accountPost(t, b, "/grants/revoke", form)
+	if again.status != http.StatusOK || again.url.Path != "/auth/realms/campus/account" {
+		t.Fatalf("the same form once the store is back: %d %s", again.status, again.url)
+	}
+	if down.status != http.StatusServiceUnavailable || strings.Contains(down.body, "session ended") {
+		t.Fatalf("account form with the store down: %d, says the session ended (%v), want 503 \"try again\"",
+			down.status, strings.Contains(down.body, "session ended"))
+	}
+}
+
+// TestTokenServerErrorDescribed: the token endpoint's answer while the store fails, 500
+// server_error, is one the served description lists for both token paths.
+func TestTokenServerErrorDescribed(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	rt, _ := tok["refresh_token"].(string)
+	e.cutWhen("find token_families")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	e.proxy.SetDown(false)
+	if st != http.StatusInternalServerError || m["error"] != "server_error" {
+		t.Fatalf("refresh with the store failing: %d %v, want 500 server_error", st, m)
+	}
+	resp, err := http.Get(e.base + "/v1/meta/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/auth/realms/{realm}/protocol/openid-connect/token", "/v1/token"} {
+		var op struct {
+			Responses map[string]any `json:"responses"`
+		}
+		if err := json.Unmarshal(doc.Paths[p]["post"], &op); err != nil || op.Responses["500"] == nil {
+			t.Errorf("POST %s answers 500 server_error, which the served description does not list", p)
+		}
 	}
 }
