@@ -19,6 +19,7 @@ import (
 	"github.com/campus-it/ucs/pkg/queue"
 	"github.com/campus-it/ucs/pkg/sending"
 	"github.com/campus-it/ucs/pkg/store"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestLastAttemptAnswerLostIsAskedAgain: the platform takes a push's last allowed call
@@ -310,4 +311,96 @@ func (r *rig) sentTo(id string) []string {
 		}
 	}
 	return to
+}
+
+// sentOrFinal waits for id's record to be sent or final, and returns it.
+func (r *rig) sentOrFinal(t *testing.T, id string) push.Result {
+	t.Helper()
+	var res push.Result
+	embeddedtest.Eventually(t, 30*time.Second, id+" sent or final", func() bool {
+		var err error
+		res, err = r.st.Current(context.Background(), id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	return res
+}
+
+// TestCallInDoubtOfAnEarlierVersionAfterAnUnfollow: during the rolling update of the workers, a
+// worker of the previous release takes a push, records its attempt (sending, attempt 1, and no
+// follower: that release has no "to") and calls the platform, which takes the message for
+// oFollower; the answer is lost and the message goes back to the queue. The student unfollows
+// right after reading it. A new worker gets the redelivery and asks the call in doubt again of
+// the follower bound, left or not (the platform answers the repeat with the first msgid), as
+// for a record of this release: sent, not failed "not following" while the platform delivered
+// it.
+func TestCallInDoubtOfAnEarlierVersionAfterAnUnfollow(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	id := r.publish("u-follows", "JML", jml)
+
+	// The old worker: fetches the push, records its attempt as ea51ac9 does, calls the platform.
+	cons, err := queue.EnsureConsumer(ctx, r.js, r.qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for msg := range batch.Messages() {
+		n++
+		called := time.Now()
+		wr := r.st.NewWriter(store.WriterOptions{})
+		t.Cleanup(wr.Close)
+		legacy := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
+			Attempts: 1, Accepted: called.Add(-time.Second), Updated: called} // no To: the old layout
+		if err := wr.Write(ctx, store.ProgressRecord(legacy, called)); err != nil {
+			t.Fatal(err)
+		}
+		msgID, err := r.pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
+			ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
+		if err != nil || msgID == 0 {
+			t.Fatalf("the old worker's call: %d %v", msgID, err)
+		}
+		// Its answer lost: the old worker hands the message back, the record saying sending.
+		if err := msg.Nak(); err != nil {
+			t.Fatal(err)
+		}
+		// The student unfollows after reading the message.
+		if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		r.startWorker(quick)
+		res := r.sentOrFinal(t, id)
+		if res.State != push.StateSent || res.MsgID != msgID {
+			t.Fatalf("push %s, whose call by an old worker the platform took (msgid %d, delivered to oFollower): "+
+				"a new worker recorded state=%s msgId=%d reason=%q attempts=%d; want sent under msgid %d",
+				id, msgID, res.State, res.MsgID, res.Reason, res.Attempts, msgID)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("fetched %d messages", n)
+	}
+}
+
+// TestFirstCopyReadsTheHistoryBeforeFailingForTheBinding: a copy of a push given out as a first
+// delivery meets an earlier copy's call in doubt (sending, to oFollower), which the platform
+// took. The student unfollowed since. The copy reads the history before failing the push for
+// its binding, and asks the call again of oFollower as the earlier copy's: sent under the
+// first msgid, not failed "not following" while the platform delivered it.
+func TestFirstCopyReadsTheHistoryBeforeFailingForTheBinding(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	now := time.Now()
+	id, msgID := r.earlierCopyInDoubt(t, now.Add(-time.Second), now)
+	if err := r.st.SetFollowing(ctx, "oFollower", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.startWorker(quick)
+	res := r.sentOrFinal(t, id)
+	if res.State != push.StateSent || res.MsgID != msgID {
+		t.Fatalf("push %s, whose earlier copy's call to oFollower the platform took (msgid %d): recorded state=%s msgId=%d reason=%q attempts=%d; want sent under msgid %d",
+			id, msgID, res.State, res.MsgID, res.Reason, res.Attempts, msgID)
+	}
 }

@@ -803,14 +803,35 @@ type attemptResult struct {
 // inDoubt that its last attempt, whose call was made at since, was under way (its outcome
 // unknown) when m was handed back.
 func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg, r *push.Result, first, inDoubt bool, since time.Time) attemptResult {
-	// A call in doubt is asked again of the follower it went to (see push.Result.To); a record
-	// of an earlier version names none, and the follower bound now is asked.
-	openID := r.To
-	if !inDoubt || openID == "" {
-		var refused *attemptResult
-		if openID, refused = w.recipient(ctx, m.UserID); refused != nil {
-			return *refused
+	// follower is whom the call goes to: the follower a call in doubt went to (see
+	// push.Result.To), or, for a record of an earlier version that names none, the one bound now
+	// even if they left since (the platform answers a call it took with its msgid); else the
+	// follower bound now. A first delivery, which has not read the push's history, reads it
+	// before failing the push for its binding: an earlier copy's call in doubt is asked again.
+	follower := func() (string, *attemptResult) {
+		if inDoubt && r.To != "" {
+			return r.To, nil
 		}
+		openID, refused := w.recipient(ctx, m.UserID, inDoubt)
+		if refused == nil || !first || refused.out.kind != outcomeFailed {
+			return openID, refused
+		}
+		res, doubt := w.earlier(ctx, r, &first)
+		switch {
+		case res != nil:
+			return "", res
+		case doubt.IsZero():
+			return "", refused // with the attempts of the history, if any
+		}
+		inDoubt, since = true, doubt
+		if r.To != "" {
+			return r.To, nil
+		}
+		return w.recipient(ctx, m.UserID, true)
+	}
+	openID, refused := follower()
+	if refused != nil {
+		return *refused
 	}
 	tpl, ok := w.cfg.Templates[string(m.Type)]
 	if !ok {
@@ -873,8 +894,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		// unknown keeps that call's follower: the platform may have taken it under the same
 		// client_msg_id, and a call to another follower could reach a second person.
 		if !inDoubt {
-			var refused *attemptResult
-			if tm.ToUser, refused = w.recipient(ctx, m.UserID); refused != nil {
+			if tm.ToUser, refused = follower(); refused != nil {
 				return *refused
 			}
 		}
@@ -943,38 +963,49 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 	}
 }
 
-// pastAge is what comes of a push past its age: it fails unsent, unless a first delivery of it
-// (which has not read its history) finds an earlier copy's, as markAttempt would: a delivery
-// of that copy stands (done), a call of it in doubt is asked again (doubt is when it was made;
-// r holds its attempts and follower), and its attempts are kept in the failure.
-func (w *Worker) pastAge(ctx context.Context, r *push.Result, first *bool) (res *attemptResult, doubt time.Time) {
-	if *first {
-		cur, err := w.cfg.Store.Current(ctx, r.UcsID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return &attemptResult{out: Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
-		case cur.State == push.StateSent || cur.State.Final():
-			if err := w.settle(ctx, cur); err != nil {
-				return &attemptResult{out: Snooze("recording the sent result: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
-			}
-			return &attemptResult{done: true}, time.Time{}
-		default:
-			*first = false
-			r.Attempts, r.LastError = cur.Attempts, cur.LastError
-			if cur.State == push.StateSending {
-				r.To = cur.To // "" in a record of an earlier version: the follower bound now
-				return nil, cur.Updated
-			}
+// earlier reads, for a first delivery (which has not read the push's history), the history an
+// earlier copy may have left (see markAttempt), before the push fails without a call: res is
+// the outcome when that copy's delivery stands (done) or the history cannot be read; doubt,
+// when not zero, is when that copy made a call in doubt, to be asked again (r holds its
+// attempts and follower); otherwise r holds the history's attempts, if any.
+func (w *Worker) earlier(ctx context.Context, r *push.Result, first *bool) (res *attemptResult, doubt time.Time) {
+	if !*first {
+		return nil, time.Time{}
+	}
+	cur, err := w.cfg.Store.Current(ctx, r.UcsID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return &attemptResult{out: Snooze("reading earlier attempts: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
+	case cur.State == push.StateSent || cur.State.Final():
+		if err := w.settle(ctx, cur); err != nil {
+			return &attemptResult{out: Snooze("recording the sent result: "+err.Error(), w.cfg.StoreRetry)}, time.Time{}
 		}
+		return &attemptResult{done: true}, time.Time{}
+	default:
+		*first = false
+		r.Attempts, r.LastError = cur.Attempts, cur.LastError
+		if cur.State == push.StateSending {
+			r.To = cur.To // "" in a record of an earlier version: the follower bound now
+			return nil, cur.Updated
+		}
+	}
+	return nil, time.Time{}
+}
+
+// pastAge is what comes of a push past its age: it fails unsent, unless a first delivery finds
+// an earlier copy's history (see earlier).
+func (w *Worker) pastAge(ctx context.Context, r *push.Result, first *bool) (res *attemptResult, doubt time.Time) {
+	if res, doubt := w.earlier(ctx, r, first); res != nil || !doubt.IsZero() {
+		return res, doubt
 	}
 	return &attemptResult{out: Expired(w.cfg.MaxAge, r.LastError)}, time.Time{}
 }
 
 // recipient returns the follower bound to userID, or the outcome of a push that cannot go out:
-// failed if the user number has no binding or its follower left the official account, snoozed
-// if the store cannot say.
-func (w *Worker) recipient(ctx context.Context, userID string) (openID string, refused *attemptResult) {
+// failed if the user number has no binding or (unless left, for a call in doubt asked again)
+// its follower left the official account, snoozed if the store cannot say.
+func (w *Worker) recipient(ctx context.Context, userID string, left bool) (openID string, refused *attemptResult) {
 	b, err := w.binding(ctx, userID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -983,7 +1014,7 @@ func (w *Worker) recipient(ctx context.Context, userID string) (openID string, r
 		// The store could not say who the recipient is: not the message's fault, and no
 		// call of the platform.
 		return "", &attemptResult{out: Snooze("binding lookup: "+err.Error(), w.cfg.StoreRetry)}
-	case !b.Following:
+	case !b.Following && !left:
 		return "", &attemptResult{out: failedAs("not_following", "not following: user "+userID+" does not follow the official account")}
 	}
 	return b.OpenID, nil
