@@ -404,3 +404,103 @@ func TestFirstCopyReadsTheHistoryBeforeFailingForTheBinding(t *testing.T) {
 			id, msgID, res.State, res.MsgID, res.Reason, res.Attempts, msgID)
 	}
 }
+
+// TestInDoubtPastTheDuplicateCheckIsNotCalledAgain: a push's first call is taken by the
+// platform but its answer is lost (in doubt). Later calls meet -1 (busy), which says nothing of
+// the first. Once the platform's duplicate check of the first call is over, a repeat is a new
+// message: the push fails, attempts left or not, its reason saying the platform may have sent
+// it, and the user gets it once.
+func TestInDoubtPastTheDuplicateCheckIsNotCalledAgain(t *testing.T) {
+	r := newRig(t)
+	clk := clocktest.New(time.Now())
+	sim := simulator.New(simulator.Config{AppID: "wxapp", Secret: "wxsecret", Now: clk.Now})
+	t.Cleanup(sim.Close)
+	sim.AddTemplate("tpl-JML", []string{"thing1", "thing2"})
+	sim.AddFollower("oFollower")
+	var calls atomic.Int64
+	var busyUntil atomic.Int64 // calls up to this one answer -1
+	busyUntil.Store(1 << 62)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !strings.Contains(req.URL.Path, "template/send") {
+			sim.Handler().ServeHTTP(w, req)
+			return
+		}
+		switch n := calls.Add(1); {
+		case n == 1:
+			// Taken; the answer lost with the connection.
+			sim.Handler().ServeHTTP(httptest.NewRecorder(), req)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		case n <= busyUntil.Load():
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"errcode":-1,"errmsg":"system error"}`))
+		default:
+			sim.Handler().ServeHTTP(w, req)
+		}
+	}))
+	t.Cleanup(front.Close)
+	policy := delivery.RetryPolicy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2, MaxAttempts: 30}
+	r.startWorkerWith(policy, func(c *delivery.Config) {
+		c.Platform, c.Now = r.platformAt(front.URL), clk.Now
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "asked again while busy", func() bool {
+		res, err := r.st.Current(context.Background(), id)
+		return calls.Load() >= 3 && err == nil && res.State == push.StateSending
+	})
+	// The platform's duplicate check of the first call is over. A call already on its way
+	// (scheduled before) still meets -1; then the platform is not busy any more.
+	clk.Advance(platform.DuplicateWindow)
+	busyUntil.Store(calls.Load() + 1)
+	res := r.sentOrFinal(t, id)
+	var to []string
+	for _, s := range sim.Sent() { // this test's simulator, on its clock
+		if s.ClientMsgID == id {
+			to = append(to, s.ToUser)
+		}
+	}
+	if len(to) != 1 {
+		t.Fatalf("push %s, whose first call the platform took (answer lost), was called again past the platform's "+
+			"duplicate check and sent %d times to %v; record: state=%s attempts=%d reason=%q",
+			id, len(to), to, res.State, res.Attempts, res.Reason)
+	}
+	if res.State != push.StateFailed || !strings.Contains(res.Reason, "may have sent") {
+		t.Fatalf("push %s: state=%s reason=%q; want failed, the platform may have sent it", id, res.State, res.Reason)
+	}
+}
+
+// TestTakeBackKeepsTheTimeOfTheCallInDoubt: an earlier copy's call of a push is in doubt
+// (sending, made at called). A worker asks it again five minutes later, and the platform
+// refuses this worker's address (40164): the call does not count and the push is handed back,
+// still in doubt. The record keeps the time of the call in doubt, which the next worker takes
+// for it and by which it ends asking again (the platform's duplicate check), not the time of
+// the refusal, which would stretch that window by five minutes.
+func TestTakeBackKeepsTheTimeOfTheCallInDoubt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	called := time.Now().Truncate(time.Millisecond)
+	id, _ := r.earlierCopyInDoubt(t, called.Add(-time.Second), called)
+	clk := clocktest.New(called.Add(5 * time.Minute))
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "template/send") {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"errcode":40164,"errmsg":"invalid ip 10.0.0.9 ipv6 ::ffff:10.0.0.9, not in whitelist"}`))
+		return true
+	})
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Now = pc, clk.Now })
+	var res push.Result
+	embeddedtest.Eventually(t, 20*time.Second, "the refused call taken back", func() bool {
+		var err error
+		res, err = r.st.Current(ctx, id)
+		return err == nil && res.LastError != ""
+	})
+	if res.State != push.StateSending || !res.Updated.Equal(called) {
+		t.Fatalf("push %s, whose call in doubt was made at %s: after a refused repeat the record says %s since %s "+
+			"(%s later), attempts=%d lastError=%q", id, called.Format(time.TimeOnly), res.State,
+			res.Updated.Format(time.TimeOnly), res.Updated.Sub(called), res.Attempts, res.LastError)
+	}
+}

@@ -518,7 +518,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	}
 	out := w.cfg.Policy.Apply(res.out, r.Attempts)
 	if !res.inDoubtSince.IsZero() {
-		out = w.askAgain(out, res.inDoubtSince)
+		out = w.askAgain(out, res.inDoubtSince, r.Attempts)
 	}
 	w.answer(ctx, msg, r, out, res)
 }
@@ -547,19 +547,25 @@ func mayHaveBeenTaken(err error) bool {
 // twice; a retry's record keeps saying sending, so that a copy handed to another worker asks
 // again too. Once the check is over, a repeat could reach the user twice: the message fails, its
 // reason saying that the platform may have sent it.
-func (w *Worker) askAgain(out Outcome, since time.Time) Outcome {
+func (w *Worker) askAgain(out Outcome, since time.Time, attempts int) Outcome {
 	now := w.cfg.Now()
 	until := since.Add(platform.DuplicateWindow - w.cfg.SendTimeout - 30*time.Second)
-	switch {
-	case out.kind == outcomeRetry || out.exhausted && now.Before(until):
+	if out.kind != outcomeRetry && !out.exhausted {
+		return out
+	}
+	if now.Before(until) {
 		if out.kind != outcomeRetry {
 			out = Retry(out.lastError, max(w.cfg.Policy.Max, w.cfg.Policy.Initial))
 		}
 		out.delay = max(min(out.delay, until.Sub(now)), 0)
 		out.inDoubtSince = since
-	case out.exhausted:
-		out.reason += "; the outcome of a call is unknown (its answer was lost): the platform may have sent the message"
+		return out
 	}
+	// The check is over, attempts left or not: a call now could be a second message.
+	if out.kind == outcomeRetry {
+		out = w.cfg.Policy.GiveUp(attempts, out.reason)
+	}
+	out.reason += "; the outcome of a call is unknown (its answer was lost): the platform may have sent the message"
 	return out
 }
 
@@ -904,7 +910,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		r.Attempts++
 		r.To = tm.ToUser
 		var earlier *earlierDoubt
-		switch done, err := w.markAttempt(ctx, r, &first, inDoubt); {
+		switch done, err := w.markAttempt(ctx, r, &first, inDoubt, since); {
 		case done:
 			return attemptResult{done: true}
 		case errors.Is(err, errExhausted):
@@ -927,7 +933,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// the call, if one was made, does not count, and the message goes back to the
 			// queue at once, for another worker.
 			why := w.pauseSelf(st)
-			if err := w.takeBack(ctx, msg, r, why, time.Time{}, wasInDoubt); err != nil {
+			if err := w.takeBack(ctx, msg, r, why, time.Time{}, wasInDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			return attemptResult{out: Snooze(why, handBack)}
@@ -936,7 +942,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
 			inDoubt = wasInDoubt
-			if err := w.takeBack(ctx, msg, r, st.Explain(), st.Until, inDoubt); err != nil {
+			if err := w.takeBack(ctx, msg, r, st.Explain(), st.Until, inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
@@ -1026,7 +1032,7 @@ func (w *Worker) recipient(ctx context.Context, userID string, left bool) (openI
 // of the message was delivered, and adopts the attempts of an earlier copy's history when there
 // is one (first becomes false). It gives up, with an error, only when the worker stops or the
 // history cannot be read.
-func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, inDoubt bool) (done bool, err error) {
+func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, inDoubt bool, since time.Time) (done bool, err error) {
 	for {
 		mark := *r
 		mark.State, mark.Updated, mark.RetryAt = push.StateSending, w.cfg.Now(), time.Time{}
@@ -1041,7 +1047,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			}
 			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
 			if !w.sleep(w.cfg.StoreRetry) {
-				w.unmark(ctx, *r, inDoubt)
+				w.unmark(ctx, *r, inDoubt, since)
 				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
@@ -1146,22 +1152,23 @@ const unmarkWait = 2 * time.Second
 // record with its answer lost. Left, it would say a call was under way, and the next worker
 // would count a call never made. Before it, the push was queued with one attempt fewer, or,
 // when the call before was in doubt, still sending.
-func (w *Worker) unmark(ctx context.Context, r push.Result, inDoubt bool) {
+func (w *Worker) unmark(ctx context.Context, r push.Result, inDoubt bool, since time.Time) {
 	now := w.cfg.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
 	defer cancel()
-	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(r, inDoubt, now), now)); err != nil {
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(r, inDoubt, since, now), now)); err != nil {
 		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", r.UcsID, "err", err)
 	}
 }
 
 // untried is r as its record was before attempt r.Attempts, which made no call: queued with
-// one attempt fewer, or, when the call before it was in doubt, still sending (see gate).
-func untried(r push.Result, inDoubt bool, now time.Time) push.Result {
+// one attempt fewer, or, when the call before it, made at since, was in doubt, still sending
+// since then (see gate): the time by which the platform's duplicate check of that call ends.
+func untried(r push.Result, inDoubt bool, since, now time.Time) push.Result {
 	r.Attempts--
 	r.State, r.Updated, r.RetryAt = push.StateQueued, now, time.Time{}
 	if inDoubt {
-		r.State = push.StateSending
+		r.State, r.Updated = push.StateSending, since
 	} else {
 		r.To = ""
 	}
@@ -1178,9 +1185,9 @@ var errExhausted = errors.New("its attempts are used up")
 // the store has it, so that the recorded attempts stay the calls made; an error only when the
 // worker stops first. When the call before was in doubt, the record keeps saying sending, as
 // gate explains.
-func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, retryAt time.Time, inDoubt bool) error {
+func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, retryAt time.Time, inDoubt bool, since time.Time) error {
 	now := w.cfg.Now()
-	held := untried(*r, inDoubt, now)
+	held := untried(*r, inDoubt, since, now)
 	r.Attempts = held.Attempts
 	held.LastError = lastError
 	if !inDoubt {
