@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -502,5 +503,174 @@ func TestTakeBackKeepsTheTimeOfTheCallInDoubt(t *testing.T) {
 		t.Fatalf("push %s, whose call in doubt was made at %s: after a refused repeat the record says %s since %s "+
 			"(%s later), attempts=%d lastError=%q", id, called.Format(time.TimeOnly), res.State,
 			res.Updated.Format(time.TimeOnly), res.Updated.Sub(called), res.Attempts, res.LastError)
+	}
+}
+
+// TestRepeatOfACallInDoubtKeepsItsTime: a push's call is taken by the platform at T0, its
+// answer lost (record: sending since T0, to oFollower). At T0+5m a worker asks it again and is
+// killed during that repeat (the platform answers the repeat with the first msgid, unheard).
+// The next worker's repeats meet -1 (busy). The platform's duplicate check runs from T0, the
+// call it took, and the killed repeat's record keeps T0: at T0+10m the check is over and the
+// push fails ("may have sent"), as TestInDoubtPastTheDuplicateCheckIsNotCalledAgain has it,
+// rather than being called on until T0+14m, when the platform takes a repeat for a second
+// message.
+func TestRepeatOfACallInDoubtKeepsItsTime(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Millisecond)
+	clk := clocktest.New(t0)
+	sim := simulator.New(simulator.Config{AppID: "wxapp", Secret: "wxsecret", Now: clk.Now})
+	t.Cleanup(sim.Close)
+	sim.AddTemplate("tpl-JML", []string{"thing1", "thing2"})
+	sim.AddFollower("oFollower")
+	var busy atomic.Bool
+	var busyCalls, busyUntil atomic.Int64 // while busy, calls up to busyUntil answer -1
+	busyUntil.Store(1 << 62)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "template/send") && busy.Load() && busyCalls.Add(1) <= busyUntil.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"errcode":-1,"errmsg":"system error"}`))
+			return
+		}
+		sim.Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	pc := r.platformAt(front.URL)
+
+	// The earlier copy's call at T0: taken, its answer lost; its record says sending since T0.
+	id := push.NewID(time.Now())
+	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: t0.Add(-time.Second).UnixMilli()}
+	if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msgID, err := pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
+		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
+	if err != nil || msgID == 0 {
+		t.Fatalf("the first call: %d %v", msgID, err)
+	}
+	wr := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(wr.Close)
+	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
+		Attempts: 1, Accepted: t0.Add(-time.Second), Updated: t0, To: "oFollower"}
+	if err := wr.Write(ctx, store.ProgressRecord(earlier, t0)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Five minutes later a worker asks again, and is killed during the repeat.
+	clk.Advance(5 * time.Minute)
+	dying := &dyingSender{Sender: pc, called: make(chan struct{})}
+	stop := r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Concurrency, c.Now = dying, 1, clk.Now })
+	select {
+	case <-dying.called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker never asked again")
+	}
+	stop()
+	rec, err := r.st.Current(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The next worker's repeats meet -1 while the platform's duplicate check of T0 lasts.
+	busy.Store(true)
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Now = pc, clk.Now })
+	embeddedtest.Eventually(t, 30*time.Second, "asked again while busy", func() bool {
+		res, err := r.st.Current(ctx, id)
+		return busyCalls.Load() >= 2 && err == nil && res.State == push.StateSending
+	})
+	// T0+10m: the platform's check of the first call is over. A call already on its way
+	// (scheduled before) still meets -1; then the platform is not busy any more.
+	clk.Advance(5*time.Minute + time.Second)
+	busyUntil.Store(busyCalls.Load() + 1)
+	res := r.sentOrFinal(t, id)
+	var to []string
+	for _, s := range sim.Sent() { // this test's simulator, on its clock
+		if s.ClientMsgID == id {
+			to = append(to, s.ToUser)
+		}
+	}
+	if len(to) != 1 || res.State != push.StateFailed {
+		t.Fatalf("push %s, taken by the platform at T0 (msgid %d), was called again past the platform's duplicate check "+
+			"of that call and sent %d times to %v; record: state=%s msgid=%d attempts=%d reason=%q "+
+			"(the killed repeat's record said sending since T0+%s)",
+			id, msgID, len(to), to, res.State, res.MsgID, res.Attempts, res.Reason, rec.Updated.Sub(t0))
+	}
+}
+
+// TestStoppedFirstCopyKeepsAnEarlierCallInDoubt: an earlier copy's call of a push is in
+// doubt (sending, attempt 1, to oFollower; the platform took it). A copy given out as a first
+// delivery cannot record its attempt (the store is away for its writes) and the worker stops
+// while it waits to write again. Putting back the record of the attempt not made, it leaves
+// the earlier copy's record alone (it is not its own): the next worker asks the call in doubt
+// again of oFollower, though the student moved to another phone, and the platform answers with
+// the first msgid.
+func TestStoppedFirstCopyKeepsAnEarlierCallInDoubt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	cs := newCutStore(t)
+	r.sim.AddFollower("oNewPhone")
+
+	// The earlier copy's call: taken by the platform, its record in the store says in doubt.
+	now := time.Now()
+	id := push.NewID(now)
+	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: now.Add(-time.Second).UnixMilli()}
+	if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msgID, err := r.pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
+		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
+	if err != nil || msgID == 0 {
+		t.Fatalf("the earlier copy's call: %d %v", msgID, err)
+	}
+	dw := cs.direct.NewWriter(store.WriterOptions{})
+	t.Cleanup(dw.Close)
+	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
+		Attempts: 1, Accepted: now.Add(-time.Second), Updated: now, To: "oFollower"}
+	if err := dw.Write(ctx, store.ProgressRecord(earlier, now)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A worker whose writes go through the cut proxy (its binding read is served: a cached one).
+	cs.proxy.SetDown(true)
+	logs := &embeddedtest.SyncBuffer{}
+	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	t.Cleanup(wr.Close)
+	stop := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Store, c.Events, c.StoreRetry = cs.direct, wr, 10*time.Second
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	embeddedtest.Eventually(t, 20*time.Second, "the attempt's record cannot be written", func() bool {
+		return strings.Contains(logs.String(), "recording an attempt failed")
+	})
+	// The store comes back while the worker waits to write again; the worker stops.
+	cs.proxy.SetDown(false)
+	embeddedtest.Eventually(t, 8*time.Second, "the store reachable again", func() bool {
+		_, err := cs.ws.Current(ctx, id)
+		return err == nil
+	})
+	stop()
+	embeddedtest.Eventually(t, 10*time.Second, "the worker gave up the attempt (after unmark)", func() bool {
+		return strings.Contains(logs.String(), "message handed back without an attempt")
+	})
+	var rec push.Result
+	embeddedtest.Eventually(t, 5*time.Second, "the record read", func() bool {
+		rec, err = cs.direct.Current(ctx, id)
+		return err == nil
+	})
+
+	// The student moves to another phone; the next worker gets the push.
+	if _, err := cs.direct.Bind(ctx, "u-follows", "oNewPhone"); err != nil {
+		t.Fatal(err)
+	}
+	r.restartOn(cs, quick)
+	var res push.Result
+	embeddedtest.Eventually(t, 40*time.Second, id+" sent or final", func() bool {
+		res, err = cs.direct.Current(ctx, id)
+		return err == nil && (res.State == push.StateSent || res.State.Final())
+	})
+	if to := r.sentTo(id); len(to) != 1 || res.MsgID != msgID {
+		t.Fatalf("push %s, whose earlier copy's call to oFollower the platform took (msgid %d): sent to %v; result %s msgid=%d attempts=%d "+
+			"(after the stopped first copy the record said %s, %d attempts, to %q)",
+			id, msgID, to, res.State, res.MsgID, res.Attempts, rec.State, rec.Attempts, rec.To)
 	}
 }

@@ -1036,6 +1036,11 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 	for {
 		mark := *r
 		mark.State, mark.Updated, mark.RetryAt = push.StateSending, w.cfg.Now(), time.Time{}
+		if inDoubt {
+			// A repeat of a call in doubt: the record keeps that call's time, from which the
+			// platform's duplicate check runs, should this worker die during the repeat.
+			mark.Updated = since
+		}
 		rec := store.ProgressRecord(mark, mark.Updated)
 		if *first && r.Attempts == 1 {
 			rec = store.FirstAttemptRecord(mark, mark.Updated)
@@ -1047,7 +1052,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			}
 			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
 			if !w.sleep(w.cfg.StoreRetry) {
-				w.unmark(ctx, *r, inDoubt, since)
+				w.unmark(ctx, mark, *first, inDoubt, since)
 				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
@@ -1147,17 +1152,26 @@ func (w *Worker) usedUp(cur push.Result) bool {
 // unmarkWait bounds the one write of unmark.
 const unmarkWait = 2 * time.Second
 
-// unmark puts back, with one write, what r's record said before markAttempt tried to record
-// attempt r.Attempts, which is not made: the worker stops, and the store may have taken that
-// record with its answer lost. Left, it would say a call was under way, and the next worker
-// would count a call never made. Before it, the push was queued with one attempt fewer, or,
-// when the call before was in doubt, still sending.
-func (w *Worker) unmark(ctx context.Context, r push.Result, inDoubt bool, since time.Time) {
+// unmark puts back, with one write, what the record said before markAttempt tried to record
+// mark, the attempt mark.Attempts, which is not made: the worker stops, and the store may have
+// taken that record with its answer lost. Left, it would say a call was under way, and the
+// next worker would count a call never made. Before it, the push was queued with one attempt
+// fewer, or, when the call before was in doubt, still sending. A first delivery has not read
+// the push's history, which an earlier copy may have left (a call in doubt among it): it puts
+// back only its own record, and leaves any other (or, unable to read, counts a call too many
+// rather than erase a call in doubt).
+func (w *Worker) unmark(ctx context.Context, mark push.Result, first, inDoubt bool, since time.Time) {
 	now := w.cfg.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
 	defer cancel()
-	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(r, inDoubt, since, now), now)); err != nil {
-		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", r.UcsID, "err", err)
+	if first {
+		cur, err := w.cfg.Store.Current(wctx, mark.UcsID)
+		if err != nil || cur.State != push.StateSending || cur.Attempts != mark.Attempts || cur.Updated.UnixMilli() != mark.Updated.UnixMilli() {
+			return
+		}
+	}
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(mark, inDoubt, since, now), now)); err != nil {
+		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", mark.UcsID, "err", err)
 	}
 }
 
