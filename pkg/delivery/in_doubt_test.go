@@ -203,6 +203,13 @@ func TestEarlierCopysCallInDoubtAskedOfItsFollower(t *testing.T) {
 // platform gave the earlier call.
 func (r *rig) earlierCopyInDoubt(t *testing.T, accepted, called time.Time) (string, int64) {
 	t.Helper()
+	return r.earlierCopyInDoubtVia(t, r.pc, r.st, accepted, called)
+}
+
+// earlierCopyInDoubtVia is earlierCopyInDoubt with the platform reached through pc and the
+// record written to st.
+func (r *rig) earlierCopyInDoubtVia(t *testing.T, pc *platform.Client, st *store.Store, accepted, called time.Time) (string, int64) {
+	t.Helper()
 	ctx := context.Background()
 	id := push.NewID(time.Now())
 	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: accepted.UnixMilli()}
@@ -210,12 +217,12 @@ func (r *rig) earlierCopyInDoubt(t *testing.T, accepted, called time.Time) (stri
 		t.Fatal(err)
 	}
 	// The earlier copy's call: the platform took it, its answer was lost.
-	msgID, err := r.pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
+	msgID, err := pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
 		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
 	if err != nil || msgID == 0 {
 		t.Fatalf("the earlier copy's call: %d %v", msgID, err)
 	}
-	wr := r.st.NewWriter(store.WriterOptions{})
+	wr := st.NewWriter(store.WriterOptions{})
 	t.Cleanup(wr.Close)
 	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
 		Attempts: 1, Accepted: accepted, Updated: called, To: "oFollower"}
@@ -538,23 +545,7 @@ func TestRepeatOfACallInDoubtKeepsItsTime(t *testing.T) {
 	pc := r.platformAt(front.URL)
 
 	// The earlier copy's call at T0: taken, its answer lost; its record says sending since T0.
-	id := push.NewID(time.Now())
-	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: t0.Add(-time.Second).UnixMilli()}
-	if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	msgID, err := pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
-		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
-	if err != nil || msgID == 0 {
-		t.Fatalf("the first call: %d %v", msgID, err)
-	}
-	wr := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(wr.Close)
-	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
-		Attempts: 1, Accepted: t0.Add(-time.Second), Updated: t0, To: "oFollower"}
-	if err := wr.Write(ctx, store.ProgressRecord(earlier, t0)); err != nil {
-		t.Fatal(err)
-	}
+	id, msgID := r.earlierCopyInDoubtVia(t, pc, r.st, t0.Add(-time.Second), t0)
 
 	// Five minutes later a worker asks again, and is killed during the repeat.
 	clk.Advance(5 * time.Minute)
@@ -612,23 +603,7 @@ func TestStoppedFirstCopyKeepsAnEarlierCallInDoubt(t *testing.T) {
 
 	// The earlier copy's call: taken by the platform, its record in the store says in doubt.
 	now := time.Now()
-	id := push.NewID(now)
-	m := push.Message{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", Data: jml, Accepted: now.Add(-time.Second).UnixMilli()}
-	if err := r.pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	msgID, err := r.pc.SendTemplate(ctx, platform.TemplateMessage{ToUser: "oFollower", TemplateID: "tpl-JML",
-		ClientMsgID: id, Data: map[string]string{"thing1": jml["class"], "thing2": jml["info"]}})
-	if err != nil || msgID == 0 {
-		t.Fatalf("the earlier copy's call: %d %v", msgID, err)
-	}
-	dw := cs.direct.NewWriter(store.WriterOptions{})
-	t.Cleanup(dw.Close)
-	earlier := push.Result{UcsID: id, ClientID: "c1", UserID: "u-follows", Type: "JML", State: push.StateSending,
-		Attempts: 1, Accepted: now.Add(-time.Second), Updated: now, To: "oFollower"}
-	if err := dw.Write(ctx, store.ProgressRecord(earlier, now)); err != nil {
-		t.Fatal(err)
-	}
+	id, msgID := r.earlierCopyInDoubtVia(t, r.pc, cs.direct, now.Add(-time.Second), now)
 
 	// A worker whose writes go through the cut proxy (its binding read is served: a cached one).
 	cs.proxy.SetDown(true)
@@ -654,6 +629,7 @@ func TestStoppedFirstCopyKeepsAnEarlierCallInDoubt(t *testing.T) {
 	})
 	var rec push.Result
 	embeddedtest.Eventually(t, 5*time.Second, "the record read", func() bool {
+		var err error
 		rec, err = cs.direct.Current(ctx, id)
 		return err == nil
 	})
@@ -665,6 +641,7 @@ func TestStoppedFirstCopyKeepsAnEarlierCallInDoubt(t *testing.T) {
 	r.restartOn(cs, quick)
 	var res push.Result
 	embeddedtest.Eventually(t, 40*time.Second, id+" sent or final", func() bool {
+		var err error
 		res, err = cs.direct.Current(ctx, id)
 		return err == nil && (res.State == push.StateSent || res.State.Final())
 	})
