@@ -310,10 +310,13 @@ func TestFirstCopyPastItsAgeAsksAnEarlierCopysCallAgain(t *testing.T) {
 	}
 }
 
-// sentTo lists the followers the platform sent push id to.
-func (r *rig) sentTo(id string) []string {
+// sentTo lists the followers the rig's platform sent push id to.
+func (r *rig) sentTo(id string) []string { return sentOn(r.sim, id) }
+
+// sentOn lists the followers sim sent push id to.
+func sentOn(sim *simulator.Simulator, id string) []string {
 	var to []string
-	for _, s := range r.sim.Sent() {
+	for _, s := range sim.Sent() {
 		if s.ClientMsgID == id {
 			to = append(to, s.ToUser)
 		}
@@ -463,12 +466,7 @@ func TestInDoubtPastTheDuplicateCheckIsNotCalledAgain(t *testing.T) {
 	clk.Advance(platform.DuplicateWindow)
 	busyUntil.Store(calls.Load() + 1)
 	res := r.sentOrFinal(t, id)
-	var to []string
-	for _, s := range sim.Sent() { // this test's simulator, on its clock
-		if s.ClientMsgID == id {
-			to = append(to, s.ToUser)
-		}
-	}
+	to := sentOn(sim, id) // this test's simulator, on its clock
 	if len(to) != 1 {
 		t.Fatalf("push %s, whose first call the platform took (answer lost), was called again past the platform's "+
 			"duplicate check and sent %d times to %v; record: state=%s attempts=%d reason=%q",
@@ -574,12 +572,7 @@ func TestRepeatOfACallInDoubtKeepsItsTime(t *testing.T) {
 	clk.Advance(5*time.Minute + time.Second)
 	busyUntil.Store(busyCalls.Load() + 1)
 	res := r.sentOrFinal(t, id)
-	var to []string
-	for _, s := range sim.Sent() { // this test's simulator, on its clock
-		if s.ClientMsgID == id {
-			to = append(to, s.ToUser)
-		}
-	}
+	to := sentOn(sim, id) // this test's simulator, on its clock
 	if len(to) != 1 || res.State != push.StateFailed {
 		t.Fatalf("push %s, taken by the platform at T0 (msgid %d), was called again past the platform's duplicate check "+
 			"of that call and sent %d times to %v; record: state=%s msgid=%d attempts=%d reason=%q "+
