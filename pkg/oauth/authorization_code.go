@@ -15,9 +15,9 @@ import (
 // exchangeCode is the authorization code grant (RFC 6749 §4.1.3, RFC 7636). Everything the
 // request can get wrong (the client, redirect_uri, expiry, the PKCE verifier) is checked before
 // the code is consumed: a client presenting another client's code, or a wrong verifier, changes
-// nothing. Consuming is atomic (one insert keyed by the code); a code used before is a replay,
-// which revokes the token family the code issued (its refresh tokens and its access tokens) and
-// nothing else.
+// nothing. Consuming is atomic (one insert keyed by the code) and comes last, once the new
+// tokens are recorded (issueUserTokens); a code used before is a replay, which revokes the token
+// family the code issued (its refresh tokens and its access tokens) and nothing else.
 func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) (*TokenResponse, *Error) {
 	code, redirect := form.Get("code"), form.Get("redirect_uri")
 	if code == "" || redirect == "" {
@@ -50,13 +50,6 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if e != nil {
 		return nil, e
 	}
-	switch err := s.Store.ConsumeAuthCode(ctx, ac); {
-	case errors.Is(err, store.ErrReplayed):
-		// Another exchange of the same code won the race.
-		return nil, s.codeReplayed(ctx, c, ac)
-	case err != nil:
-		return nil, internal("the code could not be checked", fmt.Errorf("consume code: %w", err))
-	}
 	// The session's clients are told when it ends (back-channel logout): recorded before the
 	// tokens are issued, so that no client holds tokens of a session that would not tell it.
 	switch err := s.Store.AddSessionClient(ctx, se.Key, c.ID); {
@@ -66,7 +59,16 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		return nil, internal("the token could not be issued", err)
 	}
 	scope := stillAllowed(c, ac.Scope)
-	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family)
+	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, func(ctx context.Context) *Error {
+		switch err := s.Store.ConsumeAuthCode(ctx, ac); {
+		case errors.Is(err, store.ErrReplayed):
+			// Another exchange of the same code won the race.
+			return s.codeReplayed(ctx, c, ac)
+		case err != nil:
+			return internal("the code could not be checked", fmt.Errorf("consume code: %w", err))
+		}
+		return nil
+	})
 }
 
 // codeReplayed answers a code used a second time. RFC 6749 §4.1.2: the tokens it issued are

@@ -186,8 +186,12 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 
 // issueUserTokens issues an access token of scope, a refresh token of family fam for
 // grantScope (the scope of the grant the family started with) and, with openid, an ID token,
-// for the user of session se.
-func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string) (*TokenResponse, *Error) {
+// for the user of session se. use uses up the code or refresh token the grant presented: it is
+// called last, once every record of the new tokens is written, so that a store failing on the
+// way leaves that code or token unused, and the client's retry an exchange, not a replay. A
+// refresh token recorded before such a failure was never given out: no one can present it.
+func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
+	use func(context.Context) *Error) (*TokenResponse, *Error) {
 	now := s.Now()
 	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
 	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, se.Expires)
@@ -195,24 +199,6 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}
 	resp := &TokenResponse{AccessToken: access, ExpiresIn: int64(ttl / time.Second), TokenType: "Bearer", Scope: scope, SessionState: se.SID}
-	if c.Allows(GrantRefreshToken) {
-		exp := now.Add(s.RefreshTTL)
-		if se.Expires.Before(exp) {
-			exp = se.Expires
-		}
-		rt := NewSecret()
-		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
-			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
-			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
-		}); err != nil {
-			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
-		}
-		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
-	}
-	// For the account page: which applications the user has granted, and when each last used it.
-	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
-		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
-	}
 	if slices.Contains(strings.Fields(scope), ScopeOpenID) {
 		keys := s.idKeys(c)
 		id, err := keys.Sign(&IDClaims{
@@ -227,6 +213,27 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 			return nil, internal("the token could not be issued", fmt.Errorf("sign ID token of %s: %w", c.ID, err))
 		}
 		resp.IDToken = id
+	}
+	if c.Allows(GrantRefreshToken) {
+		exp := now.Add(s.RefreshTTL)
+		if se.Expires.Before(exp) {
+			exp = se.Expires
+		}
+		rt := NewSecret()
+		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
+			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
+			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
+		}); err != nil {
+			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
+		}
+		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
+	}
+	if e := use(ctx); e != nil {
+		return nil, e
+	}
+	// For the account page: which applications the user has granted, and when each last used it.
+	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
+		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
 	return resp, nil
 }

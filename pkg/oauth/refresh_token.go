@@ -63,15 +63,18 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if e != nil {
 		return nil, e
 	}
-	switch err := s.Store.RotateRefreshToken(ctx, t); {
-	case errors.Is(err, store.ErrReplayed):
-		return nil, s.refreshReplayed(ctx, c, t)
-	case err != nil:
-		return nil, internal("the refresh token could not be checked", fmt.Errorf("rotate refresh token: %w", err))
-	}
 	// RFC 6749 §6: a narrower scope narrows this access token only; the refresh token issued
 	// now keeps the original grant's scope, so the family's later refreshes may ask for all of it.
-	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family)
+	// The token is used up last, once its successor is recorded (issueUserTokens).
+	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family, func(ctx context.Context) *Error {
+		switch err := s.Store.RotateRefreshToken(ctx, t); {
+		case errors.Is(err, store.ErrReplayed):
+			return s.refreshReplayed(ctx, c, t)
+		case err != nil:
+			return internal("the refresh token could not be checked", fmt.Errorf("rotate refresh token: %w", err))
+		}
+		return nil
+	})
 }
 
 // stillAllowed is scope without the scopes client c may no longer ask for (the operator took

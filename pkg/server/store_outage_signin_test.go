@@ -135,6 +135,71 @@ func TestRefreshWhileTheStoreFailsIsNoInvalidGrant(t *testing.T) {
 	}
 }
 
+// TestCodeExchangeRetriedAfterTheStoreFailedMidIssue: the store fails while a code exchange
+// records the new tokens (their family), after every check passed. The client is told
+// server_error and retries with the same code, which must be an exchange: a code used up
+// before its tokens were recorded would make the retry a replay, answered invalid_grant, and
+// the user's sign-in would fail for a moment's outage.
+func TestCodeExchangeRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	code := e.signInCode(t, b, "portal")
+
+	e.cutWhen("update token_families")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
+	if !e.wasCut() {
+		t.Fatalf("the exchange never recorded a token family (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+	if st != http.StatusInternalServerError || m["error"] != "server_error" {
+		t.Fatalf("the store failing while the tokens were recorded was answered %d %v, want 500 server_error", st, m)
+	}
+
+	tok, errc := e.exchange(t, "portal", code)
+	if errc != "" {
+		t.Fatalf("the client's retry with the same code, once the store is back: %s (the code was used up before its tokens were recorded)", errc)
+	}
+	rt, _ := tok["refresh_token"].(string)
+	if _, errc := e.refresh(t, "portal", rt); errc != "" {
+		t.Fatalf("the refresh token of the retried exchange: %s", errc)
+	}
+	if _, errc := e.exchange(t, "portal", code); errc != "invalid_grant" {
+		t.Fatalf("the code exchanged a second time: %q, want invalid_grant", errc)
+	}
+}
+
+// TestRefreshRetriedAfterTheStoreFailedMidIssue: the store fails while a refresh records the
+// new refresh token (its family), after every check passed. The client retries with the same
+// refresh token, which must refresh: used up before its successor was recorded, the retry would
+// be taken for a reuse, its family revoked and the user signed out.
+func TestRefreshRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	rt, _ := tok["refresh_token"].(string)
+
+	e.cutWhen("update token_families")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	if !e.wasCut() {
+		t.Fatalf("the refresh never recorded its successor's family (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+	if st != http.StatusInternalServerError || m["error"] != "server_error" {
+		t.Fatalf("the store failing while the successor was recorded was answered %d %v, want 500 server_error", st, m)
+	}
+
+	next, errc := e.refresh(t, "portal", rt)
+	if errc != "" {
+		t.Fatalf("the client's retry with the same refresh token, once the store is back: %s (it was used up before its successor was recorded)", errc)
+	}
+	if _, errc := e.refresh(t, "portal", next["refresh_token"].(string)); errc != "" {
+		t.Fatalf("the successor of the retried refresh: %s", errc)
+	}
+}
+
 // TestPromptNoneWhileTheStoreIsDownIsNoLoginRequired: a relying party checks the user's
 // sign-in silently (prompt=none, OpenID Connect Core §3.1.2.1) while MongoDB is down. The
 // user is signed in, but the answer is login_required ("the user is not signed in"): the
