@@ -134,6 +134,15 @@ func TestEarlierLayout(t *testing.T) {
 	// The receipt of the sent push comes after the upgrade.
 	w := st.NewWriter(store.WriterOptions{})
 	defer w.Close()
+	// The platform repeats the delivered push's receipt with another status: the store keeps
+	// the first final result, which an earlier front end wrote at <ucsId>, and says so.
+	again := store.Receipt(sent(doneID, 52), "failed:user block", at(1))
+	if err := w.Write(ctx, store.FirstFinalRecord(again, at(1))); !errors.Is(err, store.ErrFinalExists) {
+		t.Errorf("a second receipt of a push delivered before the upgrade: %v, want ErrFinalExists (the front end would take it for the result)", err)
+	}
+	if r, err := st.Current(ctx, doneID); err != nil || r.State != push.StateDelivered {
+		t.Errorf("the push delivered before the upgrade after a second receipt: %+v %v, want delivered", r, err)
+	}
 	got, err := st.Outcome(ctx, sentID)
 	if err != nil {
 		t.Fatal(err)

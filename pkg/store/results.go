@@ -79,6 +79,8 @@ type Write struct {
 	// exists, when set, is the answer for a record that was there before (the first one
 	// wins), rather than nil as for one written.
 	exists error
+	// receiptOf is the ucsId of a receipt's final result (see legacyFinal), else "".
+	receiptOf string
 }
 
 // ErrFinalExists is the answer to a FirstFinalRecord when the push had a final result
@@ -91,7 +93,11 @@ var ErrFinalExists = errors.New("the push has a final result already")
 // repeats) changes nothing.
 func FinalRecord(r push.Result, at time.Time) Write {
 	id := finalKey(r)
-	return Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}}
+	w := Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}}
+	if r.MsgID != 0 {
+		w.receiptOf = r.UcsID
+	}
+	return w
 }
 
 // FirstFinalRecord is FinalRecord for a writer that must know whether its result is the one
@@ -277,7 +283,15 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 	// at maps each collection's inserts back to their place in ws.
 	at := map[string][]int{}
 	replaces := map[string][]mongo.WriteModel{}
+	existed = make([]bool, len(ws))
 	for i, w := range ws {
+		switch final, err := s.legacyFinal(ctx, w); {
+		case err != nil:
+			return nil, err
+		case final:
+			existed[i] = true
+			continue
+		}
 		if w.replace {
 			replaces[w.col] = append(replaces[w.col],
 				mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: w.id}}).SetReplacement(w.doc).SetUpsert(true))
@@ -286,7 +300,6 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 			at[w.col] = append(at[w.col], i)
 		}
 	}
-	existed = make([]bool, len(ws))
 	cols := slices.Sorted(maps.Keys(inserts))
 	if i := slices.Index(cols, colMsgIDs); i > 0 {
 		cols = slices.Insert(slices.Delete(cols, i, i+1), 0, colMsgIDs)
@@ -321,6 +334,25 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		}
 	}
 	return existed, nil
+}
+
+// legacyFinal reports whether w is a receipt's final result (at <ucsId>/f) of a push that has
+// one at <ucsId> in the earlier layout (see legacy), which kept every final result there: w is
+// then a second final result (a receipt the platform repeated), which the store does not take,
+// as it would not take one beside a final result of this layout. Outside the upgrade's window
+// it reads nothing.
+func (s *Store) legacyFinal(ctx context.Context, w Write) (bool, error) {
+	if w.receiptOf == "" || !s.legacy(w.receiptOf) {
+		return false, nil
+	}
+	r, err := s.getResult(ctx, w.receiptOf)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read an earlier layout's result: %w", err)
+	}
+	return r.State.Final(), nil
 }
 
 // onlyDuplicates reports whether every failure of a bulk insert is a duplicate key.
