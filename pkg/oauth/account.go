@@ -113,6 +113,12 @@ func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error 
 	return s.endSession(ctx, se)
 }
 
+// revocationKept is how long a grant's revocation at at is kept: nothing issued before it
+// outlives a refresh token (of life refreshTTL), a code or an access token from then.
+func revocationKept(at time.Time, refreshTTL time.Duration) time.Time {
+	return at.Add(max(refreshTTL, CodeTTL) + 24*time.Hour)
+}
+
 // RevokeGrant withdraws what userID granted clientID, as Keycloak's account console does: the
 // consent is forgotten, so the next sign-in asks again; the application's refresh tokens and
 // codes for the user stop working; its access tokens are refused by every replica at once; and
@@ -128,9 +134,7 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	now := s.Now()
-	// Nothing issued before now outlives a refresh token, a code or an access token from then.
-	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)
-	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, keep); err != nil {
+	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, revocationKept(now, s.RefreshTTL)); err != nil {
 		return err
 	}
 	if s.Revoked != nil {

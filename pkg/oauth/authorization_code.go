@@ -23,6 +23,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if code == "" || redirect == "" {
 		return nil, errorf(ErrInvalidRequest, "code and redirect_uri are required")
 	}
+	now := s.Now() // before the revocations are read: see issueUserTokens
 	hash := Hash(code)
 	ac, err := s.Store.AuthCode(ctx, hash)
 	switch {
@@ -40,7 +41,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if ac.Used {
 		return nil, s.codeReplayed(ctx, c, ac)
 	}
-	if !s.Now().Before(ac.Expires) {
+	if !now.Before(ac.Expires) {
 		return nil, errorf(ErrInvalidGrant, "the code expired")
 	}
 	if e := checkVerifier(ac.CodeChallenge, form.Get("code_verifier")); e != nil {
@@ -59,7 +60,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		return nil, internal("the token could not be issued", err)
 	}
 	scope := stillAllowed(c, ac.Scope)
-	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, func(ctx context.Context) *Error {
+	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, now, func(ctx context.Context) *Error {
 		switch err := s.Store.ConsumeAuthCode(ctx, ac); {
 		case errors.Is(err, store.ErrReplayed):
 			// Another exchange of the same code won the race.

@@ -16,7 +16,7 @@ func (s *Service) clientCredentials(client *Client, form url.Values) (*TokenResp
 	if oerr != nil {
 		return nil, oerr
 	}
-	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "", "", time.Time{})
+	tok, exp, err := s.issueAccessFor(client, grant, "service-account-"+client.ID, "", scope, "", "", s.Now(), time.Time{})
 	if err != nil {
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", client.ID, err))
 	}

@@ -190,11 +190,16 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // called last, once every record of the new tokens is written, so that a store failing on the
 // way leaves that code or token unused, and the client's retry an exchange, not a replay. A
 // refresh token recorded before such a failure was never given out: no one can present it.
+//
+// The tokens are issued at now, taken before the grant's revocations were read
+// (stillGranted): a revocation that read missed is at now or later, and so covers them. Before
+// the code or token is used up, and after the grant's use is recorded for the account page, the
+// revocations are read again: a revocation made meanwhile refuses the grant, and takes the
+// application off the account page again.
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
-	use func(context.Context) *Error) (*TokenResponse, *Error) {
-	now := s.Now()
+	now time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
 	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
-	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, se.Expires)
+	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, now, se.Expires)
 	if err != nil {
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}
@@ -228,12 +233,22 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		}
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
 	}
-	if e := use(ctx); e != nil {
-		return nil, e
-	}
 	// For the account page: which applications the user has granted, and when each last used it.
 	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
 		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
+	}
+	switch at, err := s.Store.GrantRevokedAt(ctx, se.UserID, c.ID); {
+	case err != nil:
+		return nil, internal("the grant could not be checked; try again", fmt.Errorf("grant revocation: %w", err))
+	case !at.IsZero() && !now.After(at):
+		// Revoked meanwhile: the use just recorded must not list the application again.
+		if err := s.Store.RevokeGrant(ctx, se.UserID, c.ID, at, revocationKept(at, s.RefreshTTL)); err != nil {
+			s.Logger.Warn("forgetting a revoked grant's use failed", "client", c.ID, "err", err)
+		}
+		return nil, errorf(ErrInvalidGrant, "the user revoked this application's access")
+	}
+	if e := use(ctx); e != nil {
+		return nil, e
 	}
 	return resp, nil
 }

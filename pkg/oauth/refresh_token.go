@@ -20,6 +20,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if rt == "" {
 		return nil, errorf(ErrInvalidRequest, "refresh_token is required")
 	}
+	now := s.Now() // before the revocations are read: see issueUserTokens
 	hash := Hash(rt)
 	t, err := s.Store.RefreshToken(ctx, hash)
 	switch {
@@ -34,7 +35,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if t.Rotated {
 		return nil, s.refreshReplayed(ctx, c, t)
 	}
-	if !s.Now().Before(t.Expires) {
+	if !now.Before(t.Expires) {
 		return nil, errorf(ErrInvalidGrant, "the refresh token expired")
 	}
 	// As in Keycloak, a scope the client may no longer ask for is dropped from the grant.
@@ -66,7 +67,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	// RFC 6749 §6: a narrower scope narrows this access token only; the refresh token issued
 	// now keeps the original grant's scope, so the family's later refreshes may ask for all of it.
 	// The token is used up last, once its successor is recorded (issueUserTokens).
-	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family, func(ctx context.Context) *Error {
+	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family, now, func(ctx context.Context) *Error {
 		switch err := s.Store.RotateRefreshToken(ctx, t); {
 		case errors.Is(err, store.ErrReplayed):
 			return s.refreshReplayed(ctx, c, t)

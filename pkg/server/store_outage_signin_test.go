@@ -200,6 +200,38 @@ func TestRefreshRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 	}
 }
 
+// TestRefreshTokenUsedWhoseFlagWasNotWrittenIsUsed: a refresh succeeds, but the store fails at
+// the write that flags the old token rotated, after its use was recorded. The token endpoint
+// takes the old token for used; introspection and the client's server-side logout must too:
+// not active, and a logout with it invalid_grant, ending nothing.
+func TestRefreshTokenUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	old := tok["refresh_token"].(string)
+
+	e.cutWhen("update refresh_tokens")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old}})
+	if !e.wasCut() {
+		t.Fatalf("the refresh never flagged the old token (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+	if st != http.StatusOK {
+		t.Fatalf("the refresh whose flag write failed: %d %v, want 200 (its use was recorded)", st, m)
+	}
+	_, in := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {old}})
+	lst, lm := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret}, "refresh_token": {old}})
+	if in["active"] != false || lst != http.StatusBadRequest {
+		t.Fatalf("a used refresh token: introspection %v (want active false); server-side logout with it %d %v (want 400 invalid_grant, nothing ended)", in, lst, lm)
+	}
+	if _, errc := e.refresh(t, "portal", m["refresh_token"].(string)); errc != "" {
+		t.Fatalf("the session after a logout with a used token: the new refresh token %s", errc)
+	}
+}
+
 // TestPromptNoneWhileTheStoreIsDownIsNoLoginRequired: a relying party checks the user's
 // sign-in silently (prompt=none, OpenID Connect Core §3.1.2.1) while MongoDB is down. The
 // user is signed in, but the answer is login_required ("the user is not signed in"): the

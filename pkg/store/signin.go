@@ -361,11 +361,23 @@ func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
 	return s.useOnce(ctx, colRefresh, t.Hash, t.Expires, "rotated")
 }
 
-// RefreshToken returns a refresh token by hash, or ErrNotFound.
+// RefreshToken returns a refresh token by hash, or ErrNotFound. Rotated is set when the
+// token was used, by its flag or, where the flag's write failed after the use was recorded
+// (useOnce), by its use marker: every reader (the token endpoint, introspection, logout) sees a
+// used token as used.
 func (s *Store) RefreshToken(ctx context.Context, hash string) (RefreshToken, error) {
 	var t RefreshToken
-	err := s.getByID(ctx, colRefresh, hash, &t)
-	return t, err
+	if err := s.getByID(ctx, colRefresh, hash, &t); err != nil || t.Rotated {
+		return t, err
+	}
+	var m useMarker
+	switch err := s.getByID(ctx, colRefresh, hash+"/used", &m); {
+	case err == nil:
+		t.Rotated = true
+	case !errors.Is(err, ErrNotFound):
+		return RefreshToken{}, err
+	}
+	return t, nil
 }
 
 // RevokeFamily revokes every token of a family.

@@ -1,0 +1,155 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/event"
+)
+
+// storeHook runs a function once, when the store command it is armed for ("find <collection>")
+// starts: the command waits until it returns, as a request of another user landing at that
+// moment would.
+type storeHook struct {
+	mu  sync.Mutex
+	cmd string
+	fn  func()
+	ran bool
+}
+
+func (h *storeHook) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		cmd := ev.CommandName
+		if v, err := ev.Command.LookupErr(cmd); err == nil {
+			if s, ok := v.StringValueOK(); ok {
+				cmd += " " + s
+			}
+		}
+		h.mu.Lock()
+		var fn func()
+		if h.cmd != "" && cmd == h.cmd {
+			fn, h.cmd, h.fn, h.ran = h.fn, "", nil, true
+		}
+		h.mu.Unlock()
+		if fn != nil {
+			fn()
+		}
+	}}
+}
+
+func (h *storeHook) arm(cmd string, fn func()) {
+	h.mu.Lock()
+	h.cmd, h.fn, h.ran = cmd, fn, false
+	h.mu.Unlock()
+}
+
+func (h *storeHook) fired() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ran
+}
+
+// revokeDuring arms h to revoke client's access on browser b's account page when the command
+// cmd starts (after the grant's revocations were read), and the clock to move on 20 ms after it,
+// as the request goes on. It returns the revocation's status, once h fired.
+func (e *signInEnv) revokeDuring(t *testing.T, h *storeHook, b *http.Client, client, cmd string) func() int {
+	t.Helper()
+	csrf := e.account(t, b).csrf
+	status := 0
+	h.arm(cmd, func() {
+		resp, err := b.PostForm(e.issuer+"/account/grants/revoke", url.Values{"client_id": {client}, "csrf": {csrf}})
+		if err == nil {
+			status = resp.StatusCode
+			_ = resp.Body.Close()
+		}
+		e.clock.Advance(20 * time.Millisecond)
+	})
+	return func() int {
+		if !h.fired() {
+			t.Fatalf("no %s during the request", cmd)
+		}
+		return status
+	}
+}
+
+// revocationHolds checks what a request that the revocation of client's access raced gave:
+// refused, or tokens that are dead (the access token refused, the refresh token not
+// refreshing); and that the account page does not list the application again.
+func (e *signInEnv) revocationHolds(t *testing.T, b *http.Client, client string, tok map[string]any, errc string) {
+	t.Helper()
+	if errc == "" {
+		e.clock.Advance(time.Second)
+		st := userinfo(t, e.issuer, tok["access_token"].(string))
+		_, again := e.refresh(t, client, tok["refresh_token"].(string))
+		if st != http.StatusUnauthorized || again != "invalid_grant" {
+			t.Fatalf("the user revoked %s's access during the request; its tokens still work: userinfo %d (want 401), refresh %q (want invalid_grant)", client, st, again)
+		}
+	} else if errc != "invalid_grant" {
+		t.Fatalf("the request the revocation raced: %s, want invalid_grant or dead tokens", errc)
+	}
+	if g := e.account(t, b).grants; slices.Contains(g, client) {
+		t.Fatalf("the account page lists %s again after the user revoked it: %v", client, g)
+	}
+}
+
+// TestRefreshRacingARevocationIssuesNothingThatOutlivesIt: the user removes the application's
+// access on the account page while its refresh is under way, after the refresh read the
+// revocations. A revocation covers what was issued at or before it: tokens stamped with a time
+// after it would outlive it, a refresh token that refreshes for ever.
+func TestRefreshRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	revoked := e.revokeDuring(t, h, b, "portal", "find sso_sessions") // stillGranted reads the session after the revocations
+	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
+	if st := revoked(); st != http.StatusOK {
+		t.Fatalf("revocation: %d", st)
+	}
+	e.revocationHolds(t, b, "portal", next, errc)
+}
+
+// TestCodeExchangeRacingARevocationIssuesNothingThatOutlivesIt: as above, for a code exchange.
+func TestCodeExchangeRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	code := e.signInCode(t, b, "portal")
+	revoked := e.revokeDuring(t, h, b, "portal", "find sso_sessions")
+	tok, errc := e.exchange(t, "portal", code)
+	if st := revoked(); st != http.StatusOK {
+		t.Fatalf("revocation: %d", st)
+	}
+	e.revocationHolds(t, b, "portal", tok, errc)
+}
+
+// TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff: the user revokes the
+// application's access while a refresh records the grant's use for the account page (the
+// revocation deletes the record, the use writes it again). The refresh is refused, and the page
+// does not list the application.
+func TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff(t *testing.T) {
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	revoked := e.revokeDuring(t, h, b, "portal", "update consents")
+	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
+	if st := revoked(); st != http.StatusOK {
+		t.Fatalf("revocation: %d", st)
+	}
+	e.revocationHolds(t, b, "portal", next, errc)
+}
