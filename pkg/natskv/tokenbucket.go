@@ -218,9 +218,12 @@ func (t *TokenBuckets) GiveN(ctx context.Context, key string, n int, r Rate) err
 // errNothingTaken ends an update of an empty bucket without a write.
 var errNothingTaken = errors.New("no token taken")
 
-// maxAhead is how far ahead of a replica's clock a bucket's time is believed: clocks that NTP
-// keeps agree far better than that.
-const maxAhead = time.Second
+// maxAhead is how far ahead of a replica's clock a bucket's time is believed: twice the 15 s
+// by which the deployment guide lets replicas' clocks differ. A replica behind the bucket by
+// less refills nothing and leaves its time; moving the time back to its own would let the
+// replica ahead refill the difference again at its next take, and two replicas taking in turn
+// would hand out tokens with no time passing.
+const maxAhead = 30 * time.Second
 
 // fromMemory takes a token of key's lease, or says how long the shared bucket stays empty; with
 // neither, it returns the lease to refill.

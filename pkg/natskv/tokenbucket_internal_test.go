@@ -29,6 +29,7 @@ func TestBucketTake(t *testing.T) {
 		{"refills with time", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(300 * time.Millisecond), r, 3, 3, 0, 0, t0.Add(300 * time.Millisecond)},
 		{"never beyond the burst", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(time.Hour), r, 30, 20, 0, 0, t0.Add(time.Hour)},
 		{"a clock a little behind the bucket's refills nothing, nor moves it back", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-500 * time.Millisecond), r, 1, 0, 0, 100 * time.Millisecond, t0},
+		{"nor does one 15 s behind, the most replicas' clocks may differ", bucketState{Tokens: 0, At: t0.UnixNano()}, t0.Add(-15 * time.Second), r, 1, 0, 0, 100 * time.Millisecond, t0},
 		{"a bucket time over maxAhead ahead is not believed", bucketState{Tokens: 0, At: t0.Add(time.Minute).UnixNano()}, t0, r, 1, 0, 0, 100 * time.Millisecond, t0},
 		{"and refills from the replica's time after it", bucketState{Tokens: 0, At: t0.Add(time.Minute).UnixNano()}, t0.Add(300 * time.Millisecond), r, 5, 0, 0, 500 * time.Millisecond, t0.Add(300 * time.Millisecond)},
 		{"a slow rate waits long", bucketState{Tokens: 0, At: t0.UnixNano()}, t0, Rate{PerSecond: 0.5, Burst: 1}, 1, 0, 0, 2 * time.Second, t0},

@@ -176,3 +176,34 @@ func TestTokenBucketsTakeN(t *testing.T) {
 		t.Fatalf("another key's whole burst: ok %v, %v", ok, err)
 	}
 }
+
+// TestSkewedReplicasShareOneBucket: two front ends share a rate limit, their clocks 5 s apart
+// (the deployment guide lets them differ by 15 s), and no time passes: together they hand out
+// the burst and a lease each, however they take in turn. A replica behind that moved the
+// bucket's time back to its own would let the one ahead refill the 5 s again at every take.
+func TestSkewedReplicasShareOneBucket(t *testing.T) {
+	ctx := context.Background()
+	kv := counters(t, "rates-skew")
+	behind := clocktest.New(time.Date(2025, 12, 31, 23, 59, 0, 0, time.UTC))
+	ahead := clocktest.New(behind.Now().Add(5 * time.Second))
+	a := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: ahead.Now})
+	b := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: behind.Now})
+	r := natskv.Rate{PerSecond: 2, Burst: 10}
+	granted := 0
+	for i := range 200 {
+		tb := a
+		if i%2 == 1 {
+			tb = b
+		}
+		ok, _, err := tb.Take(ctx, "client.app", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			granted++
+		}
+	}
+	if most := r.Burst + 2; granted > most {
+		t.Fatalf("with no time passing, replicas 5 s apart granted %d tokens of a bucket of %d at %v/s, at most %d", granted, r.Burst, r.PerSecond, most)
+	}
+}

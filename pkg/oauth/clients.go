@@ -169,3 +169,18 @@ func (r *Clients) AnyPostLogoutRedirect(target string) bool {
 	}
 	return false
 }
+
+// IssuedAt is the time to stamp on what is issued to the client at now (a token, a code): now,
+// or its TokensNotBefore, to the millisecond up, if that is later. A front end whose clock is
+// behind the one that registered or enabled the client (replicas' clocks may differ by 15 s)
+// has read it, so what it issues is newer than that, and must not be refused as older.
+func (c *Client) IssuedAt(now time.Time) time.Time {
+	if !now.Before(c.TokensNotBefore) {
+		return now
+	}
+	t := c.TokensNotBefore.Truncate(time.Millisecond)
+	if t.Before(c.TokensNotBefore) {
+		t = t.Add(time.Millisecond)
+	}
+	return t
+}

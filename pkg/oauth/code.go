@@ -107,6 +107,9 @@ type CodeGrant struct {
 func (s *Service) IssueCode(ctx context.Context, g CodeGrant) (string, error) {
 	code := NewSecret()
 	now := s.Now()
+	if c, ok := s.Clients.Lookup(g.ClientID); ok {
+		now = c.IssuedAt(now)
+	}
 	err := s.Store.PutAuthCode(ctx, store.AuthCode{
 		Hash: Hash(code), ClientID: g.ClientID, RedirectURI: g.RedirectURI, Nonce: g.Nonce, Scope: g.Scope,
 		CodeChallenge: g.CodeChallenge, UserID: g.UserID, SessionKey: g.SessionKey, SID: g.SID,
@@ -198,6 +201,7 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // application off the account page again.
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
 	now time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
+	issued := c.IssuedAt(now)
 	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
 	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, now, se.Expires)
 	if err != nil {
@@ -209,7 +213,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		id, err := keys.Sign(&IDClaims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.Issuer, Subject: se.UserID, Audience: jwt.ClaimStrings{c.ID},
-				IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: newJTI(),
+				IssuedAt: jwt.NewNumericDate(issued), ExpiresAt: jwt.NewNumericDate(issued.Add(ttl)), ID: newJTI(),
 			},
 			Typ: "Bearer", Azp: c.ID, Scope: scope, UserID: se.UserID, Nonce: nonce,
 			AuthTime: se.AuthTime.Unix(), SID: se.SID, AtHash: atHash(keys.Alg(), access),
@@ -220,18 +224,18 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		resp.IDToken = id
 	}
 	if c.Allows(GrantRefreshToken) {
-		exp := now.Add(s.RefreshTTL)
+		exp := issued.Add(s.RefreshTTL)
 		if se.Expires.Before(exp) {
 			exp = se.Expires
 		}
 		rt := NewSecret()
 		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
 			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
-			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: now,
+			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: issued,
 		}); err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
 		}
-		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(now)/time.Second)
+		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(issued)/time.Second)
 	}
 	// For the account page: which applications the user has granted, and when each last used it.
 	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {

@@ -130,6 +130,7 @@ func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *
 
 // An access token of a session (until not zero) lives no longer than the session.
 func (s *Service) issueAccessFor(c *Client, grant, subject, userID, scope, sid, family string, now, until time.Time) (string, time.Duration, error) {
+	now = c.IssuedAt(now)
 	ttl := c.AccessTokenTTL
 	if !until.IsZero() && until.Before(now.Add(ttl)) {
 		ttl = max(until.Sub(now).Truncate(time.Second), time.Second)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -233,5 +234,47 @@ func TestTokenAfterEnableOnAReplicaBehind(t *testing.T) {
 	if _, m := postAs(t, r, "/token/introspect", "gateway", url.Values{"token": {access}}); m["active"] != true {
 		t.Fatalf("a token issued 3 s after the client was enabled again, by a front end whose clock is 10 s behind the admin tool's "+
 			"(within the 15 s the deployment allows), is refused by the service that issued it: introspection %v", m)
+	}
+}
+
+// TestNewClientOnAReplicaBehind: an operator registers a client with the admin tool on a host
+// whose clock is 10 s ahead of a front end's. What the front end issues to it once it has read
+// the registration (a client credentials token, a code, the tokens of the code and of a
+// refresh) is accepted, though the front end's clock is still before the registration's time
+// (tokens_not_before): it is newer than the registration, which the front end has read.
+func TestNewClientOnAReplicaBehind(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := aheadAdminStore(t, e, 10*time.Second)
+	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+		Grants: []string{"client_credentials", "authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	// Three seconds later (ClientsReload) a front end has read it; its clock is 7 s before
+	// the registration's.
+	e.clock.Advance(3 * time.Second)
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	code, tok := postAs(t, r.issuer, "/token", "survey", url.Values{"grant_type": {"client_credentials"}})
+	access, _ := tok["access_token"].(string)
+	if code != http.StatusOK || access == "" {
+		t.Fatalf("client_credentials of the new client: %d %v", code, tok)
+	}
+	b := browser(t)
+	user, errc := r.exchange(t, "survey", r.signInCode(t, b, "survey"))
+	if errc != "" {
+		t.Fatalf("the new client's code, issued and exchanged by a front end behind the registration's clock: %s", errc)
+	}
+	e.clock.Advance(time.Second)
+	if _, m := postAs(t, r.issuer, "/token/introspect", "survey", url.Values{"token": {access}}); m["active"] != true {
+		t.Fatalf("a token the front end issued to a client it had read is refused by it: introspection %v", m)
+	}
+	if st := userinfo(t, r.issuer, user["access_token"].(string)); st != http.StatusOK {
+		t.Fatalf("the user's access token of the new client: userinfo %d", st)
+	}
+	if _, errc := r.refresh(t, "survey", user["refresh_token"].(string)); errc != "" {
+		t.Fatalf("the user's refresh token of the new client: %s", errc)
 	}
 }
