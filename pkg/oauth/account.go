@@ -90,6 +90,19 @@ func (s *Service) Grants(ctx context.Context, userID string) ([]store.Grant, err
 		if err != nil {
 			return nil, err
 		}
+		// A record no newer than the client's last revocation is a use recorded by a grant
+		// the revocation raced (issueUserTokens): not a grant the user holds.
+		last := g.At
+		for _, t := range []time.Time{g.Given, g.LastUsed} {
+			if t.After(last) {
+				last = t
+			}
+		}
+		if revoked, err := s.grantRevoked(ctx, userID, id, last); err != nil {
+			return nil, err
+		} else if revoked {
+			continue
+		}
 		out = append(out, g)
 	}
 	return out, nil
@@ -113,12 +126,6 @@ func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error 
 	return s.endSession(ctx, se)
 }
 
-// revocationKept is how long a grant's revocation at at is kept: nothing issued before it
-// outlives a refresh token (of life refreshTTL), a code or an access token from then.
-func revocationKept(at time.Time, refreshTTL time.Duration) time.Time {
-	return at.Add(max(refreshTTL, CodeTTL) + 24*time.Hour)
-}
-
 // RevokeGrant withdraws what userID granted clientID, as Keycloak's account console does: the
 // consent is forgotten, so the next sign-in asks again; the application's refresh tokens and
 // codes for the user stop working; its access tokens are refused by every replica at once; and
@@ -134,7 +141,9 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	now := s.Now()
-	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, revocationKept(now, s.RefreshTTL)); err != nil {
+	// Nothing issued before now outlives a refresh token, a code or an access token from then.
+	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)
+	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, keep); err != nil {
 		return err
 	}
 	if s.Revoked != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -23,7 +24,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if code == "" || redirect == "" {
 		return nil, errorf(ErrInvalidRequest, "code and redirect_uri are required")
 	}
-	now := s.Now() // before the revocations are read: see issueUserTokens
+	now := s.Now().Truncate(time.Millisecond) // before the revocations are read: see issueUserTokens
 	hash := Hash(code)
 	ac, err := s.Store.AuthCode(ctx, hash)
 	switch {

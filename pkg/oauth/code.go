@@ -194,11 +194,11 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // way leaves that code or token unused, and the client's retry an exchange, not a replay. A
 // refresh token recorded before such a failure was never given out: no one can present it.
 //
-// The tokens are issued at now, taken before the grant's revocations were read
-// (stillGranted): a revocation that read missed is at now or later, and so covers them. Before
-// the code or token is used up, and after the grant's use is recorded for the account page, the
-// revocations are read again: a revocation made meanwhile refuses the grant, and takes the
-// application off the account page again.
+// The tokens are issued at now (to the millisecond, as the store keeps times), taken before the
+// grant's revocations were read (stillGranted): a revocation that read missed is at now or
+// later, and so covers them. Before the code or token is used up, the revocations are read
+// again, so that a revocation made meanwhile refuses the grant rather than answer tokens that
+// are dead.
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
 	now time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
 	issued := c.IssuedAt(now)
@@ -237,22 +237,20 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		}
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(issued)/time.Second)
 	}
-	// For the account page: which applications the user has granted, and when each last used it.
-	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
-		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
-	}
-	switch at, err := s.Store.GrantRevokedAt(ctx, se.UserID, c.ID); {
+	switch revoked, err := s.grantRevoked(ctx, se.UserID, c.ID, now); {
 	case err != nil:
-		return nil, internal("the grant could not be checked; try again", fmt.Errorf("grant revocation: %w", err))
-	case !at.IsZero() && !now.After(at):
-		// Revoked meanwhile: the use just recorded must not list the application again.
-		if err := s.Store.RevokeGrant(ctx, se.UserID, c.ID, at, revocationKept(at, s.RefreshTTL)); err != nil {
-			s.Logger.Warn("forgetting a revoked grant's use failed", "client", c.ID, "err", err)
-		}
+		return nil, internal("the grant could not be checked; try again", err)
+	case revoked:
 		return nil, errorf(ErrInvalidGrant, "the user revoked this application's access")
 	}
 	if e := use(ctx); e != nil {
 		return nil, e
+	}
+	// For the account page: which applications the user has granted, and when each last used
+	// it. A revocation that lands before this write has deleted the record it updates: the
+	// record written again is older than the revocation, and the page does not list it (Grants).
+	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
+		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
 	return resp, nil
 }

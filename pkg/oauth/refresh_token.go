@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -20,7 +21,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	if rt == "" {
 		return nil, errorf(ErrInvalidRequest, "refresh_token is required")
 	}
-	now := s.Now() // before the revocations are read: see issueUserTokens
+	now := s.Now().Truncate(time.Millisecond) // before the revocations are read: see issueUserTokens
 	hash := Hash(rt)
 	t, err := s.Store.RefreshToken(ctx, hash)
 	switch {

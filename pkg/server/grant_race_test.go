@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +120,30 @@ func TestRefreshRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
 	e.revocationHolds(t, b, "portal", next, errc)
 }
 
+// TestRevocationInTheRefreshsMillisecond: as above, on a clock that is not on a whole
+// millisecond, as a real one almost never is. The store keeps times to the millisecond: a
+// revocation in the very millisecond of the refresh's time covers it all the same.
+func TestRevocationInTheRefreshsMillisecond(t *testing.T) {
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	e.clock.Advance(time.Second + 400*time.Microsecond)
+	revoked := e.revokeDuring(t, h, b, "portal", "insert refresh_tokens") // the successor's record, before the second read
+	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
+	if st := revoked(); st != http.StatusOK {
+		t.Fatalf("revocation: %d", st)
+	}
+	if errc != "invalid_grant" {
+		t.Fatalf("a refresh that read the revocations again after the revocation, in the same millisecond as its time: %q, want invalid_grant", errc)
+	}
+	e.revocationHolds(t, b, "portal", next, errc)
+}
+
 // TestCodeExchangeRacingARevocationIssuesNothingThatOutlivesIt: as above, for a code exchange.
 func TestCodeExchangeRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
 	h := &storeHook{}
@@ -152,4 +178,71 @@ func TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff(t *testing.T)
 		t.Fatalf("revocation: %d", st)
 	}
 	e.revocationHolds(t, b, "portal", next, errc)
+}
+
+// TestStaleRefreshKeepsAConsentGivenAfterTheRevocation: a refresh is under way (it read the
+// revocations) when the user removes the application's access on the account page, then signs
+// in to it again and consents anew. The stale refresh is refused, and changes nothing of the
+// new consent: the account page lists the application, and the next sign-in asks nothing.
+func TestStaleRefreshKeepsAConsentGivenAfterTheRevocation(t *testing.T) {
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	reached, resume := make(chan struct{}), make(chan struct{})
+	h.arm("insert refresh_tokens", func() { // the stale refresh records its successor
+		close(reached)
+		<-resume
+	})
+	type answer struct {
+		st  int
+		m   map[string]any
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() { // the stale refresh, answered once resumed
+		var a answer
+		resp, err := http.PostForm(e.issuer+"/protocol/openid-connect/token", url.Values{"grant_type": {"refresh_token"},
+			"refresh_token": {tok["refresh_token"].(string)}, "client_id": {"portal"}, "client_secret": {rpSecret}})
+		if a.err = err; err == nil {
+			a.st, a.err = resp.StatusCode, json.NewDecoder(resp.Body).Decode(&a.m)
+			_ = resp.Body.Close()
+		}
+		done <- a
+	}()
+	select {
+	case <-reached:
+	case a := <-done:
+		t.Fatalf("the refresh ended before recording its successor: %d %v %v", a.st, a.m, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refresh never recorded its successor")
+	}
+	e.revokeOnAccountPage(t, b, "portal")
+	e.clock.Advance(2 * time.Second)
+	fresh, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	close(resume)
+	if errc != "" {
+		t.Fatalf("the sign-in after the revocation: %s", errc)
+	}
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stale refresh never answered")
+	}
+	if a.err != nil || a.st != http.StatusBadRequest || a.m["error"] != "invalid_grant" {
+		t.Fatalf("the refresh the revocation raced: %d %v %v, want 400 invalid_grant", a.st, a.m, a.err)
+	}
+	if st := userinfo(t, e.issuer, fresh["access_token"].(string)); st != http.StatusOK {
+		t.Fatalf("the access token granted after the revocation: userinfo %d", st)
+	}
+	g := e.account(t, b).grants
+	asked := strings.Contains(get(t, b, e.authURL("portal", "again")).body, `name="accept"`)
+	if !slices.Contains(g, "portal") || asked {
+		t.Fatalf("the consent given after the revocation: the account page lists %v (want portal), the next sign-in asks for consent again: %v", g, asked)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/event"
 
@@ -229,6 +230,31 @@ func TestRefreshTokenUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
 	}
 	if _, errc := e.refresh(t, "portal", m["refresh_token"].(string)); errc != "" {
 		t.Fatalf("the session after a logout with a used token: the new refresh token %s", errc)
+	}
+}
+
+// TestCodeUsedWhoseFlagWasNotWrittenIsUsed: as above, for a code: the exchange succeeds but the
+// store fails at the write that flags the code used. Replayed once it expired (a code leaked
+// from a log or a referrer), it must still be a replay, which revokes the tokens it issued
+// (RFC 6749 §4.1.2), not a code that expired.
+func TestCodeUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
+	e := newStoreCutEnv(t)
+	b := browser(t)
+	code := e.signInCode(t, b, "portal")
+
+	e.cutWhen("update auth_codes")
+	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
+	if !e.wasCut() {
+		t.Fatalf("the exchange never flagged the code (answer %d %v)", st, m)
+	}
+	e.proxy.SetDown(false)
+	if st != http.StatusOK {
+		t.Fatalf("the exchange whose flag write failed: %d %v, want 200 (its use was recorded)", st, m)
+	}
+	e.clock.Advance(61 * time.Second) // past the code's life
+	_, again := e.exchange(t, "portal", code)
+	if _, errc := e.refresh(t, "portal", m["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("a used code replayed (answer %q): the refresh token it issued still refreshes (%q), want invalid_grant", again, errc)
 	}
 }
 

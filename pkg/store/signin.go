@@ -244,11 +244,16 @@ func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
 // ErrReplayed is returned for a code or refresh token used a second time.
 var ErrReplayed = errors.New("already used")
 
-// AuthCode returns a code as stored, used or not, or ErrNotFound. It changes nothing: the
-// exchange checks the client, the redirect address and the verifier before it consumes.
+// AuthCode returns a code as stored, used or not (Used by its flag or its use marker, usedBy),
+// or ErrNotFound. It changes nothing: the exchange checks the client, the redirect address and
+// the verifier before it consumes.
 func (s *Store) AuthCode(ctx context.Context, hash string) (AuthCode, error) {
 	var c AuthCode
-	err := s.getByID(ctx, colAuthCodes, hash, &c)
+	if err := s.getByID(ctx, colAuthCodes, hash, &c); err != nil || c.Used {
+		return c, err
+	}
+	used, err := s.usedBy(ctx, colAuthCodes, hash)
+	c.Used = used
 	return c, err
 }
 
@@ -362,22 +367,31 @@ func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
 }
 
 // RefreshToken returns a refresh token by hash, or ErrNotFound. Rotated is set when the
-// token was used, by its flag or, where the flag's write failed after the use was recorded
-// (useOnce), by its use marker: every reader (the token endpoint, introspection, logout) sees a
-// used token as used.
+// token was used, by its flag or by its use marker (usedBy): every reader (the token endpoint,
+// introspection, logout) sees a used token as used.
 func (s *Store) RefreshToken(ctx context.Context, hash string) (RefreshToken, error) {
 	var t RefreshToken
 	if err := s.getByID(ctx, colRefresh, hash, &t); err != nil || t.Rotated {
 		return t, err
 	}
+	used, err := s.usedBy(ctx, colRefresh, hash)
+	t.Rotated = used
+	return t, err
+}
+
+// usedBy reports whether the secret hashed to hash in col has a use marker (useOnce): the
+// reader of a record whose flag is not set (its write may have failed after the use was
+// recorded) asks it, so that every reader sees a used secret as used.
+func (s *Store) usedBy(ctx context.Context, col, hash string) (bool, error) {
 	var m useMarker
-	switch err := s.getByID(ctx, colRefresh, hash+"/used", &m); {
+	switch err := s.getByID(ctx, col, hash+"/used", &m); {
 	case err == nil:
-		t.Rotated = true
-	case !errors.Is(err, ErrNotFound):
-		return RefreshToken{}, err
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	default:
+		return false, err
 	}
-	return t, nil
 }
 
 // RevokeFamily revokes every token of a family.
