@@ -222,7 +222,9 @@ var errNothingTaken = errors.New("no token taken")
 // by which the deployment guide lets replicas' clocks differ. A replica behind the bucket by
 // less refills nothing and leaves its time; moving the time back to its own would let the
 // replica ahead refill the difference again at its next take, and two replicas taking in turn
-// would hand out tokens with no time passing.
+// would hand out tokens with no time passing. The price: a bucket that a replica ahead emptied
+// and left refills for the replica behind only once its clock reaches the bucket's time, up to
+// the clocks' difference later (the operators' guide says so).
 const maxAhead = 30 * time.Second
 
 // fromMemory takes a token of key's lease, or says how long the shared bucket stays empty; with

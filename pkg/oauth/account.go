@@ -132,15 +132,26 @@ func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error 
 // the application is told by back-channel logout, for each of the user's sessions it was
 // signed in to, which stay for the other applications.
 func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) error {
-	if _, ok := s.Clients.Lookup(clientID); !ok {
+	c, ok := s.Clients.Lookup(clientID)
+	if !ok {
 		return ErrNotYours
 	}
-	if _, err := s.Store.Grant(ctx, userID, clientID); errors.Is(err, store.ErrNotFound) {
+	g, err := s.Store.Grant(ctx, userID, clientID)
+	if errors.Is(err, store.ErrNotFound) {
 		return ErrNotYours
 	} else if err != nil {
 		return err
 	}
-	now := s.Now()
+	// The revocation's time is no earlier than anything issued for the grant: what this front
+	// end would stamp now (Client.IssuedAt), and the grant's record, whose times are the
+	// stamps of its consent and of its latest tokens, which a front end whose clock is ahead
+	// of this one's may have set.
+	now := c.IssuedAt(s.Now())
+	for _, t := range []time.Time{g.At, g.Given, g.LastUsed} {
+		if t.After(now) {
+			now = t
+		}
+	}
 	// Nothing issued before now outlives a refresh token, a code or an access token from then.
 	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)
 	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, keep); err != nil {

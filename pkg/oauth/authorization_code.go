@@ -61,7 +61,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		return nil, internal("the token could not be issued", err)
 	}
 	scope := stillAllowed(c, ac.Scope)
-	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, now, func(ctx context.Context) *Error {
+	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, now, ac.At, func(ctx context.Context) *Error {
 		switch err := s.Store.ConsumeAuthCode(ctx, ac); {
 		case errors.Is(err, store.ErrReplayed):
 			// Another exchange of the same code won the race.

@@ -198,12 +198,18 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // grant's revocations were read (stillGranted): a revocation that read missed is at now or
 // later, and so covers them. Before the code or token is used up, the revocations are read
 // again, so that a revocation made meanwhile refuses the grant rather than answer tokens that
-// are dead.
+// are dead. Their stamp is no earlier than parent, the stamp of the code or refresh token
+// presented, nor than the client's tokens_not_before (Client.IssuedAt): along a grant, stamps
+// never go back, though front ends' clocks differ (a code stamped just after a revocation made
+// by a front end whose clock is ahead, store.PutAuthCode, passes on its stamp).
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
-	now time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
+	now, parent time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
 	issued := c.IssuedAt(now)
+	if parent.After(issued) {
+		issued = parent
+	}
 	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
-	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, now, se.Expires)
+	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, issued, se.Expires)
 	if err != nil {
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}
@@ -237,7 +243,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		}
 		resp.RefreshToken, resp.RefreshExpiresIn = rt, int64(exp.Sub(issued)/time.Second)
 	}
-	switch revoked, err := s.grantRevoked(ctx, se.UserID, c.ID, now); {
+	switch revoked, err := s.grantRevoked(ctx, se.UserID, c.ID, issued); {
 	case err != nil:
 		return nil, internal("the grant could not be checked; try again", err)
 	case revoked:
@@ -249,7 +255,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 	// For the account page: which applications the user has granted, and when each last used
 	// it. A revocation that lands before this write has deleted the record it updates: the
 	// record written again is older than the revocation, and the page does not list it (Grants).
-	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, now); err != nil {
+	if err := s.Store.UseGrant(ctx, se.UserID, c.ID, scope, issued); err != nil {
 		s.Logger.Warn("recording a grant's use failed", "client", c.ID, "err", err)
 	}
 	return resp, nil

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,5 +278,88 @@ func TestNewClientOnAReplicaBehind(t *testing.T) {
 	}
 	if _, errc := r.refresh(t, "survey", user["refresh_token"].(string)); errc != "" {
 		t.Fatalf("the user's refresh token of the new client: %s", errc)
+	}
+}
+
+// TestRevocationCoversTokensStampedAhead: a user signs in to a client the admin tool
+// registered on a host whose clock is 10 s ahead: the front end stamps its tokens with the
+// client's tokens_not_before, ahead of its own clock. When the user then removes the
+// application on the account page, the revocation covers those tokens all the same.
+func TestRevocationCoversTokensStampedAhead(t *testing.T) {
+	e := newSignInEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := aheadAdminStore(t, e, 10*time.Second)
+	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(3 * time.Second)
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	b := browser(t)
+	tok, errc := r.exchange(t, "survey", r.signInCode(t, b, "survey"))
+	if errc != "" {
+		t.Fatalf("exchange: %s", errc)
+	}
+	e.clock.Advance(time.Second)
+	r.revokeOnAccountPage(t, b, "survey")
+	e.clock.Advance(time.Second)
+	st := userinfo(t, r.issuer, tok["access_token"].(string))
+	_, m := postAs(t, r.issuer, "/token/introspect", "survey", url.Values{"token": {tok["access_token"].(string)}})
+	_, again := r.refresh(t, "survey", tok["refresh_token"].(string))
+	if st != http.StatusUnauthorized || again != "invalid_grant" || m["active"] != false {
+		t.Fatalf("the user removed survey's access; its tokens stamped ahead of the front end's clock still work: "+
+			"userinfo %d (want 401), introspection active %v (want false), refresh %q (want invalid_grant)", st, m["active"], again)
+	}
+}
+
+// replicaAhead starts another front end on the same NATS and store, its clock ahead of the
+// env's by ahead.
+func (e *signInEnv) replicaAhead(t *testing.T, ahead time.Duration) string {
+	t.Helper()
+	cfg := *e.cfg
+	deps := e.deps
+	deps.Now = func() time.Time { return e.clock.Now().Add(ahead) }
+	deps.MongoMonitor = nil
+	api, err := service.NewAPI(context.Background(), &cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	ts := httptest.NewServer(api.Server)
+	t.Cleanup(ts.Close)
+	return ts.URL + "/auth/realms/campus"
+}
+
+// TestConsentAgainAfterARevocationOnAReplicaAhead: the user removes an application on the
+// account page of a front end whose clock is 10 s ahead, and two seconds later signs in to it
+// again through another front end, which asks for consent anew. The consent, the code and the
+// tokens come after the revocation: the application is listed again, and its tokens work.
+func TestConsentAgainAfterARevocationOnAReplicaAhead(t *testing.T) {
+	e := newSignInEnv(t)
+	fast := *e
+	fast.issuer = e.replicaAhead(t, 10*time.Second)
+	b := browser(t)
+	e.signedIn(t, b)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	fast.revokeOnAccountPage(t, b, "portal")
+	e.clock.Advance(2 * time.Second)
+	ask := get(t, b, e.authURL("portal", "again"))
+	if !strings.Contains(ask.body, `name="accept"`) {
+		t.Fatalf("no consent asked after the revocation: %d %s", ask.status, ask.location)
+	}
+	code := callback(t, submit(t, b, ask, url.Values{"accept": {"yes"}})).Get("code")
+	listed := e.account(t, b).grants
+	tok, errc := e.exchange(t, "portal", code)
+	if errc != "" || !slices.Contains(listed, "portal") {
+		t.Fatalf("the user consented again 2 s after revoking on a front end 10 s ahead: exchange %q (want tokens), account page lists %v (want portal)", errc, listed)
+	}
+	e.clock.Advance(time.Second)
+	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "" {
+		t.Fatalf("the refresh token of the consent given after the revocation: %s", errc)
 	}
 }

@@ -249,8 +249,12 @@ func (s *Store) Consent(ctx context.Context, userID, clientID string, registered
 
 // PutConsent records the scopes userID has consented to grant clientID.
 func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
-	id, now := grantID(userID, clientID), s.now()
-	_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
+	id := grantID(userID, clientID)
+	now, err := s.afterRevocation(ctx, userID, clientID, s.now())
+	if err != nil {
+		return fmt.Errorf("put consent: %w", err)
+	}
+	_, err = s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
 		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID, "given": now}, "$setOnInsert": bson.M{"at": now}},
 		options.Update().SetUpsert(true))
 	if err != nil {
@@ -295,6 +299,17 @@ func (s *Store) RevokeGrant(ctx context.Context, userID, clientID string, at, ke
 		return fmt.Errorf("revoke grant: %w", err)
 	}
 	return nil
+}
+
+// afterRevocation is at, or just after userID's last revocation of clientID's access if that is
+// not earlier: a consent or code given after the revocation was read is newer than it, though
+// the front end that revoked (at its own clock's time) may have a clock ahead of this one's.
+func (s *Store) afterRevocation(ctx context.Context, userID, clientID string, at time.Time) (time.Time, error) {
+	r, err := s.GrantRevokedAt(ctx, userID, clientID)
+	if err != nil || at.After(r) {
+		return at, err
+	}
+	return r.Add(time.Millisecond), nil
 }
 
 // GrantRevokedAt returns when userID last revoked clientID's access; zero if never (or so long

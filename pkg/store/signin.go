@@ -235,6 +235,11 @@ func (s *Store) TakeOnce(ctx context.Context, key string, expires time.Time) err
 
 // PutAuthCode stores an issued code.
 func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
+	at, err := s.afterRevocation(ctx, c.UserID, c.ClientID, c.At)
+	if err != nil {
+		return fmt.Errorf("insert code: %w", err)
+	}
+	c.At = at
 	if _, err := s.col(colAuthCodes).InsertOne(ctx, c); err != nil {
 		return fmt.Errorf("insert code: %w", err)
 	}

@@ -458,22 +458,27 @@ func (s *Store) deleteIfExpired(ctx context.Context, c *mongo.Collection, ids []
 	return n, nil
 }
 
-// RunSweeper calls Sweep every interval until ctx ends. Delivery records also expire through
-// TTL indexes where the server has them; expired sign-in records are always swept here.
+// RunSweeper calls Sweep at once and then every interval until ctx ends: a process that lives
+// less than an interval (restarted by a rolling update, or a standalone stack run for an hour's
+// work) sweeps all the same. Delivery records also expire through TTL indexes where the server
+// has them; expired sign-in records are always swept here.
 func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		n, err := s.Sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("retention sweep failed", "err", err)
+		case n > 0:
+			s.log.Info("retention sweep", "deleted", n)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n, err := s.Sweep(ctx)
-			if err != nil {
-				s.log.Warn("retention sweep failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("retention sweep", "deleted", n)
-			}
 		}
 	}
 }

@@ -965,3 +965,22 @@ func TestSweepKeepsRecordsRenewedUnderIt(t *testing.T) {
 		t.Errorf("the session signed in during the sweep is not listed: %+v (%v)", ss, err)
 	}
 }
+
+// TestSweeperSweepsAtStart: the service runs the sweeper hourly; a process that lives less
+// than an hour (a rolling update, a standalone stack run for an afternoon) must still delete
+// what expired: the first sweep comes at start.
+func TestSweeperSweepsAtStart(t *testing.T) {
+	clk, st, w := sweepRig(t)
+	ctx := context.Background()
+	if err := w.Write(ctx, final("expired-long-ago", clk.Now().Add(-31*24*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); st.RunSweeper(rctx, time.Hour) }()
+	t.Cleanup(func() { cancel(); <-done })
+	embeddedtest.Eventually(t, 15*time.Second, "a result past its retention swept at the sweeper's start", func() bool {
+		_, err := st.Current(ctx, "expired-long-ago")
+		return errors.Is(err, store.ErrNotFound)
+	})
+}
