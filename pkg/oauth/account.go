@@ -93,7 +93,7 @@ func (s *Service) Grants(ctx context.Context, userID string) ([]store.Grant, err
 		// A record no newer than the client's last revocation is a use recorded by a grant
 		// the revocation raced (issueUserTokens): not a grant the user holds.
 		last := g.At
-		for _, t := range []time.Time{g.Given, g.LastUsed} {
+		for _, t := range []time.Time{g.Given, g.Issued, g.LastUsed} {
 			if t.After(last) {
 				last = t
 			}
@@ -143,11 +143,11 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 		return err
 	}
 	// The revocation's time is no earlier than anything issued for the grant: what this front
-	// end would stamp now (Client.IssuedAt), and the grant's record, whose times are the
-	// stamps of its consent and of its latest tokens, which a front end whose clock is ahead
-	// of this one's may have set.
+	// end would stamp now (Client.IssuedAt), and the grant's record, whose times are the stamps
+	// of its consent, of its latest code and of its latest tokens, which a front end whose
+	// clock is ahead of this one's may have set.
 	now := c.IssuedAt(s.Now())
-	for _, t := range []time.Time{g.At, g.Given, g.LastUsed} {
+	for _, t := range []time.Time{g.At, g.Given, g.Issued, g.LastUsed} {
 		if t.After(now) {
 			now = t
 		}

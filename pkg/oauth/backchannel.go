@@ -22,8 +22,9 @@ import (
 // page, a client's own logout, the oldest session of a user beyond MaxSessionsPerUser), every
 // client that received tokens in it and registered a backchannel_logout_uri is sent a signed
 // logout token by POST, so it can end its own session of the user. Sending never holds up the
-// user's logout: tokens go into a bounded queue that a few goroutines deliver, each retried
-// with exponential backoff for a bounded time.
+// user's logout: tokens go into a bounded queue that a few goroutines deliver; a token whose
+// first post fails is retried with exponential backoff for a bounded time by a goroutine of its
+// own (at most Queue of them), so that a client that is down delays only its own tokens.
 
 // BackchannelLogoutEvent is the member of a logout token's events claim.
 const BackchannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logout"
@@ -64,13 +65,14 @@ type BackchannelConfig struct {
 
 // Backchannel sends logout tokens to clients.
 type Backchannel struct {
-	cfg    BackchannelConfig
-	jobs   chan logoutJob
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.RWMutex
-	closed bool
+	cfg      BackchannelConfig
+	jobs     chan logoutJob
+	retrying chan struct{} // a place for each token being retried
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.RWMutex
+	closed   bool
 }
 
 type logoutJob struct {
@@ -102,7 +104,7 @@ func NewBackchannel(cfg BackchannelConfig) *Backchannel {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backchannel{cfg: cfg, jobs: make(chan logoutJob, cfg.Queue), ctx: ctx, cancel: cancel}
+	b := &Backchannel{cfg: cfg, jobs: make(chan logoutJob, cfg.Queue), retrying: make(chan struct{}, cfg.Queue), ctx: ctx, cancel: cancel}
 	for range cfg.Senders {
 		b.wg.Add(1)
 		go func() {
@@ -148,40 +150,73 @@ func (b *Backchannel) Close() {
 // errClientRefused is a 4xx answer other than 429: the client will not take this token.
 var errClientRefused = errors.New("the client refused the logout token")
 
-// deliver posts one token, retried with backoff until it is taken, refused, or MaxElapsed
-// has passed.
+// deliver posts one token; if that fails and may succeed later, the token is retried by a
+// goroutine of its own (retry), which frees the sender for other clients' tokens.
 func (b *Backchannel) deliver(j logoutJob) {
 	if b.ctx.Err() != nil {
 		return
 	}
+	err := b.post(j)
+	var perm *backoff.PermanentError
+	switch {
+	case err == nil:
+		return
+	case errors.As(err, &perm):
+		b.cfg.Logger.Warn("back-channel logout given up", "client", j.client, "attempts", 1, "err", perm.Err)
+		return
+	}
+	select {
+	case b.retrying <- struct{}{}:
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-b.retrying }()
+			b.retry(j)
+		}()
+	default:
+		b.cfg.Logger.Warn("back-channel logout given up: too many tokens are being retried", "client", j.client, "err", err)
+	}
+}
+
+// retry posts a token whose first post failed, with backoff, until it is taken, refused, or
+// MaxElapsed has passed.
+func (b *Backchannel) retry(j logoutJob) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = b.cfg.InitialInterval, b.cfg.MaxInterval, b.cfg.MaxElapsed
-	body := url.Values{"logout_token": {j.token}}.Encode()
-	attempts := 0
-	err := backoff.Retry(func() error {
-		attempts++
-		req, err := http.NewRequestWithContext(b.ctx, http.MethodPost, j.uri, strings.NewReader(body))
-		if err != nil {
-			return backoff.Permanent(err)
-		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := b.cfg.HTTPClient.Do(req)
-		if err != nil {
-			return fmt.Errorf("post: %w", redactURL(err))
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent:
-			return nil
-		case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
-			return backoff.Permanent(fmt.Errorf("%w: HTTP %d", errClientRefused, resp.StatusCode))
-		}
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}, backoff.WithContext(bo, b.ctx))
+	first := bo.NextBackOff()
+	select {
+	case <-b.ctx.Done():
+		return
+	case <-time.After(first):
+	}
+	attempts := 1
+	err := backoff.Retry(func() error { attempts++; return b.post(j) }, backoff.WithContext(bo, b.ctx))
 	if err != nil && b.ctx.Err() == nil {
 		b.cfg.Logger.Warn("back-channel logout given up", "client", j.client, "attempts", attempts, "err", err)
 	}
+}
+
+// post posts a token once: nil when taken, a backoff.Permanent error when refused.
+func (b *Backchannel) post(j logoutJob) error {
+	body := url.Values{"logout_token": {j.token}}.Encode()
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodPost, j.uri, strings.NewReader(body))
+	if err != nil {
+		return backoff.Permanent(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := b.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("post: %w", redactURL(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent:
+		return nil
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
+		return backoff.Permanent(fmt.Errorf("%w: HTTP %d", errClientRefused, resp.StatusCode))
+	}
+	return fmt.Errorf("HTTP %d", resp.StatusCode)
 }
 
 // redactURL keeps the transport's reason of a failed post without the address's query.

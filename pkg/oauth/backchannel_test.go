@@ -78,3 +78,35 @@ func TestBackchannelBoundedAndClosed(t *testing.T) {
 		t.Fatalf("a refused token was posted %d times", refused.Load())
 	}
 }
+
+// TestBackchannelClientDownDelaysOnlyItself: a client whose address answers 503 (it is being
+// deployed) is retried for minutes; the tokens of other clients, queued after more of its tokens
+// than there are senders, are delivered at once all the same.
+func TestBackchannelClientDownDelaysOnlyItself(t *testing.T) {
+	var down atomic.Int32
+	healthy := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/down":
+			down.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/healthy":
+			healthy <- struct{}{}
+		}
+	}))
+	defer srv.Close()
+	// Retries of the client that is down wait 30 s: a sender that waited them would hold the
+	// healthy client's token that long.
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{Senders: 2, InitialInterval: 30 * time.Second, MaxInterval: 30 * time.Second, MaxElapsed: time.Hour})
+	defer b.Close()
+	for range 4 {
+		b.Send("deploying", srv.URL+"/down", "t")
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the client that is down is posted to, by every sender", func() bool { return down.Load() >= 2 })
+	b.Send("healthy", srv.URL+"/healthy", "t")
+	select {
+	case <-healthy:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a healthy client's logout token waits behind the retries of a client that is down (%d posts to it)", down.Load())
+	}
+}

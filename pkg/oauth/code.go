@@ -208,6 +208,11 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 	if parent.After(issued) {
 		issued = parent
 	}
+	if !issued.Before(se.Expires) {
+		// Stamped at or past the session's end (a stamp raised ahead of this clock): nothing
+		// would outlive the session's end, nor a refresh_expires_in below zero.
+		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
+	}
 	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
 	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, issued, se.Expires)
 	if err != nil {

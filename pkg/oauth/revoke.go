@@ -218,9 +218,11 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 
 // LogoutClient is Keycloak's logout by a client's back end: the client authenticates and names
 // a session by a refresh token it was issued in it; the session ends, with its refresh tokens
-// and access tokens, and its clients are told (back-channel logout). A token that is unknown,
-// another client's, used up, revoked or of an ended session is invalid_grant, and nothing
-// changes.
+// and access tokens, and its clients are told (back-channel logout). As in Keycloak, a token
+// past its expiry still names its session (the session outlives the client's refresh token when
+// other clients keep it in use), and a token of a session that has ended already is answered
+// as done. A token that is unknown, another client's, used up or revoked is invalid_grant, and
+// nothing changes.
 func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 	if Repeated(r.Form) {
 		return errorf(ErrInvalidRequest, "a parameter is given more than once")
@@ -238,7 +240,7 @@ func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 	}
 	t, err := s.Store.RefreshToken(ctx, Hash(tok))
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.ClientID != c.ID || t.Rotated || !s.Now().Before(t.Expires))):
+	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.ClientID != c.ID || t.Rotated)):
 		return errorf(ErrInvalidGrant, "invalid refresh token")
 	case err != nil:
 		return internal("the session could not be ended", fmt.Errorf("read refresh token: %w", err))
@@ -256,7 +258,7 @@ func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 	se, err := s.Store.Session(ctx, t.SessionKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return errorf(ErrInvalidGrant, "the session of the refresh token has ended")
+		return nil // ended already: what the client asked for is done
 	case err != nil:
 		return internal("the session could not be ended", fmt.Errorf("read session: %w", err))
 	}

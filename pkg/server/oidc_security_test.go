@@ -514,3 +514,72 @@ func TestLogoutClientWithARevokedRefreshToken(t *testing.T) {
 		t.Errorf("the revoked token ended the user's session: prompt=none answered %v", q)
 	}
 }
+
+// TestServerSideLogoutWithAnExpiredRefreshToken: Keycloak's server-side logout (POST
+// client_id, client_secret, refresh_token, as python-keycloak's logout() sends) does not check
+// the refresh token's expiry (LogoutEndpoint.logoutToken: verifyRefreshToken(..., false)): the
+// session it names ends as long as it lives. A client's refresh token expires RefreshTTL after
+// its last refresh, while the sign-in session lives on as long as another application uses it;
+// the application whose token expired must still be able to sign its user out.
+func TestServerSideLogoutWithAnExpiredRefreshToken(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// Twenty minutes later the user opens the library in the same browser (single sign-on).
+	e.clock.Advance(20 * time.Minute)
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// Fifteen more minutes: the portal's refresh token (30 min) has expired, the session has not:
+	// the library refreshes.
+	e.clock.Advance(15 * time.Minute)
+	library, errc = e.refresh(t, "library", library["refresh_token"].(string))
+	if errc != "" {
+		t.Fatalf("the session should be alive: %s", errc)
+	}
+	// The user presses "sign out" in the portal; its back end ends the session.
+	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {portal["refresh_token"].(string)}})
+	if st != http.StatusNoContent {
+		t.Errorf("server-side logout with the portal's expired refresh token of a live session: %d %v (Keycloak: 204, the session ends)", st, m)
+	}
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
+	}
+	if q := callback(t, get(t, b, e.authURL("portal", "pn", "prompt", "none"))); q.Get("error") != "login_required" {
+		t.Errorf("prompt=none after the portal's logout still signs the browser in: %v", q)
+	}
+}
+
+// TestServerSideLogoutOfAnEndedSession: Keycloak answers the server-side logout 204 when
+// the refresh token's session has already ended (signed out in the browser, or idle): there is
+// nothing left to end (LogoutEndpoint.logoutToken: "if (userSessionModel != null) logout"). A
+// 400 invalid_grant would be raised by python-keycloak's logout() as KeycloakPostError: the
+// application's own sign-out would fail for a user who is already signed out.
+func TestServerSideLogoutOfAnEndedSession(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// The user signs out in the browser (RP-initiated logout with the portal's ID token).
+	p := get(t, b, e.issuer+"/protocol/openid-connect/logout?"+url.Values{"id_token_hint": {tok["id_token"].(string)},
+		"post_logout_redirect_uri": {rpRedirect}}.Encode())
+	if p.status != http.StatusFound {
+		t.Fatalf("browser logout: %d %q", p.status, p.location)
+	}
+	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Fatalf("the session should have ended: %q", errc)
+	}
+	// The portal's back end then ends its session too, as python-keycloak's logout() does.
+	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {tok["refresh_token"].(string)}})
+	if st != http.StatusNoContent {
+		t.Errorf("server-side logout of a session that already ended: %d %v (Keycloak: 204)", st, m)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/service"
 	"github.com/campus-it/ucs/pkg/store"
@@ -361,5 +362,58 @@ func TestConsentAgainAfterARevocationOnAReplicaAhead(t *testing.T) {
 	e.clock.Advance(time.Second)
 	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "" {
 		t.Fatalf("the refresh token of the consent given after the revocation: %s", errc)
+	}
+}
+
+// TestRevocationCoversACodeOfAFrontEndAhead: the user, who consented to portal before, signs
+// in to it through a front end whose clock is 10 s ahead, which stamps the code by its clock.
+// A second later the user removes portal on the account page of a front end whose clock is
+// right. The code, exchanged after, is refused, and the page does not list portal again.
+func TestRevocationCoversACodeOfAFrontEndAhead(t *testing.T) {
+	e := newSignInEnv(t)
+	fast := *e
+	fast.issuer = e.replicaAhead(t, 10*time.Second)
+	b := browser(t)
+	e.signedIn(t, b)
+	if _, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	e.clock.Advance(time.Second)
+	code := fast.signInCode(t, b, "portal") // consented before: a code at once
+	e.clock.Advance(time.Second)
+	e.revokeOnAccountPage(t, b, "portal")
+	e.clock.Advance(time.Second)
+	tok, errc := e.exchange(t, "portal", code)
+	listed := e.account(t, b).grants
+	if errc != "invalid_grant" || slices.Contains(listed, "portal") {
+		t.Fatalf("a code issued before the user removed portal, exchanged after: %q, tokens %v (want invalid_grant, none), the account page lists %v (want no portal)", errc, tok["access_token"] != nil, listed)
+	}
+}
+
+// TestTokensStampedPastTheSessionsEnd: the admin tool, on a host 10 s ahead, registers a client
+// 8 s before the user's session ends, and the user signs in to it at once: what the front end
+// issues would be stamped with the client's tokens_not_before, past the session's end. The
+// exchange is refused as the session's end, rather than answer tokens that outlive it and a
+// refresh_expires_in below zero.
+func TestTokensStampedPastTheSessionsEnd(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.SessionTTL = config.Duration(5 * time.Minute)
+		c.OAuth.RefreshTokenTTL = config.Duration(5 * time.Minute)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := browser(t)
+	e.signedIn(t, b)
+	e.clock.Advance(5*time.Minute - 8*time.Second)
+	admin := aheadAdminStore(t, e, 10*time.Second)
+	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
+		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	if tok, errc := r.exchange(t, "survey", r.signInCode(t, b, "survey")); errc != "invalid_grant" {
+		t.Fatalf("tokens stamped past the session's end: %q, refresh_expires_in %v, want invalid_grant", errc, tok["refresh_expires_in"])
 	}
 }

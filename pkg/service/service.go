@@ -645,7 +645,8 @@ func (a *API) startBackground(ctx context.Context) {
 	defer a.bg.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	g := new(errgroup.Group)
-	g.Go(func() error { a.Store.RunSweeper(ctx, time.Hour); return nil })
+	// The first sweep a minute after start, out of the way of the start itself.
+	g.Go(func() error { a.Store.RunSweeper(ctx, time.Minute, time.Hour); return nil })
 	g.Go(func() error { a.refreshKeys(ctx, keys.ReloadEvery); return nil })
 	g.Go(func() error { a.Clients.Follow(ctx, a.Store, oauth.ClientsReload, a.deps.Logger); return nil })
 	g.Go(func() error {

@@ -42,7 +42,9 @@ type Grant struct {
 	Scope    string    `bson:"scope,omitempty"` // the scope of the latest tokens
 	At       time.Time `bson:"at"`
 	// Given is when the user last consented (zero in records of earlier versions: At).
-	Given    time.Time `bson:"given,omitempty"`
+	Given time.Time `bson:"given,omitempty"`
+	// Issued is the stamp of the latest code issued for the grant (PutAuthCode).
+	Issued   time.Time `bson:"issued,omitempty"`
 	LastUsed time.Time `bson:"last_used,omitempty"`
 }
 

@@ -233,13 +233,23 @@ func (s *Store) TakeOnce(ctx context.Context, key string, expires time.Time) err
 	return s.FinishAuthRequest(ctx, "once."+key, expires)
 }
 
-// PutAuthCode stores an issued code.
+// PutAuthCode stores an issued code, stamped just after the grant's last revocation if its At
+// is not later (afterRevocation), and records its stamp in the grant's record.
 func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
 	at, err := s.afterRevocation(ctx, c.UserID, c.ClientID, c.At)
 	if err != nil {
 		return fmt.Errorf("insert code: %w", err)
 	}
 	c.At = at
+	// The grant's record keeps the latest code's stamp, which a revocation's covers
+	// (oauth.Service.RevokeGrant), whatever the clock of the front end that issued it.
+	if _, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": grantID(c.UserID, c.ClientID)}, bson.M{
+		"$set":         bson.M{"userid": c.UserID, "client": c.ClientID},
+		"$max":         bson.M{"issued": at},
+		"$setOnInsert": bson.M{"at": at, "scopes": []string{}},
+	}, options.Update().SetUpsert(true)); err != nil {
+		return fmt.Errorf("insert code: %w", err)
+	}
 	if _, err := s.col(colAuthCodes).InsertOne(ctx, c); err != nil {
 		return fmt.Errorf("insert code: %w", err)
 	}

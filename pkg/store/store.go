@@ -458,11 +458,16 @@ func (s *Store) deleteIfExpired(ctx context.Context, c *mongo.Collection, ids []
 	return n, nil
 }
 
-// RunSweeper calls Sweep at once and then every interval until ctx ends: a process that lives
-// less than an interval (restarted by a rolling update, or a standalone stack run for an hour's
-// work) sweeps all the same. Delivery records also expire through TTL indexes where the server
-// has them; expired sign-in records are always swept here.
-func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
+// RunSweeper calls Sweep first after first, and then every interval until ctx ends: a process
+// that lives less than an interval (restarted by a rolling update, or a standalone stack run for
+// an hour's work) sweeps all the same. Delivery records also expire through TTL indexes where
+// the server has them; expired sign-in records are always swept here.
+func (s *Store) RunSweeper(ctx context.Context, first, interval time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(first):
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

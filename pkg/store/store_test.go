@@ -968,7 +968,7 @@ func TestSweepKeepsRecordsRenewedUnderIt(t *testing.T) {
 
 // TestSweeperSweepsAtStart: the service runs the sweeper hourly; a process that lives less
 // than an hour (a rolling update, a standalone stack run for an afternoon) must still delete
-// what expired: the first sweep comes at start.
+// what expired: the first sweep comes at start (the service waits a minute for it).
 func TestSweeperSweepsAtStart(t *testing.T) {
 	clk, st, w := sweepRig(t)
 	ctx := context.Background()
@@ -977,7 +977,7 @@ func TestSweeperSweepsAtStart(t *testing.T) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); st.RunSweeper(rctx, time.Hour) }()
+	go func() { defer close(done); st.RunSweeper(rctx, 0, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	embeddedtest.Eventually(t, 15*time.Second, "a result past its retention swept at the sweeper's start", func() bool {
 		_, err := st.Current(ctx, "expired-long-ago")
