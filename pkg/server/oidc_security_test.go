@@ -409,9 +409,15 @@ func TestIntrospectionAnswersAsTheBearerCheck(t *testing.T) {
 // replica starts another front end on the same NATS and store, with clients.
 func (e *signInEnv) replica(t *testing.T, clients []config.Client) string {
 	t.Helper()
+	return e.replicaAt(t, clients, e.deps.Now)
+}
+
+// replicaAt is replica, with the clock now.
+func (e *signInEnv) replicaAt(t *testing.T, clients []config.Client, now func() time.Time) string {
+	t.Helper()
 	cfg := *e.cfg
 	cfg.OAuth.Clients = clients
-	api, err := service.NewAPI(context.Background(), &cfg, service.Deps{Now: e.deps.Now})
+	api, err := service.NewAPI(context.Background(), &cfg, service.Deps{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

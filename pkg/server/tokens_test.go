@@ -247,19 +247,8 @@ func TestTokenAfterEnableOnAReplicaBehind(t *testing.T) {
 // (tokens_not_before): it is newer than the registration, which the front end has read.
 func TestNewClientOnAReplicaBehind(t *testing.T) {
 	e := newSignInEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin := aheadAdminStore(t, e, 10*time.Second)
-	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
-		Grants: []string{"client_credentials", "authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
-		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
-		t.Fatal(err)
-	}
-	// Three seconds later (ClientsReload) a front end has read it; its clock is 7 s before
-	// the registration's.
-	e.clock.Advance(3 * time.Second)
-	r := *e
-	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	// The front end's clock is 7 s before the registration's.
+	r := e.surveyRegisteredAhead(t, 10*time.Second, "client_credentials", "authorization_code", "refresh_token")
 	code, tok := postAs(t, r.issuer, "/token", "survey", url.Values{"grant_type": {"client_credentials"}})
 	access, _ := tok["access_token"].(string)
 	if code != http.StatusOK || access == "" {
@@ -288,17 +277,7 @@ func TestNewClientOnAReplicaBehind(t *testing.T) {
 // application on the account page, the revocation covers those tokens all the same.
 func TestRevocationCoversTokensStampedAhead(t *testing.T) {
 	e := newSignInEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin := aheadAdminStore(t, e, 10*time.Second)
-	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
-		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
-		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(3 * time.Second)
-	r := *e
-	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	r := e.surveyRegisteredAhead(t, 10*time.Second, "authorization_code", "refresh_token")
 	b := browser(t)
 	tok, errc := r.exchange(t, "survey", r.signInCode(t, b, "survey"))
 	if errc != "" {
@@ -320,18 +299,7 @@ func TestRevocationCoversTokensStampedAhead(t *testing.T) {
 // env's by ahead.
 func (e *signInEnv) replicaAhead(t *testing.T, ahead time.Duration) string {
 	t.Helper()
-	cfg := *e.cfg
-	deps := e.deps
-	deps.Now = func() time.Time { return e.clock.Now().Add(ahead) }
-	deps.MongoMonitor = nil
-	api, err := service.NewAPI(context.Background(), &cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(api.Close)
-	ts := httptest.NewServer(api.Server)
-	t.Cleanup(ts.Close)
-	return ts.URL + "/auth/realms/campus"
+	return e.replicaAt(t, e.cfg.OAuth.Clients, func() time.Time { return e.clock.Now().Add(ahead) })
 }
 
 // TestConsentAgainAfterARevocationOnAReplicaAhead: the user removes an application on the
@@ -391,7 +359,7 @@ func TestRevocationCoversACodeOfAFrontEndAhead(t *testing.T) {
 }
 
 // TestTokensStampedPastTheSessionsEnd: the admin tool, on a host 10 s ahead, registers a client
-// 8 s before the user's session ends, and the user signs in to it at once: what the front end
+// 8 s before the user's session ends, and the user signs in to it soon after: what the front end
 // issues would be stamped with the client's tokens_not_before, past the session's end. The
 // exchange is refused as the session's end, rather than answer tokens that outlive it and a
 // refresh_expires_in below zero.
@@ -400,20 +368,31 @@ func TestTokensStampedPastTheSessionsEnd(t *testing.T) {
 		c.OAuth.SessionTTL = config.Duration(5 * time.Minute)
 		c.OAuth.RefreshTokenTTL = config.Duration(5 * time.Minute)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	b := browser(t)
 	e.signedIn(t, b)
 	e.clock.Advance(5*time.Minute - 8*time.Second)
-	admin := aheadAdminStore(t, e, 10*time.Second)
-	if err := admin.CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
-		Grants: []string{"authorization_code", "refresh_token"}, Scopes: []string{"openid", "notification.mp"},
-		RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
-		t.Fatal(err)
-	}
-	r := *e
-	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	// Registered 8 s before the session's end, by a clock 10 s ahead: what is issued to it is
+	// stamped 2 s past the session's end.
+	r := e.surveyRegisteredAhead(t, 10*time.Second, "authorization_code", "refresh_token")
 	if tok, errc := r.exchange(t, "survey", r.signInCode(t, b, "survey")); errc != "invalid_grant" {
 		t.Fatalf("tokens stamped past the session's end: %q, refresh_expires_in %v, want invalid_grant", errc, tok["refresh_expires_in"])
 	}
+}
+
+// surveyRegisteredAhead registers the client "survey" (an application of the user, with
+// grants) with the admin tool on a host whose clock is ahead of the env's by ahead, and
+// returns the env as seen through a front end started after it, which has read it.
+func (e *signInEnv) surveyRegisteredAhead(t *testing.T, ahead time.Duration, grants ...string) signInEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := aheadAdminStore(t, e, ahead).CreateClient(ctx, store.Client{ID: "survey", SecretSHA256: oauth.Hash(rpSecret),
+		Grants: grants, Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{rpRedirect}, Source: store.SourceAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	// Three seconds later (ClientsReload) a front end has read it.
+	e.clock.Advance(3 * time.Second)
+	r := *e
+	r.issuer = e.replica(t, e.cfg.OAuth.Clients)
+	return r
 }
