@@ -92,13 +92,7 @@ func (s *Service) Grants(ctx context.Context, userID string) ([]store.Grant, err
 		}
 		// A record no newer than the client's last revocation is a use recorded by a grant
 		// the revocation raced (issueUserTokens): not a grant the user holds.
-		last := g.At
-		for _, t := range []time.Time{g.Given, g.Issued, g.LastUsed} {
-			if t.After(last) {
-				last = t
-			}
-		}
-		if revoked, err := s.grantRevoked(ctx, userID, id, last); err != nil {
+		if revoked, err := s.grantRevoked(ctx, userID, id, g.Latest()); err != nil {
 			return nil, err
 		} else if revoked {
 			continue
@@ -147,10 +141,8 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 	// of its consent, of its latest code and of its latest tokens, which a front end whose
 	// clock is ahead of this one's may have set.
 	now := c.IssuedAt(s.Now())
-	for _, t := range []time.Time{g.At, g.Given, g.Issued, g.LastUsed} {
-		if t.After(now) {
-			now = t
-		}
+	if last := g.Latest(); last.After(now) {
+		now = last
 	}
 	// Nothing issued before now outlives a refresh token, a code or an access token from then.
 	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)

@@ -26,12 +26,7 @@ type storeHook struct {
 
 func (h *storeHook) monitor() *event.CommandMonitor {
 	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		cmd := ev.CommandName
-		if v, err := ev.Command.LookupErr(cmd); err == nil {
-			if s, ok := v.StringValueOK(); ok {
-				cmd += " " + s
-			}
-		}
+		cmd := commandName(ev)
 		h.mu.Lock()
 		var fn func()
 		if h.cmd != "" && cmd == h.cmd {
@@ -42,6 +37,21 @@ func (h *storeHook) monitor() *event.CommandMonitor {
 			fn()
 		}
 	}}
+}
+
+// hookedPortal starts a sign-in front end whose store commands h can hook, and signs browser b
+// in to the account page and to portal, whose tokens it returns.
+func hookedPortal(t *testing.T) (*signInEnv, *storeHook, *http.Client, map[string]any) {
+	t.Helper()
+	h := &storeHook{}
+	e := newSignInEnvMonitored(t, nil, h.monitor())
+	b := browser(t)
+	e.signedIn(t, b)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	return e, h, b, tok
 }
 
 func (h *storeHook) arm(cmd string, fn func()) {
@@ -104,14 +114,7 @@ func (e *signInEnv) revocationHolds(t *testing.T, b *http.Client, client string,
 // revocations. A revocation covers what was issued at or before it: tokens stamped with a time
 // after it would outlive it, a refresh token that refreshes for ever.
 func TestRefreshRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
-	h := &storeHook{}
-	e := newSignInEnvMonitored(t, nil, h.monitor())
-	b := browser(t)
-	e.signedIn(t, b)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	e, h, b, tok := hookedPortal(t)
 	revoked := e.revokeDuring(t, h, b, "portal", "find sso_sessions") // stillGranted reads the session after the revocations
 	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
 	if st := revoked(); st != http.StatusOK {
@@ -124,14 +127,7 @@ func TestRefreshRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) {
 // millisecond, as a real one almost never is. The store keeps times to the millisecond: a
 // revocation in the very millisecond of the refresh's time covers it all the same.
 func TestRevocationInTheRefreshsMillisecond(t *testing.T) {
-	h := &storeHook{}
-	e := newSignInEnvMonitored(t, nil, h.monitor())
-	b := browser(t)
-	e.signedIn(t, b)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	e, h, b, tok := hookedPortal(t)
 	e.clock.Advance(time.Second + 400*time.Microsecond)
 	revoked := e.revokeDuring(t, h, b, "portal", "insert refresh_tokens") // the successor's record, before the second read
 	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
@@ -160,18 +156,11 @@ func TestCodeExchangeRacingARevocationIssuesNothingThatOutlivesIt(t *testing.T) 
 }
 
 // TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff: the user revokes the
-// application's access while a refresh records the grant's use for the account page (the
-// revocation deletes the record, the use writes it again). The refresh is refused, and the page
-// does not list the application.
+// application's access while a refresh records the grant's use for the account page, its last
+// step (the revocation deletes the record, the use writes it again). The refresh's tokens are
+// dead, and the page does not list the application.
 func TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff(t *testing.T) {
-	h := &storeHook{}
-	e := newSignInEnvMonitored(t, nil, h.monitor())
-	b := browser(t)
-	e.signedIn(t, b)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	e, h, b, tok := hookedPortal(t)
 	revoked := e.revokeDuring(t, h, b, "portal", "update consents")
 	next, errc := e.refresh(t, "portal", tok["refresh_token"].(string))
 	if st := revoked(); st != http.StatusOK {
@@ -185,14 +174,7 @@ func TestRevocationWhileAGrantsUseIsRecordedTakesTheApplicationOff(t *testing.T)
 // in to it again and consents anew. The stale refresh is refused, and changes nothing of the
 // new consent: the account page lists the application, and the next sign-in asks nothing.
 func TestStaleRefreshKeepsAConsentGivenAfterTheRevocation(t *testing.T) {
-	h := &storeHook{}
-	e := newSignInEnvMonitored(t, nil, h.monitor())
-	b := browser(t)
-	e.signedIn(t, b)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	e, h, b, tok := hookedPortal(t)
 	reached, resume := make(chan struct{}), make(chan struct{})
 	h.arm("insert refresh_tokens", func() { // the stale refresh records its successor
 		close(reached)

@@ -30,12 +30,7 @@ func newStoreCutEnv(t *testing.T) *storeCutEnv {
 	t.Helper()
 	r := &storeCutEnv{}
 	mon := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
-		cmd := ev.CommandName
-		if v, err := ev.Command.LookupErr(cmd); err == nil {
-			if s, ok := v.StringValueOK(); ok {
-				cmd += " " + s
-			}
-		}
+		cmd := commandName(ev)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.cutAt != "" && cmd == r.cutAt {
@@ -61,11 +56,37 @@ func newStoreCutEnv(t *testing.T) *storeCutEnv {
 	return r
 }
 
+// commandName names a store command as the cut and the hooks of these tests match it:
+// "find sessions", "update token_families".
+func commandName(ev *event.CommandStartedEvent) string {
+	cmd := ev.CommandName
+	if v, err := ev.Command.LookupErr(cmd); err == nil {
+		if s, ok := v.StringValueOK(); ok {
+			cmd += " " + s
+		}
+	}
+	return cmd
+}
+
 // cutWhen takes the store down as soon as the command cmd ("find <collection>") starts.
 func (r *storeCutEnv) cutWhen(cmd string) {
 	r.mu.Lock()
 	r.cutAt, r.cut = cmd, false
 	r.mu.Unlock()
+}
+
+// tokenDuringCut posts form to the token endpoint as portal, with the store cut as soon as the
+// command cmd starts, and brings the store back once answered; it fails the test if cmd never
+// started.
+func (r *storeCutEnv) tokenDuringCut(t *testing.T, cmd string, form url.Values) (int, map[string]any) {
+	t.Helper()
+	r.cutWhen(cmd)
+	st, m := r.postForm(t, "/token", "portal", form)
+	if !r.wasCut() {
+		t.Fatalf("no %s during the request (answer %d %v)", cmd, st, m)
+	}
+	r.proxy.SetDown(false)
+	return st, m
 }
 
 func (r *storeCutEnv) wasCut() bool {
@@ -86,12 +107,7 @@ func TestCodeExchangeWhileTheStoreFailsIsNoInvalidGrant(t *testing.T) {
 	b := browser(t)
 	code := e.signInCode(t, b, "portal")
 
-	e.cutWhen("find revoked_grants")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
-	if !e.wasCut() {
-		t.Fatalf("the exchange never read the revocations (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "find revoked_grants", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
 
 	// Nothing was revoked and the code was not used: it is exchanged now.
 	tok, errc := e.exchange(t, "portal", code)
@@ -121,12 +137,7 @@ func TestRefreshWhileTheStoreFailsIsNoInvalidGrant(t *testing.T) {
 		t.Fatalf("no refresh token: %v", tok)
 	}
 
-	e.cutWhen("find token_families")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
-	if !e.wasCut() {
-		t.Fatalf("the refresh never read the token's family (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "find token_families", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 
 	if _, errc := e.refresh(t, "portal", rt); errc != "" {
 		t.Fatalf("the same refresh token once the store is back: %s", errc)
@@ -146,12 +157,7 @@ func TestCodeExchangeRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 	b := browser(t)
 	code := e.signInCode(t, b, "portal")
 
-	e.cutWhen("update token_families")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
-	if !e.wasCut() {
-		t.Fatalf("the exchange never recorded a token family (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "update token_families", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
 	if st != http.StatusInternalServerError || m["error"] != "server_error" {
 		t.Fatalf("the store failing while the tokens were recorded was answered %d %v, want 500 server_error", st, m)
 	}
@@ -182,12 +188,7 @@ func TestRefreshRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 	}
 	rt, _ := tok["refresh_token"].(string)
 
-	e.cutWhen("update token_families")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
-	if !e.wasCut() {
-		t.Fatalf("the refresh never recorded its successor's family (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "update token_families", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 	if st != http.StatusInternalServerError || m["error"] != "server_error" {
 		t.Fatalf("the store failing while the successor was recorded was answered %d %v, want 500 server_error", st, m)
 	}
@@ -214,12 +215,7 @@ func TestRefreshTokenUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
 	}
 	old := tok["refresh_token"].(string)
 
-	e.cutWhen("update refresh_tokens")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old}})
-	if !e.wasCut() {
-		t.Fatalf("the refresh never flagged the old token (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "update refresh_tokens", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old}})
 	if st != http.StatusOK {
 		t.Fatalf("the refresh whose flag write failed: %d %v, want 200 (its use was recorded)", st, m)
 	}
@@ -242,12 +238,7 @@ func TestCodeUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
 	b := browser(t)
 	code := e.signInCode(t, b, "portal")
 
-	e.cutWhen("update auth_codes")
-	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
-	if !e.wasCut() {
-		t.Fatalf("the exchange never flagged the code (answer %d %v)", st, m)
-	}
-	e.proxy.SetDown(false)
+	st, m := e.tokenDuringCut(t, "update auth_codes", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}})
 	if st != http.StatusOK {
 		t.Fatalf("the exchange whose flag write failed: %d %v, want 200 (its use was recorded)", st, m)
 	}

@@ -48,6 +48,18 @@ type Grant struct {
 	LastUsed time.Time `bson:"last_used,omitempty"`
 }
 
+// Latest is the latest stamp the record carries: of its creation, its consent, its latest code
+// or its latest tokens.
+func (g Grant) Latest() time.Time {
+	last := g.At
+	for _, t := range []time.Time{g.Given, g.Issued, g.LastUsed} {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
 type revokedGrant struct {
 	ID      string    `bson:"_id"`
 	At      time.Time `bson:"at"`
