@@ -2,6 +2,8 @@ package delivery_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +70,58 @@ func TestStopAfterLostAttemptRecordCountsNoCall(t *testing.T) {
 	t.Logf("sent: %d attempts recorded, %d platform send call(s)", res.Attempts, sends)
 	if int64(res.Attempts) != sends {
 		t.Fatalf("sent with %d attempts after %d platform call(s): the attempt the stopped worker recorded but never made is counted",
+			res.Attempts, sends)
+	}
+}
+
+// TestStopBeforeASlowAttemptRecordLandsCountsNoCall: as TestStopAfterLostAttemptRecordCountsNoCall,
+// but the store is slow: the first attempt's insert reaches it after the writer's time-out, and
+// after the stopped worker has put its record back, when the store had none yet. The late
+// insert must not say an attempt is under way: the worker that gets the message next would take
+// it for a call in doubt and count a call never made.
+func TestStopBeforeASlowAttemptRecordLandsCountsNoCall(t *testing.T) {
+	r := newRig(t)
+	cs := newCutStore(t)
+	ctx := context.Background()
+	logs := &embeddedtest.SyncBuffer{}
+	wr := cs.ws.NewWriter(store.WriterOptions{Timeout: 500 * time.Millisecond})
+	t.Cleanup(wr.Close)
+	// Everything the worker sends the store arrives 1.5 s late: the first attempt's insert
+	// outlives the writer's 500 ms.
+	cs.proxy.SetDelay(1500 * time.Millisecond)
+	stopA := r.startWorkerWith(quick, func(c *delivery.Config) {
+		c.Store, c.Events = cs.ws, wr
+		c.StoreRetry = 2 * time.Second
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 20*time.Second, "the attempt's record timing out", func() bool {
+		return strings.Contains(logs.String(), "recording an attempt failed")
+	})
+	cs.proxy.SetDelay(0) // the store answers in time again
+	stopA()              // SIGTERM while the worker waits to write the attempt's record again
+	embeddedtest.Eventually(t, 10*time.Second, "the message handed back", func() bool {
+		return strings.Contains(logs.String(), "message handed back without an attempt")
+	})
+	// The slow insert lands after the worker put its record back.
+	var p push.Result
+	embeddedtest.Eventually(t, 10*time.Second, "the late attempt record", func() bool {
+		var err error
+		p, err = cs.direct.InProgress(ctx, id)
+		return err == nil
+	})
+	t.Logf("after the stop: %s, %d attempt(s), platform sends %d", p.State, p.Attempts, r.sim.Stats().Sends)
+	r.restartOn(cs, quick) // the rollout's new worker
+	var res push.Result
+	embeddedtest.Eventually(t, 30*time.Second, id+" sent", func() bool {
+		var err error
+		res, err = cs.direct.Current(ctx, id)
+		return err == nil && res.State == push.StateSent
+	})
+	sends := r.sim.Stats().Sends
+	t.Logf("sent: %d attempts recorded, %d platform send call(s)", res.Attempts, sends)
+	if int64(res.Attempts) != sends {
+		t.Fatalf("sent with %d attempts after %d platform call(s): the attempt the stopped worker's late record claims, never made, is counted",
 			res.Attempts, sends)
 	}
 }

@@ -1159,18 +1159,30 @@ const unmarkWait = 2 * time.Second
 // fewer, or, when the call before was in doubt, still sending. A first delivery has not read
 // the push's history, which an earlier copy may have left (a call in doubt among it): it puts
 // back only its own record, and leaves any other (or, unable to read, counts a call too many
-// rather than erase a call in doubt).
+// rather than erase a call in doubt). When it finds no record, its own may still be on the way
+// to a slow store, which would take it after the writer gave up waiting: the record of no
+// attempt is inserted in its place, and the late insert finds a history and is refused.
 func (w *Worker) unmark(ctx context.Context, mark push.Result, first, inDoubt bool, since time.Time) {
 	now := w.cfg.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
 	defer cancel()
+	back := untried(mark, inDoubt, since, now)
 	if first {
 		cur, err := w.cfg.Store.Current(wctx, mark.UcsID)
+		if errors.Is(err, store.ErrNotFound) {
+			if err = w.cfg.Events.Write(wctx, store.FirstAttemptRecord(back, now)); !errors.Is(err, store.ErrHistory) {
+				if err != nil {
+					w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", mark.UcsID, "err", err)
+				}
+				return
+			}
+			cur, err = w.cfg.Store.Current(wctx, mark.UcsID) // a record landed meanwhile
+		}
 		if err != nil || cur.State != push.StateSending || cur.Attempts != mark.Attempts || cur.Updated.UnixMilli() != mark.Updated.UnixMilli() {
 			return
 		}
 	}
-	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(untried(mark, inDoubt, since, now), now)); err != nil {
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(back, now)); err != nil {
 		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", mark.UcsID, "err", err)
 	}
 }
