@@ -150,7 +150,15 @@ func requestParams(c echo.Context) url.Values {
 // adapts the answer to the browser (an error page, or back to the client) and runs the flow.
 func (s *Server) authorize(c echo.Context) error {
 	si := s.cfg.SignIn
-	req := oauth.ParseAuthRequest(requestParams(c))
+	q := requestParams(c)
+	if c.Request().Method == http.MethodPost && cookieValue(c, cookieSession) == "" && cookieValue(c, cookieBrowser) == "" {
+		// A POST from a client's page on another site carries none of this server's cookies
+		// (SameSite=Lax): as such, a signed-in user would be taken for one signed out, and the
+		// browser given a new sign-in cookie. The same request as a GET, a top-level
+		// navigation, carries them.
+		return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/auth?"+q.Encode())
+	}
+	req := oauth.ParseAuthRequest(q)
 	idps, defaultIDP := s.identityProviders()
 	hint := req.IDP
 	_, e := oauth.ValidateAuthRequest(&req, s.cfg.OAuth.Clients, idps, defaultIDP)

@@ -3,11 +3,13 @@ package server_test
 import (
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/campus-it/ucs/pkg/config"
@@ -375,5 +377,66 @@ func TestUnknownIDPHintSignsInWithTheDefault(t *testing.T) {
 		if p := get(t, browser(t), e.issuer+"/account?kc_idp_hint="+url.QueryEscape(hint)); p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
 			t.Errorf("the account page with kc_idp_hint=%s: %d Location %q; want the default provider's login page", hint, p.status, p.location)
 		}
+	}
+}
+
+// TestCrossSitePostAuthorizeSeesTheSession: the authorization endpoint takes POST as well as
+// GET (OpenID Connect Core §3.1.2.1). A relying party on its own site that sends the signed-in
+// user there by an auto-submitted form (prompt=none, to learn silently whether the user is
+// signed in) gets a code, as with the same request as a GET, although the cross-site POST
+// carries no SameSite=Lax session cookie.
+func TestCrossSitePostAuthorizeSeesTheSession(t *testing.T) {
+	rpSite := http.NewServeMux()
+	rpSrv := httptest.NewServer(rpSite)
+	t.Cleanup(rpSrv.Close)
+	rpBase := strings.Replace(rpSrv.URL, "127.0.0.1", "localhost", 1) // another site than the service's
+	cb := rpBase + "/cb"
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "webapp", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, RedirectURIs: []string{cb}})
+	})
+	params := url.Values{"client_id": {"webapp"}, "response_type": {"code"}, "redirect_uri": {cb},
+		"scope": {"openid"}, "kc_idp_hint": {"local"}, "state": {"s1"}, "prompt": {"none"}}
+	rpSite.HandleFunc("/silent", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		var b strings.Builder
+		b.WriteString(`<!doctype html><form id="f" method="post" action="` + e.issuer + `/protocol/openid-connect/auth">`)
+		for k, v := range params {
+			b.WriteString(`<input type="hidden" name="` + k + `" value="` + v[0] + `">`)
+		}
+		b.WriteString(`</form><script>document.getElementById("f").submit()</script>`)
+		_, _ = w.Write([]byte(b.String()))
+	})
+	rpSite.HandleFunc("/cb", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><p>back at the application</p>`))
+	})
+
+	ctx, _ := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	// The user signs in (the account page), so the browser holds a session here.
+	tb.run(chromedp.Navigate(e.issuer+"/account"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), userID),
+		chromedp.SendKeys(chromedp.ID("password"), userPass),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	waitFor(t, func() bool {
+		return tb.eval(`document.readyState === "complete" && !document.getElementById("password") && document.body.innerText.includes("`+userID+`") ? "y" : ""`) == "y"
+	})
+
+	// The same request as a GET: signed in, straight back with a code.
+	tb.run(chromedp.Navigate(e.issuer + "/protocol/openid-connect/auth?" + params.Encode()))
+	waitFor(t, func() bool { return strings.HasPrefix(tb.eval(`location.href`), cb) })
+	got, _ := url.Parse(tb.eval(`location.href`))
+	if got.Query().Get("code") == "" {
+		t.Fatalf("the GET authorization request of a signed-in user got no code: %s", got)
+	}
+
+	// As a POST from the application's page.
+	tb.run(chromedp.Navigate(rpBase + "/silent"))
+	waitFor(t, func() bool { return strings.HasPrefix(tb.eval(`location.href`), cb) })
+	got, _ = url.Parse(tb.eval(`location.href`))
+	if got.Query().Get("code") == "" {
+		t.Fatalf("the POST authorization request (OIDC Core §3.1.2.1) of the same signed-in user got no code: %s", got.RawQuery)
 	}
 }
