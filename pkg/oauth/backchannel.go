@@ -22,9 +22,11 @@ import (
 // page, a client's own logout, the oldest session of a user beyond MaxSessionsPerUser), every
 // client that received tokens in it and registered a backchannel_logout_uri is sent a signed
 // logout token by POST, so it can end its own session of the user. Sending never holds up the
-// user's logout: tokens go into a bounded queue that a few goroutines deliver; a token whose
-// first post fails is retried with exponential backoff for a bounded time by a goroutine of its
-// own (at most Queue of them), so that a client that is down delays only its own tokens.
+// user's logout: each client's tokens go into a bounded queue of its own that a few goroutines
+// of its own deliver, so that a client that does not answer (each post waits up to the HTTP
+// client's time-out) delays only its own tokens; a token whose first post fails is retried with
+// exponential backoff for a bounded time by a goroutine of its own (at most Queue of them), so
+// that a client that is down does not hold its senders either.
 
 // BackchannelLogoutEvent is the member of a logout token's events claim.
 const BackchannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logout"
@@ -49,10 +51,10 @@ type BackchannelConfig struct {
 	// HTTPClient posts the logout tokens. Default: a 10 s timeout per attempt and no redirects
 	// followed (the specification forbids following them).
 	HTTPClient *http.Client
-	// Queue bounds the logout tokens waiting to be sent; one more is dropped, and logged.
-	// Default 1024.
+	// Queue bounds the logout tokens of one client waiting to be sent; one more is dropped,
+	// and logged. It bounds the tokens being retried too, of all clients. Default 1024.
 	Queue int
-	// Senders is how many tokens are sent at once. Default 4.
+	// Senders is how many tokens of one client are sent at once. Default 4.
 	Senders int
 	// InitialInterval is the first wait before a retry; it grows to MaxInterval. Defaults
 	// 500 ms and 30 s.
@@ -66,13 +68,13 @@ type BackchannelConfig struct {
 // Backchannel sends logout tokens to clients.
 type Backchannel struct {
 	cfg      BackchannelConfig
-	jobs     chan logoutJob
 	retrying chan struct{} // a place for each token being retried
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	mu       sync.RWMutex
-	closed   bool
+	mu       sync.Mutex
+	queues   map[string]chan logoutJob // by client, with their senders; under mu
+	closed   bool                      // under mu
 }
 
 type logoutJob struct {
@@ -104,32 +106,43 @@ func NewBackchannel(cfg BackchannelConfig) *Backchannel {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backchannel{cfg: cfg, jobs: make(chan logoutJob, cfg.Queue), retrying: make(chan struct{}, cfg.Queue), ctx: ctx, cancel: cancel}
-	for range cfg.Senders {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			for j := range b.jobs {
-				b.deliver(j)
-			}
-		}()
+	return &Backchannel{cfg: cfg, retrying: make(chan struct{}, cfg.Queue), ctx: ctx, cancel: cancel, queues: map[string]chan logoutJob{}}
+}
+
+// queue is the queue of clientID's tokens, made with its senders on first use. Called under
+// b.mu, before Close.
+func (b *Backchannel) queue(clientID string) chan logoutJob {
+	q, ok := b.queues[clientID]
+	if !ok {
+		q = make(chan logoutJob, b.cfg.Queue)
+		b.queues[clientID] = q
+		for range b.cfg.Senders {
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				for j := range q {
+					b.deliver(j)
+				}
+			}()
+		}
 	}
-	return b
+	return q
 }
 
 // Send queues a logout token for uri without waiting; false when the queue is full or the
 // sender is closed (the token is dropped and logged).
 func (b *Backchannel) Send(clientID, uri, token string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
 		return false
 	}
+	q := b.queue(clientID)
 	select {
-	case b.jobs <- logoutJob{client: clientID, uri: uri, token: token}:
+	case q <- logoutJob{client: clientID, uri: uri, token: token}:
 		return true
 	default:
-		b.cfg.Logger.Warn("back-channel logout dropped: the queue is full", "client", clientID, "queue", cap(b.jobs))
+		b.cfg.Logger.Warn("back-channel logout dropped: the client's queue is full", "client", clientID, "queue", cap(q))
 		return false
 	}
 }
@@ -140,7 +153,9 @@ func (b *Backchannel) Close() {
 	b.mu.Lock()
 	if !b.closed {
 		b.closed = true
-		close(b.jobs)
+		for _, q := range b.queues {
+			close(q)
+		}
 	}
 	b.mu.Unlock()
 	b.cancel()

@@ -1,6 +1,7 @@
 package oauth_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -108,5 +109,41 @@ func TestBackchannelClientDownDelaysOnlyItself(t *testing.T) {
 	case <-healthy:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("a healthy client's logout token waits behind the retries of a client that is down (%d posts to it)", down.Load())
+	}
+}
+
+// TestBackchannelClientNotAnsweringDelaysOnlyItself: a client that is down by not answering (its
+// host overloaded, a firewall dropping packets, a load balancer holding the connection during a
+// deploy) holds a sender for each first post up to the HTTP client's time-out (10 s by
+// default): with senders shared by all clients, twelve of its tokens queued before a healthy
+// client's would hold that token 30 s, and some 120 past its expiry. Each client has senders of
+// its own: the healthy client's token goes at once.
+func TestBackchannelClientNotAnsweringDelaysOnlyItself(t *testing.T) {
+	var hung atomic.Int32
+	healthy := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hung":
+			hung.Add(1)
+			_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the sender hang up
+			<-r.Context().Done()               // never answers
+		case "/healthy":
+			healthy <- struct{}{}
+		}
+	}))
+	defer srv.Close()
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{}) // the service's configuration: defaults
+	defer b.Close()
+	for range 12 {
+		if !b.Send("hung", srv.URL+"/hung", "t") {
+			t.Fatal("a token was not queued")
+		}
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the hung client is posted to by every sender", func() bool { return hung.Load() >= 4 })
+	b.Send("healthy", srv.URL+"/healthy", "t")
+	select {
+	case <-healthy:
+	case <-time.After(8 * time.Second):
+		t.Fatalf("a healthy client's logout token waits behind the first posts of a client that does not answer (%d posts to it under way or done)", hung.Load())
 	}
 }
