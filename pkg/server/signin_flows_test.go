@@ -415,14 +415,7 @@ func TestCrossSitePostAuthorizeSeesTheSession(t *testing.T) {
 	ctx, _ := chromium(t)
 	tb := tab{t: t, ctx: ctx}
 	// The user signs in (the account page), so the browser holds a session here.
-	tb.run(chromedp.Navigate(e.issuer+"/account"),
-		chromedp.WaitVisible(chromedp.ID("username")),
-		chromedp.SendKeys(chromedp.ID("username"), userID),
-		chromedp.SendKeys(chromedp.ID("password"), userPass),
-		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
-	waitFor(t, func() bool {
-		return tb.eval(`document.readyState === "complete" && !document.getElementById("password") && document.body.innerText.includes("`+userID+`") ? "y" : ""`) == "y"
-	})
+	signInOnAccountPage(t, tb, e.issuer)
 
 	// The same request as a GET: signed in, straight back with a code.
 	tb.run(chromedp.Navigate(e.issuer + "/protocol/openid-connect/auth?" + params.Encode()))

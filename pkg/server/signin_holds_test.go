@@ -88,14 +88,7 @@ func TestCrossSitePostLogoutEndsTheSession(t *testing.T) {
 		})
 		return tb.eval(`document.getElementById("username") ? "no" : "yes"`) == "yes"
 	}
-	tb.run(chromedp.Navigate(e.issuer+"/account"),
-		chromedp.WaitVisible(chromedp.ID("username")),
-		chromedp.SendKeys(chromedp.ID("username"), userID),
-		chromedp.SendKeys(chromedp.ID("password"), userPass),
-		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
-	waitFor(t, func() bool {
-		return tb.eval(`document.readyState === "complete" && !document.getElementById("password") && document.body.innerText.includes("`+userID+`") ? "y" : ""`) == "y"
-	})
+	signInOnAccountPage(t, tb, e.issuer)
 	if !signedIn() {
 		t.Fatal("the sign-in on the account page did not hold")
 	}
@@ -260,4 +253,18 @@ func TestLogoutEndsCampusSingleSignOn(t *testing.T) {
 	if !strings.Contains(p.body, `name="password"`) {
 		t.Fatalf("after logout: %d %s, want the campus sign-on's password form", p.status, p.url)
 	}
+}
+
+// signInOnAccountPage signs the test user in on the account page at issuer, and returns once
+// the page shows them signed in.
+func signInOnAccountPage(t *testing.T, tb tab, issuer string) {
+	t.Helper()
+	tb.run(chromedp.Navigate(issuer+"/account"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), userID),
+		chromedp.SendKeys(chromedp.ID("password"), userPass),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	waitFor(t, func() bool {
+		return tb.eval(`document.readyState === "complete" && !document.getElementById("password") && document.body.innerText.includes("`+userID+`") ? "y" : ""`) == "y"
+	})
 }
