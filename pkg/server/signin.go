@@ -146,17 +146,22 @@ func requestParams(c echo.Context) url.Values {
 	return c.QueryParams()
 }
 
+// againAsGet answers a POST to the OpenID Connect endpoint (auth, logout) that came from a
+// client's page on another site, which carries none of this server's cookies (SameSite=Lax):
+// 303 to the same request as a GET, a top-level navigation, which carries them.
+func (s *Server) againAsGet(c echo.Context, endpoint string, q url.Values) error {
+	return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/"+endpoint+"?"+q.Encode())
+}
+
 // authorize is the authorization endpoint: oauth parses and validates the request; this
 // adapts the answer to the browser (an error page, or back to the client) and runs the flow.
 func (s *Server) authorize(c echo.Context) error {
 	si := s.cfg.SignIn
 	q := requestParams(c)
 	if c.Request().Method == http.MethodPost && cookieValue(c, cookieSession) == "" && cookieValue(c, cookieBrowser) == "" {
-		// A POST from a client's page on another site carries none of this server's cookies
-		// (SameSite=Lax): as such, a signed-in user would be taken for one signed out, and the
-		// browser given a new sign-in cookie. The same request as a GET, a top-level
-		// navigation, carries them.
-		return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/auth?"+q.Encode())
+		// Taken as it came, a signed-in user would be taken for one signed out, and the
+		// browser given a new sign-in cookie.
+		return s.againAsGet(c, "auth", q)
 	}
 	req := oauth.ParseAuthRequest(q)
 	idps, defaultIDP := s.identityProviders()
@@ -811,9 +816,8 @@ func (s *Server) logout(c echo.Context) error {
 	idc, target := lr.Hint, lr.Target
 	key := cookieValue(c, cookieSession)
 	if key == "" && idc == nil && s.cfg.SignIn != nil && c.Request().Method == http.MethodPost {
-		// A POST from another site's page does not carry the session cookie (SameSite=Lax):
-		// the same request as a GET does, a top-level navigation, and the user confirms there.
-		return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/logout?"+q.Encode())
+		// The user confirms on the GET.
+		return s.againAsGet(c, "logout", q)
 	}
 	if key == "" || s.cfg.SignIn == nil {
 		if idc == nil && target == "" {
