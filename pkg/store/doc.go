@@ -15,7 +15,8 @@
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
 // follower it went to, so a receipt applies only to a message this service sent. A ucsId the
 // service never gave out costs a lookup one read. Records are inserted, never replaced
-// (progress aside): the first final result of a push wins, whoever writes a later one
+// (progress aside, replaced only at the revision its writer read: ProgressRecord): the first
+// final result of a push wins, whoever writes a later one
 // (FirstFinalRecord tells the writer so). A queued push no worker has reached has no record:
 // the queue answers for it. Records an earlier version wrote (sent at <ucsId>/s) are read
 // until they expire.

@@ -79,9 +79,11 @@ func TestSweepPastLiveProgressRecords(t *testing.T) {
 	day0 := clk.Now().Add(-31 * 24 * time.Hour)
 	const nSlow = store.SweepBatch + 100 // an outage of a few minutes on a busy service
 	var recs []store.Write
+	revs := make([]int64, nSlow)
 	for i := range nSlow {
 		r := push.Result{UcsID: fmt.Sprintf("slow%04d", i), ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: day0, Updated: day0}
 		recs = append(recs, store.FirstAttemptRecord(r, day0))
+		revs[i] = recs[i].Rev()
 	}
 	if err := w.Write(ctx, recs...); err != nil {
 		t.Fatal(err)
@@ -101,7 +103,7 @@ func TestSweepPastLiveProgressRecords(t *testing.T) {
 	later := day0.Add(6 * 24 * time.Hour)
 	recs = recs[:0]
 	for i := range nSlow {
-		r := push.Result{UcsID: fmt.Sprintf("slow%04d", i), ClientID: "c", State: push.StateQueued, Attempts: 9, Accepted: day0, Updated: later}
+		r := push.Result{UcsID: fmt.Sprintf("slow%04d", i), ClientID: "c", State: push.StateQueued, Attempts: 9, Accepted: day0, Updated: later, Rev: revs[i]}
 		recs = append(recs, store.ProgressRecord(r, later))
 	}
 	for s := 0; s < len(recs); s += 50 {
@@ -133,9 +135,11 @@ func TestSweepPastLiveProgressRecords(t *testing.T) {
 }
 
 // TestWriterManyProgressRecords: under load the Writer gathers the records of many workers into
-// one batch (up to MaxBatch, 500), and writes the replaced ones (progress records) as one
-// ordered BulkWrite. 150 workers recording a retry of their pushes at once (a platform outage)
-// must have their records written, and the store must go on answering.
+// one batch (up to MaxBatch, 500), and writes the replaced ones (progress records) in bulk
+// writes. 150 workers recording a retry of their pushes at once (a platform outage) must have
+// their records written, and the store must go on answering; the records of every third,
+// whose writes come late (their records have changed since they were read), are refused each
+// with ErrHistory, the others in the same bulk writes taken all the same.
 func TestWriterManyProgressRecords(t *testing.T) {
 	clk := clocktest.New(at(0))
 	st, _ := rawRig(t, clk.Now)
@@ -162,7 +166,16 @@ func TestWriterManyProgressRecords(t *testing.T) {
 			defer wg.Done()
 			<-start
 			r := push.Result{UcsID: fmt.Sprintf("out%04d", i), ClientID: "c", State: push.StateQueued, Attempts: 1,
-				LastError: "system error", Accepted: clk.Now(), Updated: clk.Now(), RetryAt: clk.Now().Add(time.Minute)}
+				LastError: "system error", Accepted: clk.Now(), Updated: clk.Now(), RetryAt: clk.Now().Add(time.Minute), Rev: first[i].Rev()}
+			if i%3 == 0 {
+				r.Rev, r.LastError = 0, "late"
+				if errs[i] = w.Write(ctx, store.ProgressRecord(r, clk.Now())); errors.Is(errs[i], store.ErrHistory) {
+					errs[i] = nil
+				} else {
+					errs[i] = fmt.Errorf("a late write answered %v, want ErrHistory", errs[i])
+				}
+				return
+			}
 			errs[i] = w.Write(ctx, store.ProgressRecord(r, clk.Now()))
 		}()
 	}
@@ -184,6 +197,15 @@ func TestWriterManyProgressRecords(t *testing.T) {
 			first = failed[0]
 		}
 		t.Fatalf("%d of %d workers' progress records failed (first: %v); a lookup by _id afterwards: %v", len(failed), nWorkers, first, after)
+	}
+	for i := range nWorkers {
+		want, lastError := push.StateQueued, "system error"
+		if i%3 == 0 {
+			want, lastError = push.StateSending, ""
+		}
+		if r, err := st.Current(ctx, fmt.Sprintf("out%04d", i)); err != nil || r.State != want || r.LastError != lastError {
+			t.Fatalf("out%04d: %+v %v, want %s %q", i, r, err, want, lastError)
+		}
 	}
 }
 
