@@ -242,7 +242,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		rt := NewSecret()
 		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
 			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
-			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, At: issued,
+			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, Kept: se.Expires, At: issued,
 		}); err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
 		}

@@ -561,6 +561,41 @@ func TestServerSideLogoutWithAnExpiredRefreshToken(t *testing.T) {
 	}
 }
 
+// TestServerSideLogoutWithARefreshTokenExpiredDaysAgo: as
+// TestServerSideLogoutWithAnExpiredRefreshToken, with sessions that last three days: the
+// portal's refresh token expired more than a day ago, and the store's sweep has run since, while
+// the library kept the session alive. The portal's back end still signs its user out.
+func TestServerSideLogoutWithARefreshTokenExpiredDaysAgo(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	// Thirty hours of the library's use: it refreshes every twenty minutes.
+	for range 90 {
+		e.clock.Advance(20 * time.Minute)
+		if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+			t.Fatalf("the session should be alive: %s", errc)
+		}
+	}
+	if _, err := e.store.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {portal["refresh_token"].(string)}})
+	if st != http.StatusNoContent {
+		t.Errorf("server-side logout with the portal's refresh token, expired 29 hours ago, of a live session: %d %v (Keycloak: 204, the session ends)", st, m)
+	}
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
+	}
+}
+
 // TestServerSideLogoutOfAnEndedSession: Keycloak answers the server-side logout 204 when
 // the refresh token's session has already ended (signed out in the browser, or idle): there is
 // nothing left to end (LogoutEndpoint.logoutToken: "if (userSessionModel != null) logout"). A

@@ -28,6 +28,7 @@ import (
 	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/service"
+	"github.com/campus-it/ucs/pkg/store"
 )
 
 const (
@@ -45,6 +46,7 @@ type signInEnv struct {
 	writes *writeRecorder
 	cfg    *config.Config
 	deps   service.Deps
+	store  *store.Store
 }
 
 // writeRecorder keeps every command that changes the store.
@@ -152,7 +154,7 @@ func newSignInEnvMonitored(t *testing.T, logger *slog.Logger, monitor *event.Com
 	ts.Config.Handler = api.Server
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &signInEnv{issuer: base + "/auth/realms/campus", base: base, cas: casSrv, clock: clk, writes: writes, cfg: cfg, deps: deps}
+	return &signInEnv{issuer: base + "/auth/realms/campus", base: base, cas: casSrv, clock: clk, writes: writes, cfg: cfg, deps: deps, store: api.Store}
 }
 
 // browser is a user agent with cookies that stops at the relying party's callback.

@@ -160,11 +160,24 @@ type RefreshToken struct {
 	Nonce      string    `bson:"nonce,omitempty"`
 	AuthTime   time.Time `bson:"auth_time"`
 	Expires    time.Time `bson:"expires"`
-	Rotated    bool      `bson:"rotated"`
-	At         time.Time `bson:"at"`
+	// Kept is when its session can end at the latest, when that is after the token's expiry:
+	// the record is kept until then (and a day more), as Keycloak's server-side logout names a
+	// session by a refresh token past its expiry as long as the session lives. Zero: until the
+	// token's expiry.
+	Kept    time.Time `bson:"kept,omitempty"`
+	Rotated bool      `bson:"rotated"`
+	At      time.Time `bson:"at"`
 }
 
-// family is a token family: whether it is revoked, until its last refresh token expires.
+// keptUntil is when the record of t may be dropped (a day later, by the sweep).
+func (t RefreshToken) keptUntil() time.Time {
+	if t.Kept.After(t.Expires) {
+		return t.Kept
+	}
+	return t.Expires
+}
+
+// family is a token family: whether it is revoked, kept as long as its last refresh token.
 type family struct {
 	ID      string    `bson:"_id"`
 	Revoked bool      `bson:"revoked"`
@@ -363,9 +376,10 @@ func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) erro
 }
 
 // PutRefreshToken stores an issued refresh token, creating its family on first use; the family
-// is kept as long as its last token (the sweep drops it a day after).
+// is kept as long as its last token (see Kept; the sweep drops it a day after), so that a
+// revoked token never reads as one of a family not revoked.
 func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
-	if err := s.upsertFamily(ctx, t.Family, bson.M{"$max": bson.M{"expires": t.Expires}, "$setOnInsert": bson.M{"at": s.now(), "revoked": false}}); err != nil {
+	if err := s.upsertFamily(ctx, t.Family, bson.M{"$max": bson.M{"expires": t.keptUntil()}, "$setOnInsert": bson.M{"at": s.now(), "revoked": false}}); err != nil {
 		return fmt.Errorf("store family: %w", err)
 	}
 	if _, err := s.col(colRefresh).InsertOne(ctx, t); err != nil {
@@ -378,7 +392,7 @@ func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
 // simultaneous calls one returns nil and the others ErrReplayed. The token is then marked
 // rotated, for readers.
 func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
-	return s.useOnce(ctx, colRefresh, t.Hash, t.Expires, "rotated")
+	return s.useOnce(ctx, colRefresh, t.Hash, t.keptUntil(), "rotated")
 }
 
 // RefreshToken returns a refresh token by hash, or ErrNotFound. Rotated is set when the

@@ -389,7 +389,9 @@ const sweepPage = 100 * SweepBatch
 func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff time.Time, lock func(id string) string) (int64, error) {
 	var n int64
 	for {
-		cur, err := c.Find(ctx, bson.M{"expires": bson.M{"$lt": cutoff}}, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1}))
+		// A record kept past its expiry (RefreshToken.Kept) stays until then.
+		expired := bson.M{"expires": bson.M{"$lt": cutoff}, "kept": bson.M{"$not": bson.M{"$gte": cutoff}}}
+		cur, err := c.Find(ctx, expired, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1}))
 		if err != nil {
 			return n, err
 		}

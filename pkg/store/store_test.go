@@ -586,6 +586,60 @@ func TestSweepSignInRecords(t *testing.T) {
 	}
 }
 
+// TestSweepKeepsRefreshTokensAsLongAsTheirSession: a refresh token's record, its use marker and
+// its family stay past the token's expiry while its session may live (Kept), so that a client's
+// server-side logout still names the session by it; a day after the session's end they go, as
+// a token without Kept goes a day after its expiry.
+func TestSweepKeepsRefreshTokensAsLongAsTheirSession(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
+	ctx := context.Background()
+	sessionEnds := clk.Now().Add(72 * time.Hour)
+	used := store.RefreshToken{Hash: "h-used", Family: "fam", ClientID: "portal", SessionKey: "s", Expires: clk.Now().Add(30 * time.Minute), Kept: sessionEnds, At: clk.Now()}
+	next := used
+	next.Hash = "h-next"
+	plain := store.RefreshToken{Hash: "h-plain", Family: "fam-plain", ClientID: "portal", SessionKey: "s2", Expires: clk.Now().Add(30 * time.Minute), At: clk.Now()}
+	for _, tok := range []store.RefreshToken{used, next, plain} {
+		if err := st.PutRefreshToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RotateRefreshToken(ctx, used); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RevokeFamily(ctx, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(48 * time.Hour) // every token expired more than a day ago; the session may live on
+	if _, err := st.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RefreshToken(ctx, "h-plain"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token without Kept, a day past its expiry: %v, want swept", err)
+	}
+	if tok, err := st.RefreshToken(ctx, "h-used"); err != nil || !tok.Rotated {
+		t.Fatalf("a used token of a session that may live: %+v %v, want kept and still used", tok, err)
+	}
+	if _, err := st.RefreshToken(ctx, "h-next"); err != nil {
+		t.Fatalf("a token of a session that may live: %v, want kept", err)
+	}
+	if revoked, err := st.FamilyRevoked(ctx, "fam"); err != nil || !revoked {
+		t.Fatalf("the family of kept tokens: revoked %v, %v; want kept, revoked", revoked, err)
+	}
+	clk.Advance(49 * time.Hour) // a day past the session's end
+	if _, err := st.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"h-used", "h-next"} {
+		if _, err := st.RefreshToken(ctx, h); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s a day past its session's end: %v, want swept", h, err)
+		}
+	}
+	if revoked, err := st.FamilyRevoked(ctx, "fam"); err != nil || revoked {
+		t.Fatalf("the family a day past its session's end: revoked %v, %v; want swept", revoked, err)
+	}
+}
+
 func TestAccountRecords(t *testing.T) {
 	clk := clocktest.New(at(0))
 	st := embeddedtest.Store(t, clk.Now)
