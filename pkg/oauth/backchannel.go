@@ -171,6 +171,7 @@ func (b *Backchannel) deliver(j logoutJob) {
 	if b.ctx.Err() != nil {
 		return
 	}
+	since := time.Now()
 	err := b.post(j)
 	var perm *backoff.PermanentError
 	switch {
@@ -186,24 +187,26 @@ func (b *Backchannel) deliver(j logoutJob) {
 		go func() {
 			defer b.wg.Done()
 			defer func() { <-b.retrying }()
-			b.retry(j)
+			b.retry(j, since)
 		}()
 	default:
 		b.cfg.Logger.Warn("back-channel logout given up: too many tokens are being retried", "client", j.client, "err", err)
 	}
 }
 
-// retry posts a token whose first post failed, with backoff, until it is taken, refused, or
-// MaxElapsed has passed.
-func (b *Backchannel) retry(j logoutJob) {
+// retry posts a token whose first post, made at since, failed, with backoff, until it is taken,
+// refused, or MaxElapsed has passed since.
+func (b *Backchannel) retry(j logoutJob, since time.Time) {
 	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = b.cfg.InitialInterval, b.cfg.MaxInterval, b.cfg.MaxElapsed
+	bo.InitialInterval, bo.MaxInterval = b.cfg.InitialInterval, b.cfg.MaxInterval
 	first := bo.NextBackOff()
 	select {
 	case <-b.ctx.Done():
 		return
 	case <-time.After(first):
 	}
+	// backoff.Retry counts the elapsed time from its own start.
+	bo.MaxElapsedTime = max(b.cfg.MaxElapsed-time.Since(since), time.Millisecond)
 	attempts := 1
 	err := backoff.Retry(func() error { attempts++; return b.post(j) }, backoff.WithContext(bo, b.ctx))
 	if err != nil && b.ctx.Err() == nil {

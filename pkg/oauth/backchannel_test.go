@@ -2,8 +2,11 @@ package oauth_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,5 +148,37 @@ func TestBackchannelClientNotAnsweringDelaysOnlyItself(t *testing.T) {
 	case <-healthy:
 	case <-time.After(8 * time.Second):
 		t.Fatalf("a healthy client's logout token waits behind the first posts of a client that does not answer (%d posts to it under way or done)", hung.Load())
+	}
+}
+
+// TestBackchannelRetriesEndWithinMaxElapsed: a token whose client keeps answering 503 is
+// retried for MaxElapsed from its first post, the wait before the first retry included: the last
+// retry starts within it.
+func TestBackchannelRetriesEndWithinMaxElapsed(t *testing.T) {
+	var mu sync.Mutex
+	var posts []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, time.Now())
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	const maxElapsed = 2 * time.Second
+	given := &embeddedtest.SyncBuffer{}
+	// A long first wait (600 ms, give or take half) then short ones.
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{InitialInterval: 600 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
+		MaxElapsed: maxElapsed, Logger: slog.New(slog.NewTextHandler(given, nil))})
+	defer b.Close()
+	b.Send("c", srv.URL, "t")
+	embeddedtest.Eventually(t, 30*time.Second, "the token given up", func() bool {
+		return strings.Contains(given.String(), "back-channel logout given up")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	last := posts[len(posts)-1].Sub(posts[0])
+	t.Logf("%d posts; the last %s after the first", len(posts), last)
+	if last > maxElapsed+150*time.Millisecond {
+		t.Fatalf("the last retry started %s after the first post, past MaxElapsed (%s)", last, maxElapsed)
 	}
 }
