@@ -178,7 +178,8 @@ func ProgressRecord(r push.Result, at time.Time) Write {
 // without a revision; a record that is not there is always replaced).
 func ProgressRecordOver(r push.Result, at time.Time, revs ...int64) Write {
 	w := FirstAttemptRecord(r, at)
-	w.over, w.exists = append(revs, w.rev), ErrHistory
+	w.over = append(append(make([]int64, 0, len(revs)+1), revs...), w.rev)
+	w.exists = ErrHistory
 	return w
 }
 

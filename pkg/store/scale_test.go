@@ -172,7 +172,7 @@ func TestWriterManyProgressRecords(t *testing.T) {
 				if errs[i] = w.Write(ctx, store.ProgressRecord(r, clk.Now())); errors.Is(errs[i], store.ErrHistory) {
 					errs[i] = nil
 				} else {
-					errs[i] = fmt.Errorf("a late write answered %v, want ErrHistory", errs[i])
+					errs[i] = fmt.Errorf("a late write answered %w, want ErrHistory", errs[i])
 				}
 				return
 			}
