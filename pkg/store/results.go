@@ -365,28 +365,39 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		}
 	}
 	for col, models := range replaces {
-		// A replacement whose filter finds no record at a revision it may replace inserts one,
-		// which fails on the duplicate key: the record is there, at another revision. The
-		// embedded server stops a bulk write at its first failure, ordered or not, and names
-		// the wrong one: each replacement of that bulk write is then made alone, one already
-		// made finding its own revision.
 		for start := 0; start < len(models); start += maxUpdates {
-			chunk := models[start:min(start+maxUpdates, len(models))]
-			err := bulkWrite(ctx, s.col(col), chunk, orderedBulk)
-			if err != nil && !onlyDuplicates(err) {
+			end := min(start+maxUpdates, len(models))
+			if err := s.replaceAll(ctx, s.col(col), models[start:end], replaced[col][start:end], existed); err != nil {
 				return nil, fmt.Errorf("replace in %s: %w", col, err)
-			}
-			for k := 0; err != nil && k < len(chunk); k++ {
-				switch err := bulkWrite(ctx, s.col(col), chunk[k:k+1], orderedBulk); {
-				case onlyDuplicates(err):
-					existed[replaced[col][start+k]] = true
-				case err != nil:
-					return nil, fmt.Errorf("replace in %s: %w", col, err)
-				}
 			}
 		}
 	}
 	return existed, nil
+}
+
+// replaceAll makes the progress records' replacements models (at most maxUpdates) of ws[at[i]]
+// in one command, and marks in existed those refused: a replacement whose filter finds no record
+// at a revision it may replace inserts one, which fails on the duplicate key (the record is
+// there, at another revision). The embedded server stops a bulk write at its first failure,
+// ordered or not, and names the wrong one: a command that meets one is split in two and each
+// half made again (a replacement already made finds its own revision), down to the refused
+// ones; one refusal among 50 costs some 13 commands.
+func (s *Store) replaceAll(ctx context.Context, c *mongo.Collection, models []mongo.WriteModel, at []int, existed []bool) error {
+	_, err := c.BulkWrite(ctx, models, orderedBulk)
+	switch {
+	case err == nil:
+		return nil
+	case !onlyDuplicates(err):
+		return err
+	case len(models) == 1:
+		existed[at[0]] = true
+		return nil
+	}
+	h := len(models) / 2
+	if err := s.replaceAll(ctx, c, models[:h], at[:h], existed); err != nil {
+		return err
+	}
+	return s.replaceAll(ctx, c, models[h:], at[h:], existed)
 }
 
 // legacyFinal reports whether w is a receipt's final result (at <ucsId>/f) of a push that has

@@ -3,9 +3,12 @@ package store_test
 // The store with many records of a kind, on the embedded FerretDB.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -395,4 +398,97 @@ func BenchmarkSignInSweep100k(b *testing.B) {
 	mu.Lock()
 	defer mu.Unlock()
 	b.Logf("Sweep with %d live sessions, none expired: removed %d in %s; slowest session lookup meanwhile %s", n, removed, took, worst)
+}
+
+// TestALateProgressRecordDoesNotHoldUpItsBatch: a slow store (every command 250 ms late) is when
+// late progress records happen; one such record, refused, shares a batch with the records of 50
+// other pushes, each at the revision read. They are all taken, well within the writer's time-out
+// (10 s): finding the refused one among them costs a few commands, not one per record.
+func TestALateProgressRecordDoesNotHoldUpItsBatch(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(f.URI(), "mongodb://"), "/"))
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{URI: "mongodb://" + proxy.Addr() + "/", Database: embeddedtest.DBName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	// One flusher, so that the records queued behind a held write make one batch, as they do
+	// under load with the default two.
+	w := st.NewWriter(store.WriterOptions{Flushers: 1})
+	defer w.Close()
+	const n = 50
+	now := time.Now()
+	revs := make([]int64, n+1)
+	var first []store.Write
+	for i := range n + 1 {
+		r := push.Result{UcsID: fmt.Sprintf("slow%03d", i), ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: now, Updated: now}
+		first = append(first, store.FirstAttemptRecord(r, now))
+		revs[i] = first[i].Rev()
+	}
+	if err := w.Write(ctx, first...); err != nil {
+		t.Fatal(err)
+	}
+	// The flusher is held on a write whose answer waits, while the records queue behind it.
+	proxy.HoldAnswersAfter(func(b []byte) bool { return bytes.Contains(b, []byte("blocker")) })
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- w.Write(ctx, store.FirstAttemptRecord(push.Result{UcsID: "blocker", ClientID: "c", State: push.StateSending, Attempts: 1}, now))
+	}()
+	embeddedtest.Eventually(t, 10*time.Second, "the flusher held", func() bool { return stacksWith("store.(*Store).write(") == 1 })
+	var wg sync.WaitGroup
+	errs := make([]error, n+1)
+	start := make(chan struct{})
+	began := time.Now()
+	for i := range n + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := push.Result{UcsID: fmt.Sprintf("slow%03d", i), ClientID: "c", State: push.StateQueued, Attempts: 1,
+				LastError: "-1 system busy", Accepted: now, Updated: now, Rev: revs[i]}
+			if i == n {
+				r.Rev = 12345 // a late write: the record is no longer the one it read
+			}
+			errs[i] = w.Write(ctx, store.ProgressRecord(r, now))
+		}()
+	}
+	close(start)
+	want := n + 2
+	embeddedtest.Eventually(t, 10*time.Second, "the records queued", func() bool { return stacksWith("store.(*Writer).Write(") == want })
+	proxy.SetDelay(250 * time.Millisecond)
+	proxy.Release()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	took := time.Since(began)
+	failed := 0
+	var firstErr error
+	for i := range n {
+		if errs[i] != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = errs[i]
+			}
+		}
+	}
+	t.Logf("the late record: %v; %d of %d records at the revision read refused (first: %v); took %s", errs[n], failed, n, firstErr, took.Round(time.Millisecond))
+	if failed > 0 || !errors.Is(errs[n], store.ErrHistory) {
+		t.Fatalf("%d of %d progress records at the revision read failed on a store answering every command in 250 ms, one late record sharing their batch (first: %v); the late one: %v, want ErrHistory",
+			failed, n, firstErr, errs[n])
+	}
+}
+
+// stacksWith counts the goroutines whose stack holds s.
+func stacksWith(s string) int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte(s)) {
+			n++
+		}
+	}
+	return n
 }
