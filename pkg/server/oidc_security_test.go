@@ -596,6 +596,49 @@ func TestServerSideLogoutWithARefreshTokenExpiredDaysAgo(t *testing.T) {
 	}
 }
 
+// TestServerSideLogoutWithATokenOfARenewedSession: the portal's refresh token is issued in a
+// session of three days; two days later the user signs in again in the same browser (prompt=login),
+// which renews the session in place and moves its end two days on. The library keeps the session
+// in use. More than a day past the session's first end, after the store's sweep, the portal's back
+// end signs its user out with its expired refresh token: the session still lives, and ends.
+func TestServerSideLogoutWithATokenOfARenewedSession(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	keep := func(steps int) {
+		for range steps {
+			e.clock.Advance(20 * time.Minute)
+			if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+				t.Fatalf("the session should be alive: %s", errc)
+			}
+		}
+	}
+	keep(144) // 48 hours
+	// The user signs in again in the same browser: the session is renewed (its end: t0+120h).
+	if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
+		t.Fatal(errc)
+	}
+	keep(150) // to t0+98h: the portal's token's Kept (t0+72h) is more than a day past
+	if _, err := e.store.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {portal["refresh_token"].(string)}})
+	if st != http.StatusNoContent {
+		t.Errorf("server-side logout with the portal's refresh token of a live (renewed) session: %d %v, want 204 and the session ended", st, m)
+	}
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
+	}
+}
+
 // TestServerSideLogoutOfAnEndedSession: Keycloak answers the server-side logout 204 when
 // the refresh token's session has already ended (signed out in the browser, or idle): there is
 // nothing left to end (LogoutEndpoint.logoutToken: "if (userSessionModel != null) logout"). A

@@ -24,8 +24,8 @@
 // Retention (mongodb.retention) is a TTL index on MongoDB; on FerretDB, which has none, Sweep
 // reads the head of each table of delivery records once and deletes the expired ones in bounded
 // batches by _id. Expired sign-in records (token families among them) are swept on both, a day
-// after their expiry (a refresh token, its use and its family a day after its session can end,
-// if later: RefreshToken.Kept), a minute after a process starts and every hour after, found by a query on their expiry (up to
+// after their expiry (a refresh token and its family a day after its session ends, if later:
+// RefreshToken.Kept), a minute after a process starts and every hour after, found by a query on their expiry (up to
 // 50,000 at a time) and deleted by _id: on MongoDB through an index, while FerretDB reads the
 // whole table for the query (9 to 11 s for 100,000 live sessions, BenchmarkSignInSweep100k;
 // lookups by _id go on meanwhile).

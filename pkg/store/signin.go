@@ -160,10 +160,11 @@ type RefreshToken struct {
 	Nonce      string    `bson:"nonce,omitempty"`
 	AuthTime   time.Time `bson:"auth_time"`
 	Expires    time.Time `bson:"expires"`
-	// Kept is when its session can end at the latest, when that is after the token's expiry:
-	// the record is kept until then (and a day more), as Keycloak's server-side logout names a
-	// session by a refresh token past its expiry as long as the session lives. Zero: until the
-	// token's expiry.
+	// Kept is when its session ends at the latest, as far as known when it was issued, when that
+	// is after the token's expiry: the record is kept until then (and a day more), as Keycloak's
+	// server-side logout names a session by a refresh token past its expiry as long as the
+	// session lives. The sweep moves it on while the session lives (a sign-in again renews it).
+	// Zero: until the token's expiry.
 	Kept    time.Time `bson:"kept,omitempty"`
 	Rotated bool      `bson:"rotated"`
 	At      time.Time `bson:"at"`

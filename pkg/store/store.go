@@ -391,19 +391,22 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 	for {
 		// A record kept past its expiry (RefreshToken.Kept) stays until then.
 		expired := bson.M{"expires": bson.M{"$lt": cutoff}, "kept": bson.M{"$not": bson.M{"$gte": cutoff}}}
-		cur, err := c.Find(ctx, expired, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1}))
+		cur, err := c.Find(ctx, expired, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1, "session": 1, "family": 1}))
 		if err != nil {
 			return n, err
 		}
-		var docs []struct {
-			ID any `bson:"_id"`
-		}
+		var docs []sweptSignIn
 		if err := cur.All(ctx, &docs); err != nil {
 			return n, err
 		}
-		ids := make([]any, len(docs))
-		for i, d := range docs {
-			ids[i] = d.ID
+		ids := make([]any, 0, len(docs))
+		for _, d := range docs {
+			ids = append(ids, d.ID)
+		}
+		if c.Name() == colRefresh {
+			if ids, err = s.keepTokensOfLiveSessions(ctx, docs); err != nil {
+				return n, err
+			}
 		}
 		var k int64
 		if lock == nil {
@@ -416,6 +419,46 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 			return n, err
 		}
 	}
+}
+
+// sweptSignIn is what the sweep reads of an expired sign-in record: a refresh token's session and
+// family besides its _id.
+type sweptSignIn struct {
+	ID      any    `bson:"_id"`
+	Session string `bson:"session"`
+	Family  string `bson:"family"`
+}
+
+// keepTokensOfLiveSessions returns the _ids of the refresh tokens (and use markers) in docs to
+// delete. A token's session may outlive the end it had when the token was issued (Kept): a
+// sign-in again in the same browser renews the session in place. The token of a session still
+// live stays, kept (with its family) until that session's end.
+func (s *Store) keepTokensOfLiveSessions(ctx context.Context, docs []sweptSignIn) ([]any, error) {
+	var del []any
+	ends := map[string]time.Time{} // a session's end; zero when it is not live
+	for _, d := range docs {
+		end, read := ends[d.Session]
+		if d.Session != "" && !read {
+			switch se, err := s.Session(ctx, d.Session); {
+			case err == nil:
+				end = se.Expires
+			case !errors.Is(err, ErrNotFound):
+				return nil, fmt.Errorf("read the session of a refresh token: %w", err)
+			}
+			ends[d.Session] = end
+		}
+		if end.IsZero() {
+			del = append(del, d.ID)
+			continue
+		}
+		if _, err := s.col(colRefresh).UpdateOne(ctx, bson.M{"_id": d.ID}, bson.M{"$max": bson.M{"kept": end}}); err != nil {
+			return nil, fmt.Errorf("keep a refresh token of a live session: %w", err)
+		}
+		if _, err := s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": d.Family}, bson.M{"$max": bson.M{"expires": end}}); err != nil {
+			return nil, fmt.Errorf("keep the family of a refresh token of a live session: %w", err)
+		}
+	}
+	return del, nil
 }
 
 // deleteIfExpired deletes the records of c with the given _ids that are still expired before
