@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/campus-it/ucs/pkg/push"
 )
@@ -379,26 +380,31 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 // in one command, and marks in existed those refused: a replacement whose filter finds no record
 // at a revision it may replace inserts one, which fails on the duplicate key (the record is
 // there, at another revision). The embedded server stops a bulk write at its first failure,
-// ordered or not, and names the wrong one: a command that meets one is split in two and each
-// half made again (a replacement already made finds its own revision), down to the refused
-// ones; one refusal among 50 costs some 13 commands.
+// ordered or not, and names the wrong one: after such a failure each replacement is made alone
+// (one already made finds its own revision), replaceAlone at a time, so that on a slow store the
+// refusal costs a few round trips' time, not one per record.
 func (s *Store) replaceAll(ctx context.Context, c *mongo.Collection, models []mongo.WriteModel, at []int, existed []bool) error {
 	_, err := c.BulkWrite(ctx, models, orderedBulk)
-	switch {
-	case err == nil:
-		return nil
-	case !onlyDuplicates(err):
-		return err
-	case len(models) == 1:
-		existed[at[0]] = true
-		return nil
-	}
-	h := len(models) / 2
-	if err := s.replaceAll(ctx, c, models[:h], at[:h], existed); err != nil {
+	if err == nil || !onlyDuplicates(err) {
 		return err
 	}
-	return s.replaceAll(ctx, c, models[h:], at[h:], existed)
+	var g errgroup.Group
+	g.SetLimit(replaceAlone)
+	for i, m := range models {
+		g.Go(func() error {
+			_, err := c.BulkWrite(ctx, []mongo.WriteModel{m}, orderedBulk)
+			if onlyDuplicates(err) {
+				existed[at[i]] = true
+				return nil
+			}
+			return err
+		})
+	}
+	return g.Wait()
 }
+
+// replaceAlone is how many replacements replaceAll makes alone at once.
+const replaceAlone = 8
 
 // legacyFinal reports whether w is a receipt's final result (at <ucsId>/f) of a push that has
 // one at <ucsId> in the earlier layout (see legacy), which kept every final result there: w is
