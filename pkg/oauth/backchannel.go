@@ -187,31 +187,35 @@ func (b *Backchannel) deliver(j logoutJob) {
 		go func() {
 			defer b.wg.Done()
 			defer func() { <-b.retrying }()
-			b.retry(j, since)
+			b.retry(j, since, err)
 		}()
 	default:
 		b.cfg.Logger.Warn("back-channel logout given up: too many tokens are being retried", "client", j.client, "err", err)
 	}
 }
 
-// retry posts a token whose first post, made at since, failed, with backoff, until it is taken,
-// refused, or MaxElapsed has passed since.
-func (b *Backchannel) retry(j logoutJob, since time.Time) {
+// retry posts a token whose first post, made at since, failed (err), with backoff, until it is
+// taken, refused, or MaxElapsed has passed since: no retry starts later.
+func (b *Backchannel) retry(j logoutJob, since time.Time, err error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = b.cfg.InitialInterval, b.cfg.MaxInterval
 	first := bo.NextBackOff()
-	select {
-	case <-b.ctx.Done():
-		return
-	case <-time.After(first):
-	}
-	// backoff.Retry counts the elapsed time from its own start.
-	bo.MaxElapsedTime = max(b.cfg.MaxElapsed-time.Since(since), time.Millisecond)
 	attempts := 1
-	err := backoff.Retry(func() error { attempts++; return b.post(j) }, backoff.WithContext(bo, b.ctx))
-	if err != nil && b.ctx.Err() == nil {
-		b.cfg.Logger.Warn("back-channel logout given up", "client", j.client, "attempts", attempts, "err", err)
+	if time.Since(since)+first < b.cfg.MaxElapsed {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(first):
+		}
+		// backoff.Retry counts the elapsed time from its own start, and makes its first call
+		// whatever that time.
+		bo.MaxElapsedTime = b.cfg.MaxElapsed - time.Since(since)
+		err = backoff.Retry(func() error { attempts++; return b.post(j) }, backoff.WithContext(bo, b.ctx))
+		if err == nil || b.ctx.Err() != nil {
+			return
+		}
 	}
+	b.cfg.Logger.Warn("back-channel logout given up", "client", j.client, "attempts", attempts, "err", err)
 }
 
 // post posts a token once: nil when taken, a backoff.Permanent error when refused.

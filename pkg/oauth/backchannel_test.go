@@ -182,3 +182,42 @@ func TestBackchannelRetriesEndWithinMaxElapsed(t *testing.T) {
 		t.Fatalf("the last retry started %s after the first post, past MaxElapsed (%s)", last, maxElapsed)
 	}
 }
+
+// TestBackchannelNoRetryPastMaxElapsed: a client that does not answer; the first post ends at
+// the HTTP client's time-out (1.5 s), past MaxElapsed (1 s): no retry follows, and the token is
+// given up at once.
+func TestBackchannelNoRetryPastMaxElapsed(t *testing.T) {
+	var mu sync.Mutex
+	var posts []time.Time
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, time.Now())
+		mu.Unlock()
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	const maxElapsed = time.Second
+	given := &embeddedtest.SyncBuffer{}
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{HTTPClient: &http.Client{Timeout: 1500 * time.Millisecond},
+		InitialInterval: 100 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxElapsed: maxElapsed,
+		Logger: slog.New(slog.NewTextHandler(given, nil))})
+	defer b.Close()
+	b.Send("c", srv.URL, "t")
+	embeddedtest.Eventually(t, 30*time.Second, "the token given up", func() bool {
+		return strings.Contains(given.String(), "back-channel logout given up")
+	})
+	end := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	last := posts[len(posts)-1].Sub(posts[0])
+	t.Logf("%d posts; the last started %s after the first; given up %s after the first", len(posts), last, end.Sub(posts[0]))
+	if len(posts) != 1 {
+		t.Fatalf("MaxElapsed %s: %d posts, the last %s after the first, which ended past it", maxElapsed, len(posts), last.Round(time.Millisecond))
+	}
+}
