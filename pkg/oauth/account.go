@@ -144,8 +144,11 @@ func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) erro
 	if last := g.Latest(); last.After(now) {
 		now = last
 	}
-	// Nothing issued before now outlives a refresh token, a code or an access token from then.
-	keep := now.Add(max(s.RefreshTTL, CodeTTL) + 24*time.Hour)
+	// Nothing issued before now outlives a refresh token, a code or an access token from then;
+	// the record of a refresh token issued before is kept as long as the session it names, at
+	// most SessionTTL from now (the sweep drops a token of a revoked grant then, even of a
+	// session renewed since), for the server-side logout, which a revoked token must not do.
+	keep := now.Add(max(s.RefreshTTL, CodeTTL, s.SessionTTL) + 24*time.Hour)
 	if err := s.Store.RevokeGrant(ctx, userID, clientID, now, keep); err != nil {
 		return err
 	}

@@ -73,6 +73,10 @@ type Service struct {
 	Store SignInStore
 	// RefreshTTL is the lifetime of refresh tokens (never beyond their session).
 	RefreshTTL time.Duration
+	// SessionTTL is the longest a sign-in session lasts from a sign-in (a sign-in again in the
+	// same browser renews it): a user's revocation of an application is kept that long and a
+	// day more, as the refresh tokens of its sessions are (see store.RefreshToken.Kept).
+	SessionTTL time.Duration
 	// Revoked holds the revocations every replica honours at once; nil: the store alone, read
 	// on each recheck.
 	Revoked Shared

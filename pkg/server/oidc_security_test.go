@@ -639,6 +639,48 @@ func TestServerSideLogoutWithATokenOfARenewedSession(t *testing.T) {
 	}
 }
 
+// TestServerSideLogoutWithARevokedGrantsTokenAfterTheSweep: the user revokes the portal's access
+// on the account page; the portal's refresh token is revoked (its server-side logout answers
+// invalid_grant). Sessions last three days and the library keeps the session in use. The token's
+// record is kept while its session can live, and so is the revocation: after the sweep, 60 hours
+// on, the revoked token still ends nothing.
+func TestServerSideLogoutWithARevokedGrantsTokenAfterTheSweep(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	e.revokeOnAccountPage(t, b, "portal")
+	logout := func() (int, map[string]any) {
+		return e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+			"refresh_token": {portal["refresh_token"].(string)}})
+	}
+	if st, m := logout(); st != http.StatusBadRequest {
+		t.Fatalf("logout with the revoked token right after the revocation: %d %v, want 400 invalid_grant", st, m)
+	}
+	for range 180 { // 60 hours of the library's use
+		e.clock.Advance(20 * time.Minute)
+		if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+			t.Fatalf("the session should be alive: %s", errc)
+		}
+	}
+	if _, err := e.store.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, m := logout()
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+		t.Errorf("the portal's revoked refresh token ended the live session (logout answered %d %v); the library's refresh now: %q", st, m, errc)
+	}
+	if st != http.StatusBadRequest {
+		t.Errorf("server-side logout with a refresh token of a revoked grant, after the sweep: %d %v, want 400 invalid_grant", st, m)
+	}
+}
+
 // TestServerSideLogoutOfAnEndedSession: Keycloak answers the server-side logout 204 when
 // the refresh token's session has already ended (signed out in the browser, or idle): there is
 // nothing left to end (LogoutEndpoint.logoutToken: "if (userSessionModel != null) logout"). A

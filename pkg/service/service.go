@@ -381,7 +381,7 @@ func (a *API) build(ctx context.Context) error {
 	}
 	svc := &oauth.Service{Metrics: a.Metrics,
 		Issuer: cfg.PublicURL + "/auth/realms/" + cfg.OAuth.Realm, Clients: clients, Keys: ks, IDKeys: idKeys,
-		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
+		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), SessionTTL: cfg.OAuth.SessionTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
 		Guard: &oauth.Guard{Limits: rateLimits(cfg.OAuth.RateLimits), BruteForce: bruteForce(cfg.OAuth.BruteForce), Failures: failures,
 			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger},

@@ -492,3 +492,79 @@ func stacksWith(s string) int {
 	}
 	return n
 }
+
+// TestSeveralLateProgressRecordsDoNotHoldUpTheirBatch: as
+// TestALateProgressRecordDoesNotHoldUpItsBatch, with eight late records among the 51.
+func TestSeveralLateProgressRecordsDoNotHoldUpTheirBatch(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(f.URI(), "mongodb://"), "/"))
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{URI: "mongodb://" + proxy.Addr() + "/", Database: embeddedtest.DBName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	w := st.NewWriter(store.WriterOptions{Flushers: 1})
+	defer w.Close()
+	const n = 51
+	late := func(i int) bool { return i%6 == 5 } // 8 of 51
+	now := time.Now()
+	revs := make([]int64, n)
+	var first []store.Write
+	for i := range n {
+		r := push.Result{UcsID: fmt.Sprintf("slow%03d", i), ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: now, Updated: now}
+		first = append(first, store.FirstAttemptRecord(r, now))
+		revs[i] = first[i].Rev()
+	}
+	if err := w.Write(ctx, first...); err != nil {
+		t.Fatal(err)
+	}
+	proxy.HoldAnswersAfter(func(b []byte) bool { return bytes.Contains(b, []byte("blocker")) })
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- w.Write(ctx, store.FirstAttemptRecord(push.Result{UcsID: "blocker", ClientID: "c", State: push.StateSending, Attempts: 1}, now))
+	}()
+	embeddedtest.Eventually(t, 10*time.Second, "the flusher held", func() bool { return stacksWith("store.(*Store).write(") == 1 })
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := push.Result{UcsID: fmt.Sprintf("slow%03d", i), ClientID: "c", State: push.StateQueued, Attempts: 1,
+				LastError: "-1 system busy", Accepted: now, Updated: now, Rev: revs[i]}
+			if late(i) {
+				r.Rev = 12345
+			}
+			errs[i] = w.Write(ctx, store.ProgressRecord(r, now))
+		}()
+		// queued in order
+		embeddedtest.Eventually(t, 10*time.Second, "queued", func() bool { return stacksWith("store.(*Writer).Write(") == i+2 })
+	}
+	proxy.SetDelay(250 * time.Millisecond)
+	began := time.Now()
+	proxy.Release()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	took := time.Since(began)
+	bad := 0
+	var firstBad error
+	for i := range n {
+		want := error(nil)
+		if late(i) {
+			want = store.ErrHistory
+		}
+		if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
+			bad++
+			if firstBad == nil {
+				firstBad = fmt.Errorf("record %d: %w, want %v", i, errs[i], want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d writers got a wrong answer on a store answering every command in 250 ms, 8 late records in the batch (took %s); first: %v",
+			bad, n, took.Round(time.Millisecond), firstBad)
+	}
+}

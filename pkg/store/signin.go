@@ -294,12 +294,20 @@ type useMarker struct {
 	ID      string    `bson:"_id"`
 	Expires time.Time `bson:"expires"`
 	At      time.Time `bson:"at"`
+	// Session, Family, UserID, Client and Issued (its At) are a refresh token's: the sweep keeps
+	// its use as long as the token (see keepTokensOfLiveSessions).
+	Session string    `bson:"session,omitempty"`
+	Family  string    `bson:"family,omitempty"`
+	UserID  string    `bson:"userid,omitempty"`
+	Client  string    `bson:"client,omitempty"`
+	Issued  time.Time `bson:"issued,omitempty"`
 }
 
 // useOnce records the first use of the secret hashed to hash in col (ErrReplayed when it was
 // used before), then sets flag on its document for readers.
-func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time, flag string) error {
-	_, err := s.col(col).InsertOne(ctx, useMarker{ID: hash + "/used", Expires: expires, At: s.now()})
+func (s *Store) useOnce(ctx context.Context, col, hash string, m useMarker, flag string) error {
+	m.ID, m.At = hash+"/used", s.now()
+	_, err := s.col(col).InsertOne(ctx, m)
 	if mongo.IsDuplicateKeyError(err) {
 		return ErrReplayed
 	}
@@ -315,7 +323,7 @@ func (s *Store) useOnce(ctx context.Context, col, hash string, expires time.Time
 // ConsumeAuthCode uses a code up, once: of any number of simultaneous calls, one returns nil
 // and the others ErrReplayed. The code is then marked used, for readers.
 func (s *Store) ConsumeAuthCode(ctx context.Context, c AuthCode) error {
-	return s.useOnce(ctx, colAuthCodes, c.Hash, c.Expires, "used")
+	return s.useOnce(ctx, colAuthCodes, c.Hash, useMarker{Expires: c.Expires}, "used")
 }
 
 // SessionBySID returns a live session by the sid of its tokens, or ErrNotFound.
@@ -393,7 +401,7 @@ func (s *Store) PutRefreshToken(ctx context.Context, t RefreshToken) error {
 // simultaneous calls one returns nil and the others ErrReplayed. The token is then marked
 // rotated, for readers.
 func (s *Store) RotateRefreshToken(ctx context.Context, t RefreshToken) error {
-	return s.useOnce(ctx, colRefresh, t.Hash, t.keptUntil(), "rotated")
+	return s.useOnce(ctx, colRefresh, t.Hash, useMarker{Expires: t.keptUntil(), Session: t.SessionKey, Family: t.Family, UserID: t.UserID, Client: t.ClientID, Issued: t.At}, "rotated")
 }
 
 // RefreshToken returns a refresh token by hash, or ErrNotFound. Rotated is set when the

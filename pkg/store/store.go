@@ -276,10 +276,17 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	// being swept.
 	var errs []error
 	cutoff := s.now().Add(-24 * time.Hour)
+	refreshFailed := false
 	for _, c := range signInCollections {
+		if c == colFamilies && refreshFailed {
+			// The families of the refresh tokens a failed sweep has not yet kept wait for
+			// the next sweep, with their tokens.
+			continue
+		}
 		k, err := s.sweepExpired(ctx, s.col(c), cutoff, renewedInPlace[c])
 		n += k
 		if err != nil {
+			refreshFailed = refreshFailed || c == colRefresh
 			errs = append(errs, fmt.Errorf("sweep %s: %w", c, err))
 		}
 	}
@@ -391,7 +398,7 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 	for {
 		// A record kept past its expiry (RefreshToken.Kept) stays until then.
 		expired := bson.M{"expires": bson.M{"$lt": cutoff}, "kept": bson.M{"$not": bson.M{"$gte": cutoff}}}
-		cur, err := c.Find(ctx, expired, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1, "session": 1, "family": 1}))
+		cur, err := c.Find(ctx, expired, options.Find().SetLimit(sweepPage).SetProjection(bson.M{"_id": 1, "session": 1, "family": 1, "userid": 1, "client": 1, "at": 1, "issued": 1}))
 		if err != nil {
 			return n, err
 		}
@@ -421,18 +428,24 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 	}
 }
 
-// sweptSignIn is what the sweep reads of an expired sign-in record: a refresh token's session and
-// family besides its _id.
+// sweptSignIn is what the sweep reads of an expired sign-in record: of a refresh token (or its
+// use), its session, family, user, client and when it was issued, besides its _id.
 type sweptSignIn struct {
-	ID      any    `bson:"_id"`
-	Session string `bson:"session"`
-	Family  string `bson:"family"`
+	ID      any       `bson:"_id"`
+	Session string    `bson:"session"`
+	Family  string    `bson:"family"`
+	UserID  string    `bson:"userid"`
+	Client  string    `bson:"client"`
+	At      time.Time `bson:"at"`     // a token's issue
+	Issued  time.Time `bson:"issued"` // a use's token's issue
 }
 
-// keepTokensOfLiveSessions returns the _ids of the refresh tokens (and use markers) in docs to
-// delete. A token's session may outlive the end it had when the token was issued (Kept): a
-// sign-in again in the same browser renews the session in place. The token of a session still
-// live stays, kept (with its family) until that session's end.
+// keepTokensOfLiveSessions returns the _ids of the refresh tokens and uses in docs to delete. A
+// token's session may outlive the end it had when the token was issued (Kept): a sign-in again
+// in the same browser renews the session in place. The token (and its use) of a session still
+// live stays, kept with its family until that session's end, unless the user has revoked its
+// client's access since it was issued: then it could end nothing (the server-side logout
+// refuses it), and goes, before the revocation's record does (oauth.Service.RevokeGrant).
 func (s *Store) keepTokensOfLiveSessions(ctx context.Context, docs []sweptSignIn) ([]any, error) {
 	var del []any
 	ends := map[string]time.Time{} // a session's end; zero when it is not live
@@ -446,6 +459,19 @@ func (s *Store) keepTokensOfLiveSessions(ctx context.Context, docs []sweptSignIn
 				return nil, fmt.Errorf("read the session of a refresh token: %w", err)
 			}
 			ends[d.Session] = end
+		}
+		if !end.IsZero() {
+			issued := d.At
+			if !d.Issued.IsZero() {
+				issued = d.Issued
+			}
+			revoked, err := s.GrantRevokedAt(ctx, d.UserID, d.Client)
+			if err != nil {
+				return nil, fmt.Errorf("read the revocation of a refresh token's grant: %w", err)
+			}
+			if !revoked.IsZero() && !issued.After(revoked) {
+				end = time.Time{}
+			}
 		}
 		if end.IsZero() {
 			del = append(del, d.ID)

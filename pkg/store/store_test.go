@@ -640,6 +640,65 @@ func TestSweepKeepsRefreshTokensAsLongAsTheirSession(t *testing.T) {
 	}
 }
 
+// TestSweepKeepsTokensOfARenewedSession: a refresh token's session, renewed (a sign-in again in
+// the same browser), lives on past the token's Kept: the sweep keeps the token, and its use, so
+// that a used token whose flag write failed (useOnce logs and goes on) still reads as used; but
+// a token of the same session issued before the user revoked its client's access goes, as it
+// could end nothing.
+func TestSweepKeepsTokensOfARenewedSession(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st, db := rawRig(t, clk.Now)
+	ctx := context.Background()
+	se := store.Session{Key: "sk", SID: "sid", UserID: "u1", AuthTime: clk.Now(), Expires: clk.Now().Add(24 * time.Hour),
+		Idle: clk.Now().Add(200 * time.Hour), At: clk.Now()}
+	if _, err := st.PutSession(ctx, se); err != nil {
+		t.Fatal(err)
+	}
+	tok := store.RefreshToken{Hash: "h-used", Family: "fam", ClientID: "portal", UserID: "u1", SessionKey: "sk", SID: "sid",
+		Expires: clk.Now().Add(30 * time.Minute), Kept: se.Expires, At: clk.Now()}
+	if err := st.PutRefreshToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RotateRefreshToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	revoked := tok
+	revoked.Hash, revoked.Family, revoked.ClientID = "h-revoked", "fam-revoked", "library"
+	if err := st.PutRefreshToken(ctx, revoked); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RevokeGrant(ctx, "u1", "library", clk.Now().Add(time.Minute), clk.Now().Add(200*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// The flag's write failed: only the marker records the use.
+	if _, err := db.Collection("refresh_tokens").UpdateOne(ctx, bson.M{"_id": "h-used"}, bson.M{"$set": bson.M{"rotated": false}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.RefreshToken(ctx, "h-used"); err != nil || !r.Rotated {
+		t.Fatalf("before the sweep: %+v %v, want used", r, err)
+	}
+	// A sign-in again renews the session to t0+120h.
+	se2 := se
+	se2.Expires = clk.Now().Add(120 * time.Hour)
+	if err := st.RenewSession(ctx, se2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(50 * time.Hour) // a day past the token's Kept; the session lives
+	if _, err := st.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.RefreshToken(ctx, "h-used")
+	if err != nil {
+		t.Fatalf("the token of a live session: %v, want kept", err)
+	}
+	if !r.Rotated {
+		t.Fatalf("a used refresh token kept by the sweep (its session lives) reads as unused: its use marker was swept")
+	}
+	if _, err := st.RefreshToken(ctx, "h-revoked"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token of a live session issued before its grant's revocation: %v, want swept", err)
+	}
+}
+
 func TestAccountRecords(t *testing.T) {
 	clk := clocktest.New(at(0))
 	st := embeddedtest.Store(t, clk.Now)
