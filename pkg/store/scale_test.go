@@ -559,7 +559,7 @@ func TestSeveralLateProgressRecordsDoNotHoldUpTheirBatch(t *testing.T) {
 		if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
 			bad++
 			if firstBad == nil {
-				firstBad = fmt.Errorf("record %d: %w, want %v", i, errs[i], want)
+				firstBad = fmt.Errorf("record %d: %w, want %w", i, errs[i], want)
 			}
 		}
 	}
