@@ -561,119 +561,114 @@ func TestServerSideLogoutWithAnExpiredRefreshToken(t *testing.T) {
 	}
 }
 
+// longSession is a user signed in to the portal and the library in one browser, with sessions
+// of three days, as the server-side logout tests below need: the portal's refresh token expires
+// in 30 minutes, while the library keeps the session in use.
+type longSession struct {
+	e               *signInEnv
+	b               *http.Client
+	portal, library map[string]any
+}
+
+func newLongSession(t *testing.T) *longSession {
+	t.Helper()
+	l := &longSession{e: newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) }), b: browser(t)}
+	var errc string
+	if l.portal, errc = l.e.exchange(t, "portal", l.e.signInCode(t, l.b, "portal")); errc != "" {
+		t.Fatal(errc)
+	}
+	if l.library, errc = l.e.exchange(t, "library", l.e.signInCode(t, l.b, "library")); errc != "" {
+		t.Fatal(errc)
+	}
+	return l
+}
+
+// use keeps the session in use through the library for hours: a refresh every twenty minutes.
+func (l *longSession) use(t *testing.T, hours int) {
+	t.Helper()
+	for range hours * 3 {
+		l.e.clock.Advance(20 * time.Minute)
+		var errc string
+		if l.library, errc = l.e.refresh(t, "library", l.library["refresh_token"].(string)); errc != "" {
+			t.Fatalf("the session should be alive: %s", errc)
+		}
+	}
+}
+
+func (l *longSession) sweep(t *testing.T) {
+	t.Helper()
+	if _, err := l.e.store.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// portalLogout is the portal's back end signing its user out with its refresh token.
+func (l *longSession) portalLogout(t *testing.T) (int, map[string]any) {
+	t.Helper()
+	return l.e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
+		"refresh_token": {l.portal["refresh_token"].(string)}})
+}
+
+// libraryRefresh is the error of the library's refresh ("" if it refreshed).
+func (l *longSession) libraryRefresh(t *testing.T) string {
+	t.Helper()
+	var errc string
+	l.library, errc = l.e.refresh(t, "library", l.library["refresh_token"].(string))
+	return errc
+}
+
 // TestServerSideLogoutWithARefreshTokenExpiredDaysAgo: as
 // TestServerSideLogoutWithAnExpiredRefreshToken, with sessions that last three days: the
 // portal's refresh token expired more than a day ago, and the store's sweep has run since, while
 // the library kept the session alive. The portal's back end still signs its user out.
 func TestServerSideLogoutWithARefreshTokenExpiredDaysAgo(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
-	b := browser(t)
-	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	// Thirty hours of the library's use: it refreshes every twenty minutes.
-	for range 90 {
-		e.clock.Advance(20 * time.Minute)
-		if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
-			t.Fatalf("the session should be alive: %s", errc)
-		}
-	}
-	if _, err := e.store.Sweep(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
-		"refresh_token": {portal["refresh_token"].(string)}})
-	if st != http.StatusNoContent {
+	l := newLongSession(t)
+	l.use(t, 30)
+	l.sweep(t)
+	if st, m := l.portalLogout(t); st != http.StatusNoContent {
 		t.Errorf("server-side logout with the portal's refresh token, expired 29 hours ago, of a live session: %d %v (Keycloak: 204, the session ends)", st, m)
 	}
-	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+	if errc := l.libraryRefresh(t); errc != "invalid_grant" {
 		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
 	}
 }
 
-// TestServerSideLogoutWithATokenOfARenewedSession: the portal's refresh token is issued in a
-// session of three days; two days later the user signs in again in the same browser (prompt=login),
-// which renews the session in place and moves its end two days on. The library keeps the session
-// in use. More than a day past the session's first end, after the store's sweep, the portal's back
-// end signs its user out with its expired refresh token: the session still lives, and ends.
+// TestServerSideLogoutWithATokenOfARenewedSession: as
+// TestServerSideLogoutWithARefreshTokenExpiredDaysAgo, but two days on the user signs in again in
+// the same browser (prompt=login), which renews the session in place and moves its end two days
+// on. More than a day past the session's first end, after the sweep, the portal's back end signs
+// its user out with its expired refresh token: the session still lives, and ends.
 func TestServerSideLogoutWithATokenOfARenewedSession(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
-	b := browser(t)
-	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
+	l := newLongSession(t)
+	l.use(t, 48)
+	var errc string
+	if l.library, errc = l.e.exchange(t, "library", l.e.signInCode(t, l.b, "library", "prompt", "login")); errc != "" {
 		t.Fatal(errc)
 	}
-	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	keep := func(steps int) {
-		for range steps {
-			e.clock.Advance(20 * time.Minute)
-			if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
-				t.Fatalf("the session should be alive: %s", errc)
-			}
-		}
-	}
-	keep(144) // 48 hours
-	// The user signs in again in the same browser: the session is renewed (its end: t0+120h).
-	if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
-		t.Fatal(errc)
-	}
-	keep(150) // to t0+98h: the portal's token's Kept (t0+72h) is more than a day past
-	if _, err := e.store.Sweep(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st, m := e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
-		"refresh_token": {portal["refresh_token"].(string)}})
-	if st != http.StatusNoContent {
+	l.use(t, 50) // the portal's token's first end (72 hours) is more than a day past
+	l.sweep(t)
+	if st, m := l.portalLogout(t); st != http.StatusNoContent {
 		t.Errorf("server-side logout with the portal's refresh token of a live (renewed) session: %d %v, want 204 and the session ended", st, m)
 	}
-	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+	if errc := l.libraryRefresh(t); errc != "invalid_grant" {
 		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
 	}
 }
 
 // TestServerSideLogoutWithARevokedGrantsTokenAfterTheSweep: the user revokes the portal's access
 // on the account page; the portal's refresh token is revoked (its server-side logout answers
-// invalid_grant). Sessions last three days and the library keeps the session in use. The token's
-// record is kept while its session can live, and so is the revocation: after the sweep, 60 hours
-// on, the revoked token still ends nothing.
+// invalid_grant). The token's record is kept while its session can live, and so is the
+// revocation: after the sweep, 60 hours on, the revoked token still ends nothing.
 func TestServerSideLogoutWithARevokedGrantsTokenAfterTheSweep(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) { c.OAuth.SessionTTL = config.Duration(72 * time.Hour) })
-	b := browser(t)
-	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	e.revokeOnAccountPage(t, b, "portal")
-	logout := func() (int, map[string]any) {
-		return e.post(t, "/logout", "", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret},
-			"refresh_token": {portal["refresh_token"].(string)}})
-	}
-	if st, m := logout(); st != http.StatusBadRequest {
+	l := newLongSession(t)
+	l.e.revokeOnAccountPage(t, l.b, "portal")
+	if st, m := l.portalLogout(t); st != http.StatusBadRequest {
 		t.Fatalf("logout with the revoked token right after the revocation: %d %v, want 400 invalid_grant", st, m)
 	}
-	for range 180 { // 60 hours of the library's use
-		e.clock.Advance(20 * time.Minute)
-		if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
-			t.Fatalf("the session should be alive: %s", errc)
-		}
-	}
-	if _, err := e.store.Sweep(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st, m := logout()
-	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+	l.use(t, 60)
+	l.sweep(t)
+	st, m := l.portalLogout(t)
+	if errc := l.libraryRefresh(t); errc != "" {
 		t.Errorf("the portal's revoked refresh token ended the live session (logout answered %d %v); the library's refresh now: %q", st, m, errc)
 	}
 	if st != http.StatusBadRequest {
