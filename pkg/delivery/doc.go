@@ -17,10 +17,7 @@
 // The attempt number lives in the push's progress record in the store, not in the queue's
 // delivery count. Before each call the worker records attempt n+1, and calls only once the
 // store surely has it (a write in doubt is written again), so an attempt counts even when the
-// worker dies before the platform answers, and is counted once. A worker that stops before the
-// store answered puts the record back as it was; each write of the record replaces only the
-// revision its writer read (store.ProgressRecord), so a write that reaches a slow store after
-// its writer gave up waiting finds a later one and changes nothing. A redelivered message reads its
+// worker dies before the platform answers, and is counted once. A redelivered message reads its
 // history there and goes on from it; a copy whose push was sent or finished already sends
 // nothing. A store outage, a pause, a wait for the send budget, a worker stopping, a failed
 // record write or an access token that could not be had snoozes the message: no call, no

@@ -38,6 +38,7 @@ type Store interface {
 // Events records delivery results; *store.Writer implements it.
 type Events interface {
 	Write(ctx context.Context, ws ...store.Write) error
+	Post(w store.Write)
 }
 
 // Config wires a Worker.
@@ -396,7 +397,7 @@ var errStopping = errors.New("the worker is stopping")
 // A message held by a pause is shown queued, with the pause's reason, unless its last call's
 // outcome is unknown (inDoubt): its record keeps saying sending, so that whichever worker
 // gets it next asks the platform again rather than take that call for failed.
-func (w *Worker) gate(ctx context.Context, r *push.Result, inDoubt, first bool) error {
+func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt, first bool) error {
 	for {
 		if _, own := w.ownPause(); own {
 			return errOwnPause
@@ -494,7 +495,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			_ = msg.Ack()
 			return
 		default:
-			r.Attempts, r.LastError, r.Rev = cur.Attempts, cur.LastError, cur.Rev
+			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			inDoubt, since = cur.State == push.StateSending, cur.Updated
 			if inDoubt {
 				r.To = cur.To
@@ -588,15 +589,13 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		failing := r
 		failing.State, failing.LastError, failing.Updated, failing.RetryAt = push.StateQueued, out.lastError, w.cfg.Now(), time.Time{}
 		failing.To = ""
-		rec := store.ProgressRecord(failing, failing.Updated)
 		err := w.keepTrying("recording the last attempt's failure", msg, func() error {
-			return w.cfg.Events.Write(ctx, rec)
+			return w.cfg.Events.Write(ctx, store.ProgressRecord(failing, failing.Updated))
 		})
 		if err != nil {
 			w.answer(ctx, msg, r, Snooze("recording the last attempt's failure: "+err.Error(), 0), res)
 			return
 		}
-		r.Rev = rec.Rev()
 	}
 	if out.exhausted && w.cfg.DeadLetter != nil {
 		// The copy is tried again in place while it fails, as the outcome's record is: the
@@ -737,18 +736,16 @@ func (w *Worker) record(ctx context.Context, msg jetstream.Msg, recs []store.Wri
 }
 
 // keepTrying calls f until it succeeds, every StoreRetry: the message is kept from redelivery
-// meanwhile. It gives up, with f's last error, when the worker stops, or at once when the store
-// refuses a progress record that is no longer at the revision read (store.ErrHistory: another
-// copy of the message wrote it), which no try would change.
+// meanwhile. It gives up, with f's last error, only when the worker stops.
 func (w *Worker) keepTrying(what string, msg jetstream.Msg, f func() error) error {
 	err := f()
-	if err == nil || errors.Is(err, store.ErrHistory) {
-		return err
+	if err == nil {
+		return nil
 	}
 	w.cfg.Logger.Warn(what+" failed; trying again", "ucsId", queue.IDOfSubject(msg.Subject()), "in", w.cfg.StoreRetry, "err", err)
 	for w.sleep(w.cfg.StoreRetry) {
-		if err = f(); err == nil || errors.Is(err, store.ErrHistory) {
-			return err
+		if err = f(); err == nil {
+			return nil
 		}
 	}
 	return err
@@ -885,7 +882,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if again {
 			continue
 		}
-		if gerr := w.gate(ctx, r, inDoubt, first); errors.Is(gerr, errStopping) {
+		if gerr := w.gate(ctx, *r, inDoubt, first); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze(gerr.Error(), 0)}
 		} else if errors.Is(gerr, errOwnPause) {
 			return attemptResult{out: Snooze(gerr.Error(), handBack)}
@@ -993,7 +990,7 @@ func (w *Worker) earlier(ctx context.Context, r *push.Result, first *bool) (res 
 		return &attemptResult{done: true}, time.Time{}
 	default:
 		*first = false
-		r.Attempts, r.LastError, r.Rev = cur.Attempts, cur.LastError, cur.Rev
+		r.Attempts, r.LastError = cur.Attempts, cur.LastError
 		if cur.State == push.StateSending {
 			r.To = cur.To // "" in a record of an earlier version: the follower bound now
 			return nil, cur.Updated
@@ -1055,17 +1052,15 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			}
 			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
 			if !w.sleep(w.cfg.StoreRetry) {
-				w.unmark(ctx, mark, rec.Rev(), *first, inDoubt, since)
+				w.unmark(ctx, mark, *first, inDoubt, since)
 				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
 		if err == nil {
-			r.Rev = rec.Rev()
 			return false, nil
 		}
-		// The push has a progress record other than the one read: this one, inserted by a
-		// try whose answer was lost, or one of an earlier copy of the message (the queue gave
-		// it out again, or a write of that copy's reached the store late).
+		// The push has a progress record: this one, written by a try whose answer was
+		// lost, or one of an earlier copy of the message (the queue gave it out again).
 		cur, err := w.cfg.Store.Current(ctx, r.UcsID)
 		switch {
 		case err != nil:
@@ -1075,11 +1070,9 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 				return false, fmt.Errorf("recording the sent result: %w", err)
 			}
 			return true, nil
-		case cur.Rev == rec.Rev():
-			r.Rev = cur.Rev
+		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
-		r.Rev = cur.Rev
 		if w.usedUp(cur) {
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
@@ -1160,25 +1153,36 @@ func (w *Worker) usedUp(cur push.Result) bool {
 const unmarkWait = 2 * time.Second
 
 // unmark puts back, with one write, what the record said before markAttempt tried to record
-// mark, the attempt mark.Attempts, at revision rev, which is not made: the worker stops, and
-// the store may have taken that record with its answer lost, or may yet take it (a slow store).
-// Left, it would say a call was under way, and the next worker would count a call never made.
-// Before it, the push was queued with one attempt fewer, or, when the call before was in
-// doubt, still sending. The record put back replaces only the mark or the record the mark was
-// to replace (mark.Rev), so the mark, should it land later, finds another revision and is
-// refused. A first delivery has not read the push's history, which an earlier copy may have
-// left (a call in doubt among it): it replaces only its own record, or, finding none, inserts
-// the record of no attempt, which the mark's late insert then finds.
-func (w *Worker) unmark(ctx context.Context, mark push.Result, rev int64, first, inDoubt bool, since time.Time) {
+// mark, the attempt mark.Attempts, which is not made: the worker stops, and the store may have
+// taken that record with its answer lost. Left, it would say a call was under way, and the
+// next worker would count a call never made. Before it, the push was queued with one attempt
+// fewer, or, when the call before was in doubt, still sending. A first delivery has not read
+// the push's history, which an earlier copy may have left (a call in doubt among it): it puts
+// back only its own record, and leaves any other (or, unable to read, counts a call too many
+// rather than erase a call in doubt). When it finds no record, its own may still be on the way
+// to a slow store, which would take it after the writer gave up waiting: the record of no
+// attempt is inserted in its place, and the late insert finds a history and is refused.
+func (w *Worker) unmark(ctx context.Context, mark push.Result, first, inDoubt bool, since time.Time) {
 	now := w.cfg.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
 	defer cancel()
-	revs := []int64{rev}
-	if !first || mark.Rev != 0 {
-		revs = append(revs, mark.Rev)
+	back := untried(mark, inDoubt, since, now)
+	if first {
+		cur, err := w.cfg.Store.Current(wctx, mark.UcsID)
+		if errors.Is(err, store.ErrNotFound) {
+			if err = w.cfg.Events.Write(wctx, store.FirstAttemptRecord(back, now)); !errors.Is(err, store.ErrHistory) {
+				if err != nil {
+					w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", mark.UcsID, "err", err)
+				}
+				return
+			}
+			cur, err = w.cfg.Store.Current(wctx, mark.UcsID) // a record landed meanwhile
+		}
+		if err != nil || cur.State != push.StateSending || cur.Attempts != mark.Attempts || cur.Updated.UnixMilli() != mark.Updated.UnixMilli() {
+			return
+		}
 	}
-	err := w.cfg.Events.Write(wctx, store.ProgressRecordOver(untried(mark, inDoubt, since, now), now, revs...))
-	if err != nil && !errors.Is(err, store.ErrHistory) {
+	if err := w.cfg.Events.Write(wctx, store.ProgressRecord(back, now)); err != nil {
 		w.cfg.Logger.Warn("putting back the record of an attempt not made failed", "ucsId", mark.UcsID, "err", err)
 	}
 }
@@ -1215,14 +1219,9 @@ func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result
 	if !inDoubt {
 		held.RetryAt = retryAt
 	}
-	rec := store.ProgressRecord(held, now)
-	err := w.keepTrying("recording a call that did not count", msg, func() error {
-		return w.cfg.Events.Write(ctx, rec)
+	return w.keepTrying("recording a call that did not count", msg, func() error {
+		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))
 	})
-	if err == nil {
-		r.Rev = rec.Rev()
-	}
-	return err
 }
 
 // sleep waits d, and reports false if the worker stops first.
@@ -1318,21 +1317,17 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 
 // showHeld records a message held back by a pause (or handed back before its call) as queued,
 // with the reason, and the attempts made.
-func (w *Worker) showHeld(ctx context.Context, r *push.Result, st sending.PauseState, first bool) {
+func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState, first bool) {
 	now := w.cfg.Now()
-	held := *r
-	held.State, held.Updated, held.RetryAt = push.StateQueued, now, st.Until
-	held.LastError = st.Explain()
-	rec := store.ProgressRecord(held, now)
+	r.State, r.Updated, r.RetryAt = push.StateQueued, now, st.Until
+	r.LastError = st.Explain()
+	rec := store.ProgressRecord(r, now)
 	if first {
 		// A first delivery has not read the push's history, which an earlier copy may have
 		// left (see markAttempt): it is not replaced, and the attempt's record finds it.
-		rec = store.FirstAttemptRecord(held, now)
+		rec = store.FirstAttemptRecord(r, now)
 	}
-	switch err := w.cfg.Events.Write(ctx, rec); {
-	case err == nil:
-		r.Rev = rec.Rev()
-	case !errors.Is(err, store.ErrHistory):
+	if err := w.cfg.Events.Write(ctx, rec); err != nil && !errors.Is(err, store.ErrHistory) {
 		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)
 	}
 }

@@ -41,9 +41,4 @@ type Result struct {
 	// same follower, so a call in doubt is asked again of that follower, whatever the user
 	// number is bound to since. Not in sent or final results; no lookup shows it.
 	To string `bson:"to,omitempty"`
-	// Rev is the revision of a progress record, a number no other write of it uses: a write
-	// of the record replaces only the revision its writer read (see store.ProgressRecord), so
-	// that a write the store took late, after its writer gave up waiting, never replaces a
-	// later one. 0 in any other record, and in one of an earlier version.
-	Rev int64 `bson:"rev,omitempty" json:"-"`
 }

@@ -15,8 +15,7 @@
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
 // follower it went to, so a receipt applies only to a message this service sent. A ucsId the
 // service never gave out costs a lookup one read. Records are inserted, never replaced
-// (progress aside, replaced only at the revision its writer read: ProgressRecord): the first
-// final result of a push wins, whoever writes a later one
+// (progress aside): the first final result of a push wins, whoever writes a later one
 // (FirstFinalRecord tells the writer so). A queued push no worker has reached has no record:
 // the queue answers for it. Records an earlier version wrote (sent at <ucsId>/s) are read
 // until they expire.
@@ -24,11 +23,11 @@
 // Retention (mongodb.retention) is a TTL index on MongoDB; on FerretDB, which has none, Sweep
 // reads the head of each table of delivery records once and deletes the expired ones in bounded
 // batches by _id. Expired sign-in records (token families among them) are swept on both, a day
-// after their expiry (a refresh token and its family a day after its session ends, if later:
-// RefreshToken.Kept), a minute after a process starts and every hour after, found by a query on their expiry (up to
-// 50,000 at a time) and deleted by _id: on MongoDB through an index, while FerretDB reads the
-// whole table for the query (9 to 11 s for 100,000 live sessions, BenchmarkSignInSweep100k;
-// lookups by _id go on meanwhile).
+// after their expiry (a refresh token, its use and its family a day after its session ends, if
+// later: RefreshToken.Kept), a minute after a process starts and every hour after, found by a
+// query on their expiry (up to 50,000 at a time) and deleted by _id: on MongoDB through an
+// index, while FerretDB reads the whole table for the query (9 to 11 s for 100,000 live
+// sessions, BenchmarkSignInSweep100k; lookups by _id go on meanwhile).
 //
 // An update or replace command holds at most 50 statements (bulkWrite): for each statement
 // that meets an existing document the embedded FerretDB holds one of its 100 SQLite

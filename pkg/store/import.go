@@ -138,7 +138,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	flushReplaces := func(least int) error {
 		for len(replaces) > 0 && len(replaces) >= least {
 			n := min(len(replaces), ImportReplaceBatch)
-			if err := bulkWrite(ctx, s.bindings, replaces[:n], unorderedBulk); err != nil {
+			if err := bulkWrite(ctx, s.bindings, replaces[:n], options.BulkWrite().SetOrdered(false)); err != nil {
 				return fmt.Errorf("import bindings: %w", err)
 			}
 			if err := s.ownFollowers(ctx, replaced[:n], now); err != nil {
@@ -248,7 +248,7 @@ func (s *Store) ownFollowers(ctx context.Context, bs []any, now time.Time) error
 		models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: b.OpenID}}).
 			SetUpdate(bson.M{"$set": bson.M{"userid": b.UserID, "bound": now}}))
 	}
-	if err := bulkWrite(ctx, s.col(colFollowers), models, unorderedBulk); err != nil {
+	if err := bulkWrite(ctx, s.col(colFollowers), models, options.BulkWrite().SetOrdered(false)); err != nil {
 		return fmt.Errorf("import bindings: the followers' records: %w", err)
 	}
 	return nil

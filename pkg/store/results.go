@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/campus-it/ucs/pkg/push"
 )
@@ -74,13 +72,10 @@ type msgDoc struct {
 
 // Write is one record for a Writer to store.
 type Write struct {
-	col string
-	id  string
-	doc any
-	// over, for a progress record, lists the revisions of the record it may replace (0: one
-	// without a revision); otherwise the first record of an id wins.
-	over []int64
-	rev  int64 // the progress record's revision
+	col     string
+	id      string
+	doc     any
+	replace bool // upsert over an earlier record with the same id; otherwise the first one wins
 	// exists, when set, is the answer for a record that was there before (the first one
 	// wins), rather than nil as for one written.
 	exists error
@@ -98,7 +93,6 @@ var ErrFinalExists = errors.New("the push has a final result already")
 // repeats) changes nothing.
 func FinalRecord(r push.Result, at time.Time) Write {
 	id := finalKey(r)
-	r.Rev = 0
 	w := Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}}
 	if r.MsgID != 0 {
 		w.receiptOf = r.UcsID
@@ -125,7 +119,6 @@ func FirstFinalRecord(r push.Result, at time.Time) Write {
 // lookups read it: FirstFinalRecord for a failure, ReceiptCopy for a receipt.
 func FirstFailureAfterCalls(r push.Result, at time.Time) Write {
 	id := r.UcsID + suffixReceipt
-	r.Rev = 0
 	return Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: r, At: at}, exists: ErrFinalExists}
 }
 
@@ -133,7 +126,6 @@ func FirstFailureAfterCalls(r push.Result, at time.Time) Write {
 // with the follower it was sent to, for the delivery receipt.
 func SentRecords(r push.Result, openID string, at time.Time) []Write {
 	msg := strconv.FormatInt(r.MsgID, 10)
-	r.Rev = 0
 	return []Write{
 		{col: colResults, id: r.UcsID, doc: resultDoc{ID: r.UcsID, Result: r, At: at}},
 		{col: colMsgIDs, id: msg, doc: msgDoc{ID: msg, Result: r, OpenID: openID, At: at}},
@@ -146,55 +138,26 @@ func SentRecords(r push.Result, openID string, at time.Time) []Write {
 // earlier). Inserted: a record at <ucsId> (the sent record, or an earlier layout's final
 // result) stays.
 func ReceiptCopy(f push.Result, at time.Time) Write {
-	f.Rev = 0
 	return Write{col: colResults, id: f.UcsID, doc: resultDoc{ID: f.UcsID, Result: f, At: at}}
 }
 
-// ErrHistory is the answer to a progress record the store did not take: for a
-// FirstAttemptRecord, the push has a progress record already (its delivery was begun before, by
-// a copy of the message the queue gave out again); for a ProgressRecord, its record is no longer
-// the one the writer read. The writer must read what came of the push rather than go on.
+// ErrHistory is the answer to a FirstAttemptRecord when the push has a progress record
+// already: its delivery was begun before (a copy of the message the queue gave out again), and
+// the writer must read what came of it rather than start afresh.
 var ErrHistory = errors.New("the push has a delivery history already")
 
 // FirstAttemptRecord marks the start of a push's first attempt. It is inserted, not replaced,
-// and answers ErrHistory when the push has a progress record already. Its revision (Rev) is
-// new; r.Rev is not read.
+// and answers ErrHistory when the push has a progress record already.
 func FirstAttemptRecord(r push.Result, at time.Time) Write {
-	r.Rev = newRev()
 	return Write{col: colResults, id: r.UcsID + suffixProgress, doc: resultDoc{ID: r.UcsID + suffixProgress, Result: r, At: at},
-		exists: ErrHistory, rev: r.Rev}
+		exists: ErrHistory}
 }
 
-// ProgressRecord replaces a push's progress (a later attempt under way, or a retry waiting)
-// if its record is still the one read, revision r.Rev (0: none, or one without a revision), or
-// this write's own: the write tried again after its answer was lost. Otherwise it answers
-// ErrHistory, and changes nothing: a write that reaches the store after its writer gave up
-// waiting (a slow store) finds a later revision there, and leaves it. The record written has a
-// new revision, Rev.
+// ProgressRecord replaces a push's progress: a later attempt under way, or a retry waiting.
 func ProgressRecord(r push.Result, at time.Time) Write {
-	return ProgressRecordOver(r, at, r.Rev)
-}
-
-// ProgressRecordOver is ProgressRecord over any of the revisions revs (0: no record, or one
-// without a revision; a record that is not there is always replaced).
-func ProgressRecordOver(r push.Result, at time.Time, revs ...int64) Write {
 	w := FirstAttemptRecord(r, at)
-	w.over = append(append(make([]int64, 0, len(revs)+1), revs...), w.rev)
-	w.exists = ErrHistory
+	w.replace, w.exists = true, nil
 	return w
-}
-
-// Rev is the revision of the progress record w writes, 0 for any other record.
-func (w Write) Rev() int64 { return w.rev }
-
-// newRev returns a progress record's revision: random, never 0, so that no two writes share
-// one, whichever process made them.
-func newRev() int64 {
-	for {
-		if n := rand.Int64(); n != 0 {
-			return n
-		}
-	}
 }
 
 // Final returns the final result of ucsID, or ErrNotFound while it has none.
@@ -311,17 +274,15 @@ func Receipt(sent push.Result, status string, at time.Time) push.Result {
 }
 
 // write stores a batch of records: inserts in one unordered InsertMany per collection,
-// push_msgids first, then progress records' replacements in unordered BulkWrites. A record
-// inserted again (the same push's record written after a redelivery) is kept as first
-// written, and a replacement of a progress record at another revision is not made: existed[i]
-// reports that of ws[i]. A push's sent record is written only once its msgid's is: a worker that finds
+// push_msgids first, then replacements in one ordered BulkWrite. A record inserted again (the
+// same push's record written after a redelivery) is kept as first written; existed[i] reports
+// that of ws[i]. A push's sent record is written only once its msgid's is: a worker that finds
 // the sent record (a redelivered copy) leaves nothing of the push unwritten behind it.
 func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err error) {
 	inserts := map[string][]any{}
 	// at maps each collection's inserts back to their place in ws.
 	at := map[string][]int{}
 	replaces := map[string][]mongo.WriteModel{}
-	replaced := map[string][]int{} // each collection's replacements' places in ws
 	existed = make([]bool, len(ws))
 	for i, w := range ws {
 		switch final, err := s.legacyFinal(ctx, w); {
@@ -331,16 +292,9 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 			existed[i] = true
 			continue
 		}
-		if w.over != nil {
-			revs := make(bson.A, len(w.over))
-			for i, r := range w.over {
-				if r != 0 {
-					revs[i] = r
-				} // else nil, which matches a record without a revision
-			}
-			filter := bson.D{{Key: "_id", Value: w.id}, {Key: "rev", Value: bson.D{{Key: "$in", Value: revs}}}}
-			replaces[w.col] = append(replaces[w.col], mongo.NewReplaceOneModel().SetFilter(filter).SetReplacement(w.doc).SetUpsert(true))
-			replaced[w.col] = append(replaced[w.col], i)
+		if w.replace {
+			replaces[w.col] = append(replaces[w.col],
+				mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: w.id}}).SetReplacement(w.doc).SetUpsert(true))
 		} else {
 			inserts[w.col] = append(inserts[w.col], w.doc)
 			at[w.col] = append(at[w.col], i)
@@ -366,45 +320,21 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		}
 	}
 	for col, models := range replaces {
-		for start := 0; start < len(models); start += maxUpdates {
-			end := min(start+maxUpdates, len(models))
-			if err := s.replaceAll(ctx, s.col(col), models[start:end], replaced[col][start:end], existed); err != nil {
-				return nil, fmt.Errorf("replace in %s: %w", col, err)
+		// An upsert racing an insert of the same record (a first attempt's record, posted
+		// without waiting) can fail on the duplicate key; the record exists then, and the
+		// replacement is made again, as MongoDB advises for upserts.
+		var err error
+		for range 3 {
+			if err = bulkWrite(ctx, s.col(col), models, ordered); err == nil || !onlyDuplicates(err) {
+				break
 			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("replace in %s: %w", col, err)
 		}
 	}
 	return existed, nil
 }
-
-// replaceAll makes the progress records' replacements models (at most maxUpdates) of ws[at[i]]
-// in one command, and marks in existed those refused: a replacement whose filter finds no record
-// at a revision it may replace inserts one, which fails on the duplicate key (the record is
-// there, at another revision). The embedded server stops a bulk write at its first failure,
-// ordered or not, and names the wrong one: after such a failure each replacement is made alone
-// (one already made finds its own revision), replaceAlone at a time, so that on a slow store the
-// refusal costs a few round trips' time, not one per record.
-func (s *Store) replaceAll(ctx context.Context, c *mongo.Collection, models []mongo.WriteModel, at []int, existed []bool) error {
-	_, err := c.BulkWrite(ctx, models, orderedBulk)
-	if err == nil || !onlyDuplicates(err) {
-		return err
-	}
-	var g errgroup.Group
-	g.SetLimit(replaceAlone)
-	for i, m := range models {
-		g.Go(func() error {
-			_, err := c.BulkWrite(ctx, []mongo.WriteModel{m}, orderedBulk)
-			if onlyDuplicates(err) {
-				existed[at[i]] = true
-				return nil
-			}
-			return err
-		})
-	}
-	return g.Wait()
-}
-
-// replaceAlone is how many replacements replaceAll makes alone at once.
-const replaceAlone = 8
 
 // legacyFinal reports whether w is a receipt's final result (at <ucsId>/f) of a push that has
 // one at <ucsId> in the earlier layout (see legacy), which kept every final result there: w is

@@ -31,9 +31,8 @@ const (
 )
 
 var (
-	unordered     = options.InsertMany().SetOrdered(false)
-	unorderedBulk = options.BulkWrite().SetOrdered(false)
-	orderedBulk   = options.BulkWrite().SetOrdered(true)
+	unordered = options.InsertMany().SetOrdered(false)
+	ordered   = options.BulkWrite().SetOrdered(true)
 )
 
 // Options configures Open.

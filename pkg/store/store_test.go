@@ -71,14 +71,12 @@ func TestResultRecords(t *testing.T) {
 
 	first := base
 	first.State, first.Attempts, first.Updated = push.StateSending, 1, at(1)
-	firstRec := store.FirstAttemptRecord(first, at(1))
-	if err := w.Write(ctx, firstRec); err != nil {
+	if err := w.Write(ctx, store.FirstAttemptRecord(first, at(1))); err != nil {
 		t.Fatal(err)
 	}
 	state(push.StateSending, 1, "")
 
 	retry := first
-	retry.Rev = firstRec.Rev()
 	retry.State, retry.LastError, retry.RetryAt, retry.Updated = push.StateQueued, "-1 system busy", at(5), at(2)
 	if err := w.Write(ctx, store.ProgressRecord(retry, at(2))); err != nil {
 		t.Fatal(err)
@@ -171,61 +169,36 @@ func TestFirstFinalRecord(t *testing.T) {
 	}
 }
 
-// TestProgressRecordReplacesOnlyTheRevisionRead: a progress record is replaced only at the
-// revision its writer read, or by its own write tried again; a write that comes after a later
-// one (it reached a slow store after its writer gave up waiting) is refused and changes
-// nothing, in a batch with other pushes' records that are taken.
-func TestProgressRecordReplacesOnlyTheRevisionRead(t *testing.T) {
-	st, db := rawRig(t, nil)
-	w := st.NewWriter(store.WriterOptions{})
-	defer w.Close()
+// TestRetryRacesFirstAttempt: a retry's record replaces a first attempt's record that may be
+// inserted at the same moment (posted without waiting); the replacement never fails for it and
+// always wins.
+func TestRetryRacesFirstAttempt(t *testing.T) {
+	st := embeddedtest.Store(t, nil)
+	posts, writes := st.NewWriter(store.WriterOptions{MaxBatch: 1}), st.NewWriter(store.WriterOptions{MaxBatch: 1})
+	defer posts.Close()
+	defer writes.Close()
 	ctx := context.Background()
-	r := push.Result{UcsID: "p1", ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: t0, Updated: t0}
-	first := store.FirstAttemptRecord(r, t0)
-	if err := w.Write(ctx, first); err != nil {
-		t.Fatal(err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		r := push.Result{UcsID: fmt.Sprintf("race%d", i), ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: t0}
+		retry := r
+		retry.State, retry.LastError = push.StateQueued, "-1 system busy"
+		wg.Add(2)
+		go func() { defer wg.Done(); posts.Post(store.FirstAttemptRecord(r, t0)) }()
+		go func() { defer wg.Done(); errs <- writes.Write(ctx, store.ProgressRecord(retry, t0)) }()
 	}
-	stale := r // written by a copy that read nothing
-	stale.State, stale.LastError = push.StateQueued, "stale"
-	if err := w.Write(ctx, store.ProgressRecord(stale, at(1))); !errors.Is(err, store.ErrHistory) {
-		t.Fatalf("a replacement of a revision never read: %v, want ErrHistory", err)
-	}
-	retry := r
-	retry.Rev, retry.State, retry.LastError = first.Rev(), push.StateQueued, "-1 system busy"
-	rec := store.ProgressRecord(retry, at(2))
-	for range 2 { // the second as after a lost answer
-		if err := w.Write(ctx, rec); err != nil {
-			t.Fatalf("a replacement of the revision read: %v", err)
+	wg.Wait()
+	posts.Close()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a retry's record was refused: %v", err)
 		}
 	}
-	// The retry's writer gave up waiting for an earlier write, which lands now, together with
-	// another push's first record.
-	late := retry
-	late.State, late.Attempts, late.LastError = push.StateSending, 2, "late"
-	other := store.FirstAttemptRecord(push.Result{UcsID: "p2", ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: t0}, t0)
-	if err := w.Write(ctx, store.ProgressRecord(late, at(3)), other); !errors.Is(err, store.ErrHistory) {
-		t.Fatalf("a late replacement: %v, want ErrHistory", err)
-	}
-	if cur, err := st.Current(ctx, "p1"); err != nil || cur.LastError != "-1 system busy" || cur.Attempts != 1 || cur.Rev != rec.Rev() {
-		t.Fatalf("p1 after a late write: %+v %v, want the retry's record", cur, err)
-	}
-	if cur, err := st.Current(ctx, "p2"); err != nil || cur.State != push.StateSending {
-		t.Fatalf("p2, in the same batch: %+v %v", cur, err)
-	}
-	// No record yet (a message converted from an earlier stream), or one an earlier version
-	// wrote without a revision: replaced from revision 0.
-	for _, id := range []string{"none", "old"} {
-		if id == "old" {
-			if _, err := db.Collection("push_results").InsertOne(ctx, bson.D{{Key: "_id", Value: id + "/p"}, {Key: "ucs", Value: id}, {Key: "state", Value: "queued"}, {Key: "attempts", Value: 1}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p := push.Result{UcsID: id, ClientID: "c", State: push.StateSending, Attempts: 2, Accepted: t0}
-		if err := w.Write(ctx, store.ProgressRecord(p, at(4))); err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-		if cur, err := st.Current(ctx, id); err != nil || cur.Attempts != 2 || cur.Rev == 0 {
-			t.Fatalf("%s: %+v %v", id, cur, err)
+	for i := range 300 {
+		if r, err := st.Current(ctx, fmt.Sprintf("race%d", i)); err != nil || r.LastError != "-1 system busy" {
+			t.Fatalf("race%d: %+v %v", i, r, err)
 		}
 	}
 }
@@ -397,6 +370,7 @@ func TestWriterConcurrent(t *testing.T) {
 			}
 		}()
 	}
+	w.Post(queued("posted"))
 	wg.Wait()
 	w.Close()
 	close(errs)
@@ -405,7 +379,7 @@ func TestWriterConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []string{"g0-0", "g19-49", "g7-21"} {
+	for _, id := range []string{"g0-0", "g19-49", "g7-21", "posted"} {
 		if r, err := st.Current(ctx, id); err != nil || r.State != push.StateSending {
 			t.Fatalf("%s: %+v %v", id, r, err)
 		}
@@ -904,8 +878,7 @@ func TestSweepPastAReplacedProgressRecord(t *testing.T) {
 	day0 := clk.Now().Add(-31 * 24 * time.Hour) // past the retention period of 30 days
 	// A push whose first attempt starts, and is retried.
 	slow := push.Result{UcsID: "slow", ClientID: "c", State: push.StateSending, Attempts: 1, Accepted: day0, Updated: day0}
-	firstRec := store.FirstAttemptRecord(slow, day0)
-	if err := w.Write(ctx, firstRec); err != nil {
+	if err := w.Write(ctx, store.FirstAttemptRecord(slow, day0)); err != nil {
 		t.Fatal(err)
 	}
 	// Other pushes finish meanwhile: three steps' worth of records.
@@ -922,7 +895,7 @@ func TestSweepPastAReplacedProgressRecord(t *testing.T) {
 	// The slow push's progress is recorded again within the retention period (a message held
 	// by a pause or waiting out its retries; the queue keeps it up to nats.max_age, 168h).
 	later := day0.Add(6 * 24 * time.Hour)
-	slow.State, slow.Attempts, slow.Updated, slow.Rev = push.StateQueued, 1, later, firstRec.Rev()
+	slow.State, slow.Attempts, slow.Updated = push.StateQueued, 1, later
 	if err := w.Write(ctx, store.ProgressRecord(slow, later)); err != nil {
 		t.Fatal(err)
 	}
