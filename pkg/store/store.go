@@ -405,13 +405,14 @@ func (s *Store) sweepExpired(ctx context.Context, c *mongo.Collection, cutoff ti
 		if err := cur.All(ctx, &docs); err != nil {
 			return n, err
 		}
-		ids := make([]any, 0, len(docs))
-		for _, d := range docs {
-			ids = append(ids, d.ID)
-		}
+		var ids []any
 		if c.Name() == colRefresh {
 			if ids, err = s.keepTokensOfLiveSessions(ctx, docs); err != nil {
 				return n, err
+			}
+		} else {
+			for _, d := range docs {
+				ids = append(ids, d.ID)
 			}
 		}
 		var k int64
