@@ -35,7 +35,10 @@ const (
 
 // EnsureDeadLetters creates or updates the dead-letter stream of c.Stream: a copy of every
 // message that exhausted its attempts, kept DeadLetterMaxAge (an ordinary limits stream, which
-// nothing consumes by itself), with the push stream's replicas.
+// nothing consumes by itself), with the push stream's replicas. It holds at most an eighth of
+// the push stream's bytes, and past that drops its oldest copies rather than refuse new ones:
+// a refused copy would keep its push in the queue, retried without end. What came of each
+// push (failed, the reason, the attempts) stays in the store whatever the stream dropped.
 func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream(c.Stream),
