@@ -64,6 +64,10 @@ func TestPoisonDeadLetterCountedOnce(t *testing.T) {
 		res, err := cs.direct.Current(ctx, poison)
 		return err == nil && res.State == push.StateFailed
 	})
+	// Its client looks it up as any other push of theirs.
+	if res, err := cs.direct.OutcomeOf(ctx, "c1", poison); err != nil || res.State != push.StateFailed {
+		t.Errorf("the poison's client looks it up: %s (%v), want failed", res.State, err)
+	}
 	waitCounted(t, "the poison's failure", m.DeliveryFailures.WithLabelValues("undecodable"), 1)
 	info, err := dlq.Info(ctx)
 	if err != nil {

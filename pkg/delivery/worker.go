@@ -770,7 +770,9 @@ func (w *Worker) poison(ctx context.Context, msg jetstream.Msg, decodeErr error)
 	var r push.Result
 	if id != "" {
 		now := w.cfg.Now()
-		r = push.Result{UcsID: id, State: push.StateFailed, Reason: reason, Updated: now, Finished: now}
+		// The client from the subject: its own lookup finds the failure.
+		r = push.Result{UcsID: id, ClientID: queue.ClientOfSubject(msg.Subject()), State: push.StateFailed, Reason: reason,
+			Updated: now, Finished: now}
 		if meta, err := msg.Metadata(); err == nil {
 			r.Accepted = meta.Timestamp
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,33 @@ func IDOfSubject(subject string) string {
 		return id
 	}
 	return ""
+}
+
+// ClientOfSubject returns the client id a push subject names (see ClientToken), "" when it
+// names none.
+func ClientOfSubject(subject string) string {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix)
+	token, _, two := strings.Cut(rest, ".")
+	if !ok || !two || token == "~" {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(token); i++ {
+		if token[i] != '~' {
+			b.WriteByte(token[i])
+			continue
+		}
+		if i+3 > len(token) {
+			return ""
+		}
+		c, err := strconv.ParseUint(token[i+1:i+3], 16, 8)
+		if err != nil {
+			return ""
+		}
+		b.WriteByte(byte(c))
+		i += 2
+	}
+	return b.String()
 }
 
 // Config describes the stream and its consumer.

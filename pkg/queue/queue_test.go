@@ -67,10 +67,18 @@ func TestSubjects(t *testing.T) {
 		if id := queue.IDOfSubject(got); id != "01J0000000000000000000000A" {
 			t.Errorf("IDOfSubject(%q) = %q", got, id)
 		}
+		if client := queue.ClientOfSubject(got); client != c.client {
+			t.Errorf("ClientOfSubject(%q) = %q, want %q", got, client, c.client)
+		}
 	}
 	for _, s := range []string{"ucs.push.mp.c.not-an-id", "other.c.01J0000000000000000000000A", "ucs.push.mp."} {
 		if id := queue.IDOfSubject(s); id != "" {
 			t.Errorf("IDOfSubject(%q) = %q, want none", s, id)
+		}
+	}
+	for _, s := range []string{"other.c.01J0000000000000000000000A", "ucs.push.mp.", "ucs.push.mp.c", "ucs.push.mp.a~2.x", "ucs.push.mp.a~ZZ.x"} {
+		if client := queue.ClientOfSubject(s); client != "" {
+			t.Errorf("ClientOfSubject(%q) = %q, want none", s, client)
 		}
 	}
 }
