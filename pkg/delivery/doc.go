@@ -24,14 +24,6 @@
 // attempt. Backoff (RetryPolicy, exponential
 // with jitter) is computed from these attempts.
 //
-// A worker that stops while it writes an attempt's record again puts the record back as it
-// was, so that the next worker counts no call that was not made. A write the store takes after
-// its writer gave up waiting (a slow store) must not undo that: a first attempt's record is
-// inserted, and the put-back inserts a record of no attempt in its place when it finds none; a
-// later attempt is recorded as the progress before it, written again under a new revision, and
-// then the attempt itself under a key of that revision (store.AttemptRecords), which counts
-// only while the progress is that revision. The put-back writes the progress without one.
-//
 // That record costs one more insert for every message, which the store waits for before the
 // call. On the embedded store (FerretDB over SQLite, two cores) it is the end-to-end row's
 // largest cost: 100,000 messages through two workers to a platform answering in 50 ms reach

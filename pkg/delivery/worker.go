@@ -1043,29 +1043,19 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			// platform's duplicate check runs, should this worker die during the repeat.
 			mark.Updated = since
 		}
-		recs := []store.Write{store.FirstAttemptRecord(mark, mark.Updated)}
-		if !*first || r.Attempts != 1 {
-			// A later attempt: its record counts only once the progress before it is
-			// written again, so that one reaching a slow store after this worker stopped
-			// and put the progress back counts for nothing (see store.AttemptRecords).
-			before, attempt := store.AttemptRecords(untried(mark, inDoubt, since, mark.Updated), mark, mark.Updated)
-			recs = []store.Write{before, attempt}
+		rec := store.ProgressRecord(mark, mark.Updated)
+		if *first && r.Attempts == 1 {
+			rec = store.FirstAttemptRecord(mark, mark.Updated)
 		}
-	writes:
-		for _, rec := range recs {
-			for {
-				err = w.cfg.Events.Write(ctx, rec)
-				if errors.Is(err, store.ErrHistory) {
-					break writes // the first attempt's record found a history
-				}
-				if err == nil {
-					break
-				}
-				w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
-				if !w.sleep(w.cfg.StoreRetry) {
-					w.unmark(ctx, mark, *first, inDoubt, since)
-					return false, fmt.Errorf("recording the attempt: %w", err)
-				}
+		for {
+			err = w.cfg.Events.Write(ctx, rec)
+			if err == nil || errors.Is(err, store.ErrHistory) {
+				break
+			}
+			w.cfg.Logger.Warn("recording an attempt failed; trying again", "ucsId", r.UcsID, "in", w.cfg.StoreRetry, "err", err)
+			if !w.sleep(w.cfg.StoreRetry) {
+				w.unmark(ctx, mark, *first, inDoubt, since)
+				return false, fmt.Errorf("recording the attempt: %w", err)
 			}
 		}
 		if err == nil {

@@ -41,7 +41,4 @@ type Result struct {
 	// same follower, so a call in doubt is asked again of that follower, whatever the user
 	// number is bound to since. Not in sent or final results; no lookup shows it.
 	To string `bson:"to,omitempty"`
-	// Rev is the revision of a progress record that a later attempt's record follows (see
-	// store.AttemptRecords); 0 in every other record. No lookup shows it.
-	Rev int64 `bson:"rev,omitempty" json:"-"`
 }

@@ -12,8 +12,7 @@
 // with the platform's msgid, or failed), <ucsId>/f (the final result of a sent push, from its
 // delivery receipt, or a worker's failure of a push that called the platform, which competes
 // with such a receipt there) and <ucsId>/p (the progress of its attempts: the attempt number the
-// workers count platform calls with; a later attempt under way is at <ucsId>/a<revision>, see
-// AttemptRecords); push_msgids maps a msgid to the sent push and the
+// workers count platform calls with); push_msgids maps a msgid to the sent push and the
 // follower it went to, so a receipt applies only to a message this service sent. A ucsId the
 // service never gave out costs a lookup one read. Records are inserted, never replaced
 // (progress aside): the first final result of a push wins, whoever writes a later one

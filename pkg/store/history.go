@@ -29,9 +29,6 @@ func (s *Store) History(ctx context.Context, ucsID string) ([]Record, error) {
 	var out []Record
 	for _, id := range []string{ucsID + suffixReceipt, ucsID, ucsID + suffixLegacySent, ucsID + suffixProgress} {
 		r, err := s.getResult(ctx, id)
-		if id == ucsID+suffixProgress {
-			r, err = s.InProgress(ctx, ucsID) // a later attempt under way, if one is
-		}
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:

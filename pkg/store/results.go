@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -34,10 +33,6 @@ import (
 //	            results of one push, of which the store keeps the first it took (see
 //	            FirstFailureAfterCalls)
 //	<ucsId>/p   progress: an attempt under way, or a retry waiting (replaced as attempts go)
-//	<ucsId>/a<rev>
-//	            a later attempt under way (see AttemptRecords): inserted, once the progress
-//	            record it follows, revision rev, is written; it counts only while <ucsId>/p
-//	            is still that revision
 //
 // and the platform's msgid, which its delivery receipt carries, maps to the sent record in
 // push_msgids (keyed by the msgid as a decimal string). A queued push that no worker has
@@ -48,7 +43,6 @@ import (
 const (
 	suffixReceipt    = "/f"
 	suffixProgress   = "/p"
-	suffixAttempt    = "/a"
 	suffixLegacySent = "/s"
 )
 
@@ -155,53 +149,15 @@ var ErrHistory = errors.New("the push has a delivery history already")
 // FirstAttemptRecord marks the start of a push's first attempt. It is inserted, not replaced,
 // and answers ErrHistory when the push has a progress record already.
 func FirstAttemptRecord(r push.Result, at time.Time) Write {
-	r.Rev = 0
 	return Write{col: colResults, id: r.UcsID + suffixProgress, doc: resultDoc{ID: r.UcsID + suffixProgress, Result: r, At: at},
 		exists: ErrHistory}
 }
 
-// ProgressRecord replaces a push's progress: a retry waiting, a call in doubt, or the record
-// put back for an attempt not made. Any attempt record of the progress it replaces no longer
-// counts (see AttemptRecords).
+// ProgressRecord replaces a push's progress: a later attempt under way, or a retry waiting.
 func ProgressRecord(r push.Result, at time.Time) Write {
-	r.Rev = 0
 	w := FirstAttemptRecord(r, at)
 	w.replace, w.exists = true, nil
 	return w
-}
-
-// AttemptRecords mark a later attempt under way, attempt.Attempts, in two writes that the
-// writer makes one after the other, each once the store has taken the one before: the progress
-// record before the attempt (before, written again under a new revision), then the attempt's
-// record, inserted at <ucsId>/a<revision>, which counts only while the progress record is that
-// revision. A write that reaches a slow store after its writer gave up waiting changes nothing
-// that was put back meanwhile: the progress record put back (ProgressRecord) has no revision,
-// so an attempt record landing after it counts for nothing, and the attempt record is not
-// written before its progress record was taken.
-func AttemptRecords(before, attempt push.Result, at time.Time) (progress, mark Write) {
-	progress = ProgressRecord(before, at)
-	rev := newRev()
-	before.Rev = rev
-	progress.doc = resultDoc{ID: progress.id, Result: before, At: at}
-	attempt.Rev = 0
-	id := attemptKey(attempt.UcsID, rev)
-	// A record already there is this one, written by a try whose answer was lost: the
-	// revision is new.
-	return progress, Write{col: colResults, id: id, doc: resultDoc{ID: id, Result: attempt, At: at}}
-}
-
-func attemptKey(ucsID string, rev int64) string {
-	return ucsID + suffixAttempt + strconv.FormatInt(rev, 10)
-}
-
-// newRev returns a progress record's revision: random and never 0, so that no two writes
-// share one, whichever process made them.
-func newRev() int64 {
-	for {
-		if n := rand.Int64(); n != 0 {
-			return n
-		}
-	}
 }
 
 // Final returns the final result of ucsID, or ErrNotFound while it has none.
@@ -282,23 +238,10 @@ func (s *Store) ReceiptResult(ctx context.Context, ucsID string) (push.Result, e
 	return s.getResult(ctx, ucsID+suffixReceipt)
 }
 
-// InProgress returns the progress of a push (an attempt under way, or a retry waiting), or
-// ErrNotFound. It costs one read, two for a push whose later attempt was marked (see
-// AttemptRecords) and whose progress was not written since.
+// InProgress returns the progress record of a push (an attempt under way, or a retry
+// waiting), or ErrNotFound. It costs one read.
 func (s *Store) InProgress(ctx context.Context, ucsID string) (push.Result, error) {
-	p, err := s.getResult(ctx, ucsID+suffixProgress)
-	if err != nil || p.Rev == 0 {
-		return p, err
-	}
-	a, err := s.getResult(ctx, attemptKey(ucsID, p.Rev))
-	switch {
-	case errors.Is(err, ErrNotFound):
-		p.Rev = 0
-		return p, nil // the attempt's record was not written, or not yet
-	case err != nil:
-		return push.Result{}, err
-	}
-	return a, nil
+	return s.getResult(ctx, ucsID+suffixProgress)
 }
 
 // SentByMsgID returns the sent record of the push the platform gave msgID, and the follower
