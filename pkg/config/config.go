@@ -58,7 +58,8 @@ type Config struct {
 	// PublicURL is the address clients reach the front end at; it is the token issuer and the base
 	// of the platform's callback address. Default http://<listen>.
 	PublicURL string `yaml:"public_url"`
-	// TimeZone names the zone of the `time` field of every response. Default Asia/Shanghai.
+	// TimeZone names the zone of the `time` field of every response, and of the times pages
+	// show. Default Asia/Shanghai.
 	TimeZone string `yaml:"time_zone"`
 	// NATS is the queue.
 	NATS NATS `yaml:"nats"`

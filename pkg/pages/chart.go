@@ -64,7 +64,7 @@ const (
 )
 
 // NewChart lays out series over the points in time at (oldest first): the x axis is labelled
-// with the times in campus time, the y axis from 0 to a round maximum with y's labels.
+// with the times in the zone they carry, the y axis from 0 to a round maximum with y's labels.
 func NewChart(id, zh, en string, at []time.Time, y Axis, series ...Series) Chart {
 	c := Chart{ID: id, ZH: zh, EN: en, Width: chartW, Height: chartH, Left: num(padLeft)}
 	top := 0.0
@@ -95,7 +95,7 @@ func NewChart(id, zh, en string, at []time.Time, y Axis, series ...Series) Chart
 			if anchor == "" {
 				anchor = "middle"
 			}
-			c.XTicks = append(c.XTicks, ChartTick{At: num(x(i)), LabelY: num(chartH - 8), Label: at[i].In(campusTime).Format("15:04"), Anchor: anchor})
+			c.XTicks = append(c.XTicks, ChartTick{At: num(x(i)), LabelY: num(chartH - 8), Label: at[i].Format("15:04"), Anchor: anchor})
 		}
 	}
 	for k, s := range series {

@@ -25,11 +25,11 @@ func parseConsole(page string) *template.Template {
 		ParseFS(templateFS, "templates/console.html", "templates/"+page))
 }
 
-// clock shows a time of day to the second in campus time.
-func clock(t time.Time) string { return t.In(campusTime).Format("15:04:05") }
+// clock shows a time of day to the second, in the zone the time carries (see when).
+func clock(t time.Time) string { return t.Format("15:04:05") }
 
-// stamp shows a time to the millisecond in campus time, as the envelope does.
-func stamp(t time.Time) string { return t.In(campusTime).Format("2006-01-02 15:04:05.000") }
+// stamp shows a time to the millisecond, as the envelope does, in the zone the time carries.
+func stamp(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") }
 
 // renderConsole renders a console page whole before writing it, as render does.
 func renderConsole(w io.Writer, t *template.Template, data any) error {

@@ -12,9 +12,14 @@ import (
 )
 
 // TestChartGeometry checks the layout of a chart: the y axis is rounded up, a gap splits a
-// line, a lone point is drawn as a dot, and the x axis is labelled in campus time.
+// line, a lone point is drawn as a dot, and the x axis is labelled in the zone the times
+// carry (the front end's time_zone).
 func TestChartGeometry(t *testing.T) {
-	start := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC) // 10:00 in campus time
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC).In(berlin) // 10:00 in Berlin
 	var at []time.Time
 	for i := range 5 {
 		at = append(at, start.Add(time.Duration(i)*time.Minute))

@@ -45,12 +45,9 @@ func parse(page string) *template.Template {
 		ParseFS(templateFS, "templates/layout.html", "templates/"+page))
 }
 
-// campusTime is the campus's time zone (China Standard Time, no daylight saving), in which
-// pages show times.
-var campusTime = time.FixedZone("CST", 8*60*60)
-
-// when shows a time to the minute in campus time.
-func when(t time.Time) string { return t.In(campusTime).Format("2006-01-02 15:04") }
+// when shows a time to the minute. Pages show every time in the zone it carries: the front end
+// gives them in its configured time zone (time_zone), as its answers' time fields.
+func when(t time.Time) string { return t.Format("2006-01-02 15:04") }
 
 // bilingual is a caller's text cut into its Chinese part and the English that follows it, so
 // the page can set the English smaller like its own labels.

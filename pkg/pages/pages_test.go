@@ -92,7 +92,7 @@ func TestPagesRender(t *testing.T) {
 			return pages.LoggedOut(w, pages.LoggedOutData{Redirect: "https://app.campus.edu/", Nonce: nonce})
 		}, "返回应用", "Return to the application", false},
 		{"account", func(w io.Writer) error {
-			at := time.Date(2026, 11, 23, 1, 30, 0, 0, time.UTC)
+			at := time.Date(2026, 11, 23, 1, 30, 0, 0, time.UTC).In(time.FixedZone("CST", 8*60*60)) // as the front end gives it
 			return pages.Account(w, pages.AccountData{UserID: "2021001", CSRF: "c", RevokeAction: "/r", EndAction: "/e", Nonce: nonce,
 				Notice:   "会话已结束。 The session has ended.",
 				Grants:   []pages.AccountGrant{{Client: "portal", Scopes: scopes("notification.mp"), Granted: at, LastUsed: at}},

@@ -94,7 +94,7 @@ func (s *Server) account(c echo.Context) error {
 	for _, g := range grants {
 		// What it may do: every scope consented to (a narrower request does not take any
 		// back), and those of its latest tokens (an application that needs no consent).
-		ag := pages.AccountGrant{Client: g.ClientID, Granted: g.At, LastUsed: g.LastUsed}
+		ag := pages.AccountGrant{Client: g.ClientID, Granted: s.local(g.At), LastUsed: s.local(g.LastUsed)}
 		var shown []string
 		for _, sc := range append(slices.Clone(g.Scopes), strings.Fields(g.Scope)...) {
 			if !oauth.IsStandardScope(sc) && !slices.Contains(shown, sc) {
@@ -114,7 +114,7 @@ func (s *Server) account(c echo.Context) error {
 	slices.SortStableFunc(sessions, func(a, b store.Session) int { return cmp.Compare(own(a), own(b)) })
 	for _, x := range sessions {
 		d.Sessions = append(d.Sessions, pages.AccountSession{
-			SID: x.SID, Current: x.Key == se.Key, Started: x.AuthTime, Expires: x.Expires,
+			SID: x.SID, Current: x.Key == se.Key, Started: s.local(x.AuthTime), Expires: s.local(x.Expires),
 			Address: x.Address, Agent: x.Agent, Method: strings.ToUpper(x.IDP),
 		})
 	}

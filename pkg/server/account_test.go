@@ -707,3 +707,28 @@ func TestSignInOfANewClientOnAReplicaBehind(t *testing.T) {
 			"ends without a consent page: %d %s\n%.300s", p.status, p.location, p.body)
 	}
 }
+
+// TestAccountPageShowsTimesInTheConfiguredZone: the account page shows when a session began
+// in the front end's time_zone, as its answers' time fields are: China Standard Time by
+// default, UTC when configured so.
+func TestAccountPageShowsTimesInTheConfiguredZone(t *testing.T) {
+	for _, zone := range []string{"", "UTC"} {
+		t.Run("time_zone="+zone, func(t *testing.T) {
+			e := newSignInEnvWith(t, nil, func(c *config.Config) { c.TimeZone = zone })
+			a := browser(t)
+			page := e.signedIn(t, a)
+			name := zone
+			if name == "" {
+				name = config.DefaultTimeZone
+			}
+			loc, err := time.LoadLocation(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "Signed in " + e.clock.Now().In(loc).Format("2006-01-02 15:04")
+			if !strings.Contains(page.body, want) {
+				t.Fatalf("time_zone %q: the account page does not say %q:\n%.2000s", zone, want, page.body)
+			}
+		})
+	}
+}

@@ -166,7 +166,7 @@ func (s *Server) bindPage(c echo.Context) error {
 	}
 	switch b, err := s.cfg.Bind.Store.BindingOf(ctx, bs.OpenID); {
 	case err == nil:
-		d.State, d.UserID, d.Since, d.Following = pages.BindBound, b.UserID, b.Updated, b.Following
+		d.State, d.UserID, d.Since, d.Following = pages.BindBound, b.UserID, s.local(b.Updated), b.Following
 	case !errors.Is(err, store.ErrNotFound):
 		return &Error{Code: CodeUnavailable, Message: "the binding could not be read; try again", Internal: err}
 	case bs.UserID != "":

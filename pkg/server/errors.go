@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -70,6 +71,9 @@ type Envelope struct {
 const timeLayout = "2006-01-02 15:04:05.000"
 
 func (s *Server) stamp() string { return s.now().In(s.loc).Format(timeLayout) }
+
+// local is t in the configured time zone, in which pages show times as answers do.
+func (s *Server) local(t time.Time) time.Time { return t.In(s.loc) }
 
 func (s *Server) ok(c echo.Context, data any) error {
 	return c.JSON(http.StatusOK, Envelope{Data: data, Code: CodeOK, Msg: "success", Time: s.stamp()})

@@ -121,7 +121,7 @@ func (s *Server) ops(c echo.Context) error {
 	}
 	snap := s.activity.Snapshot()
 	d := pages.OpsData{
-		UserID: user, SignOut: s.realmPath() + "/protocol/openid-connect/logout", Since: snap.Since, Now: s.now(),
+		UserID: user, SignOut: s.realmPath() + "/protocol/openid-connect/logout", Since: s.local(snap.Since), Now: s.local(s.now()),
 		HistoryBase: opsPath + "/history/",
 	}
 	backlog := pages.OpsCount{State: "queued", ZH: "排队和发送中", EN: "in the queue or being sent", Unknown: true}
@@ -141,15 +141,15 @@ func (s *Server) ops(c echo.Context) error {
 	}
 	if s.cfg.Paused != nil {
 		if st, paused := s.cfg.Paused(); paused {
-			d.Paused, d.PausedUntil, d.PauseReason, d.PauseAction = true, st.Until, st.Reason, st.Action
+			d.Paused, d.PausedUntil, d.PauseReason, d.PauseAction = true, s.local(st.Until), st.Reason, st.Action
 		}
 	}
-	d.Charts = opsCharts(snap)
+	d.Charts = opsCharts(snap, s.loc)
 	for _, k := range snap.Kinds {
 		d.Kinds = append(d.Kinds, pages.OpsKind{Kind: k.Kind, Count: k.Count})
 	}
 	for _, f := range snap.Recent {
-		d.Failures = append(d.Failures, pages.OpsFailure{UcsID: f.UcsID, UserID: f.UserID, Type: f.Type, Reason: f.Reason, At: f.At})
+		d.Failures = append(d.Failures, pages.OpsFailure{UcsID: f.UcsID, UserID: f.UserID, Type: f.Type, Reason: f.Reason, At: s.local(f.At)})
 	}
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
@@ -157,15 +157,16 @@ func (s *Server) ops(c echo.Context) error {
 	})
 }
 
-// opsCharts draws the last hour: pushes per minute, and the latency of those delivered.
-func opsCharts(snap activity.Snapshot) []pages.Chart {
+// opsCharts draws the last hour: pushes per minute, and the latency of those delivered, its
+// minutes labelled in loc.
+func opsCharts(snap activity.Snapshot, loc *time.Location) []pages.Chart {
 	n := len(snap.Minutes)
 	at := make([]time.Time, n)
 	acc, del, fail, p50, p95 := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	var sumAcc, sumDel, sumFail int64
 	lastP50, lastP95 := "—", "—"
 	for i, m := range snap.Minutes {
-		at[i] = m.Start
+		at[i] = m.Start.In(loc)
 		acc[i], del[i], fail[i] = float64(m.Accepted), float64(m.Delivered), float64(m.Failed)
 		sumAcc, sumDel, sumFail = sumAcc+m.Accepted, sumDel+m.Delivered, sumFail+m.Failed
 		p50[i], p95[i] = math.NaN(), math.NaN()
@@ -224,8 +225,8 @@ func (s *Server) opsHistory(c echo.Context) error {
 		res := r.Result
 		hr := pages.HistoryRecord{Kind: r.Kind, KindZH: recordNames[r.Kind], Result: pages.HistoryResult{
 			State: string(res.State), UserID: res.UserID, Type: res.Type, ClientID: res.ClientID, Attempts: res.Attempts,
-			Reason: res.Reason, LastError: res.LastError, Accepted: res.Accepted, Sent: res.Sent, Finished: res.Finished,
-			RetryAt: res.RetryAt, Updated: res.Updated,
+			Reason: res.Reason, LastError: res.LastError, Accepted: s.local(res.Accepted), Sent: s.local(res.Sent),
+			Finished: s.local(res.Finished), RetryAt: s.local(res.RetryAt), Updated: s.local(res.Updated),
 		}}
 		if res.MsgID != 0 {
 			hr.Result.MsgID = strconv.FormatInt(res.MsgID, 10)

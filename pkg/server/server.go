@@ -64,7 +64,8 @@ type Config struct {
 	SignIn *SignIn
 	// Bind configures the binding page (/bind), which needs SignIn too; nil turns it off.
 	Bind *Bind
-	// Location is the time zone of the envelope's time. Default Asia/Shanghai.
+	// Location is the time zone of the envelope's time and of the times pages show. Default
+	// Asia/Shanghai.
 	Location *time.Location
 	// Ready reports whether the queue is reachable, for /readyz; nil: always.
 	QueueReady func() error
