@@ -38,7 +38,6 @@ type Store interface {
 // Events records delivery results; *store.Writer implements it.
 type Events interface {
 	Write(ctx context.Context, ws ...store.Write) error
-	Post(w store.Write)
 }
 
 // Config wires a Worker.

@@ -617,6 +617,19 @@ func (l *longSession) libraryRefresh(t *testing.T) string {
 	return errc
 }
 
+// portalLogoutEndsSession checks that the portal's server-side logout, with its refresh token
+// (of which token says what), answers 204 and ends the session: the library can no longer
+// refresh in it.
+func (l *longSession) portalLogoutEndsSession(t *testing.T, token string) {
+	t.Helper()
+	if st, m := l.portalLogout(t); st != http.StatusNoContent {
+		t.Errorf("server-side logout with the portal's refresh token, %s: %d %v (Keycloak: 204, the session ends)", token, st, m)
+	}
+	if errc := l.libraryRefresh(t); errc != "invalid_grant" {
+		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
+	}
+}
+
 // TestServerSideLogoutWithARefreshTokenExpiredDaysAgo: as
 // TestServerSideLogoutWithAnExpiredRefreshToken, with sessions that last three days: the
 // portal's refresh token expired more than a day ago, and the store's sweep has run since, while
@@ -625,12 +638,7 @@ func TestServerSideLogoutWithARefreshTokenExpiredDaysAgo(t *testing.T) {
 	l := newLongSession(t)
 	l.use(t, 30)
 	l.sweep(t)
-	if st, m := l.portalLogout(t); st != http.StatusNoContent {
-		t.Errorf("server-side logout with the portal's refresh token, expired 29 hours ago, of a live session: %d %v (Keycloak: 204, the session ends)", st, m)
-	}
-	if errc := l.libraryRefresh(t); errc != "invalid_grant" {
-		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
-	}
+	l.portalLogoutEndsSession(t, "expired 29 hours ago, of a live session")
 }
 
 // TestServerSideLogoutWithATokenOfARenewedSession: as
@@ -647,12 +655,7 @@ func TestServerSideLogoutWithATokenOfARenewedSession(t *testing.T) {
 	}
 	l.use(t, 50) // the portal's token's first end (72 hours) is more than a day past
 	l.sweep(t)
-	if st, m := l.portalLogout(t); st != http.StatusNoContent {
-		t.Errorf("server-side logout with the portal's refresh token of a live (renewed) session: %d %v, want 204 and the session ended", st, m)
-	}
-	if errc := l.libraryRefresh(t); errc != "invalid_grant" {
-		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
-	}
+	l.portalLogoutEndsSession(t, "of a live (renewed) session")
 }
 
 // TestServerSideLogoutWithARevokedGrantsTokenAfterTheSweep: the user revokes the portal's access

@@ -320,8 +320,8 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 		}
 	}
 	for col, models := range replaces {
-		// An upsert racing an insert of the same record (a first attempt's record, posted
-		// without waiting) can fail on the duplicate key; the record exists then, and the
+		// An upsert racing an insert of the same record (another copy's first attempt's
+		// record) can fail on the duplicate key; the record exists then, and the
 		// replacement is made again, as MongoDB advises for upserts.
 		var err error
 		for range 3 {

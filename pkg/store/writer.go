@@ -34,7 +34,7 @@ const closeFlushWait = time.Second
 
 type pendingWrite struct {
 	ws   []Write
-	done chan error // nil: nobody waits
+	done chan error
 }
 
 // WriterOptions tunes a Writer.
@@ -98,15 +98,6 @@ func (w *Writer) Write(ctx context.Context, ws ...Write) error {
 	}
 }
 
-// Post stores a record without waiting; a failure is logged. It is for records whose loss a
-// later record makes good (an attempt's start, say).
-func (w *Writer) Post(rec Write) {
-	select {
-	case w.ch <- pendingWrite{ws: []Write{rec}}:
-	case <-w.stop:
-	}
-}
-
 // Close writes what is queued and stops the writer; batch writes still under way after
 // closeFlushWait are ended, their writers answered with the error.
 func (w *Writer) Close() {
@@ -120,9 +111,7 @@ func (w *Writer) Close() {
 		for {
 			select {
 			case p := <-w.ch:
-				if p.done != nil {
-					p.done <- ErrClosed
-				}
+				p.done <- ErrClosed
 			default:
 				close(w.closed)
 				return
@@ -185,9 +174,6 @@ func (w *Writer) flush(batch []pendingWrite, recs []Write) {
 	for _, p := range batch {
 		first := i
 		i += len(p.ws)
-		if p.done == nil {
-			continue
-		}
 		if err != nil {
 			p.done <- err
 			continue
