@@ -21,8 +21,13 @@
 // history there and goes on from it; a copy whose push was sent or finished already sends
 // nothing. A store outage, a pause, a wait for the send budget, a worker stopping, a failed
 // record write or an access token that could not be had snoozes the message: no call, no
-// attempt. Backoff (RetryPolicy, exponential
-// with jitter) is computed from these attempts.
+// attempt. Backoff (RetryPolicy, exponential with jitter) is computed from these attempts.
+//
+// Each write of the progress is an entry of the push's progress record whose key is above
+// every entry the delivery read and every one it wrote before (store.ProgressRecord): a worker
+// that stops while its attempt's record is on the way to a slow store puts the progress back
+// with the next entry, and the late record, below it, is read by no one; a write that lands
+// after the next delivery's own entries is below them too, and undoes none of its calls.
 //
 // That record costs one more insert for every message, which the store waits for before the
 // call. On the embedded store (FerretDB over SQLite, two cores) it is the end-to-end row's

@@ -396,7 +396,7 @@ var errStopping = errors.New("the worker is stopping")
 // A message held by a pause is shown queued, with the pause's reason, unless its last call's
 // outcome is unknown (inDoubt): its record keeps saying sending, so that whichever worker
 // gets it next asks the platform again rather than take that call for failed.
-func (w *Worker) gate(ctx context.Context, r push.Result, inDoubt, first bool) error {
+func (w *Worker) gate(ctx context.Context, r *push.Result, inDoubt, first bool) error {
 	for {
 		if _, own := w.ownPause(); own {
 			return errOwnPause
@@ -474,9 +474,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	first := msg.Headers().Get(queue.HeaderMigrated) == ""
 	inDoubt := false    // the last attempt was under way when its copy was handed back
 	var since time.Time // when that attempt's call was made
-	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
-		first = false
+	delivery := uint64(1)
+	if meta, err := msg.Metadata(); err == nil {
+		delivery = meta.NumDelivered
+		first = first && delivery <= 1
 	}
+	// This delivery's writes of the push's progress are entries above those of the deliveries
+	// before it (see store.ProgressRecord).
+	r.Rev = store.DeliveryRev(delivery)
 	if !first {
 		cur, err := w.cfg.Store.Current(ctx, m.UcsID)
 		switch {
@@ -494,7 +499,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			_ = msg.Ack()
 			return
 		default:
-			r.Attempts, r.LastError = cur.Attempts, cur.LastError
+			r.Attempts, r.LastError, r.Rev = cur.Attempts, cur.LastError, store.Rebase(r.Rev, cur.Rev)
 			inDoubt, since = cur.State == push.StateSending, cur.Updated
 			if inDoubt {
 				r.To = cur.To
@@ -585,6 +590,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 		// The last attempt's failure is recorded first: a copy of the message handed back
 		// before its final record (the worker stopped) then knows the attempts used up, and
 		// fails without calling the platform again.
+		r.Rev = store.NextRev(r.Rev)
 		failing := r
 		failing.State, failing.LastError, failing.Updated, failing.RetryAt = push.StateQueued, out.lastError, w.cfg.Now(), time.Time{}
 		failing.To = ""
@@ -627,6 +633,7 @@ func (w *Worker) answer(ctx context.Context, msg jetstream.Msg, r push.Result, o
 			// the message next asks the platform again rather than take it for failed.
 			r.State, r.Updated = push.StateSending, out.inDoubtSince
 		}
+		r.Rev = store.NextRev(r.Rev)
 		recs = []store.Write{store.ProgressRecord(r, now)}
 	case outcomeFailed:
 		r.State, r.Reason, r.Finished, r.RetryAt = push.StateFailed, out.reason, now, time.Time{}
@@ -883,7 +890,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if again {
 			continue
 		}
-		if gerr := w.gate(ctx, *r, inDoubt, first); errors.Is(gerr, errStopping) {
+		if gerr := w.gate(ctx, r, inDoubt, first); errors.Is(gerr, errStopping) {
 			return attemptResult{out: Snooze(gerr.Error(), 0)}
 		} else if errors.Is(gerr, errOwnPause) {
 			return attemptResult{out: Snooze(gerr.Error(), handBack)}
@@ -991,7 +998,7 @@ func (w *Worker) earlier(ctx context.Context, r *push.Result, first *bool) (res 
 		return &attemptResult{done: true}, time.Time{}
 	default:
 		*first = false
-		r.Attempts, r.LastError = cur.Attempts, cur.LastError
+		r.Attempts, r.LastError, r.Rev = cur.Attempts, cur.LastError, store.Rebase(r.Rev, cur.Rev)
 		if cur.State == push.StateSending {
 			r.To = cur.To // "" in a record of an earlier version: the follower bound now
 			return nil, cur.Updated
@@ -1042,8 +1049,10 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			// platform's duplicate check runs, should this worker die during the repeat.
 			mark.Updated = since
 		}
+		mark.Rev = store.NextRev(r.Rev)
 		rec := store.ProgressRecord(mark, mark.Updated)
 		if *first && r.Attempts == 1 {
+			mark.Rev = r.Rev // the first attempt's record: inserted whole, not an entry
 			rec = store.FirstAttemptRecord(mark, mark.Updated)
 		}
 		for {
@@ -1058,6 +1067,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 			}
 		}
 		if err == nil {
+			r.Rev = mark.Rev
 			return false, nil
 		}
 		// The push has a progress record: this one, written by a try whose answer was
@@ -1074,6 +1084,7 @@ func (w *Worker) markAttempt(ctx context.Context, r *push.Result, first *bool, i
 		case cur.State == push.StateSending && cur.Attempts == mark.Attempts && cur.Updated.UnixMilli() == mark.Updated.UnixMilli():
 			return false, nil // its own
 		}
+		r.Rev = store.Rebase(r.Rev, cur.Rev)
 		if w.usedUp(cur) {
 			r.Attempts, r.LastError = cur.Attempts, cur.LastError
 			return false, errExhausted
@@ -1168,6 +1179,7 @@ func (w *Worker) unmark(ctx context.Context, mark push.Result, first, inDoubt bo
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkWait)
 	defer cancel()
 	back := untried(mark, inDoubt, since, now)
+	back.Rev = store.NextRev(mark.Rev) // above the mark, should it reach the store after this
 	if first {
 		cur, err := w.cfg.Store.Current(wctx, mark.UcsID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -1215,7 +1227,8 @@ var errExhausted = errors.New("its attempts are used up")
 func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, retryAt time.Time, inDoubt bool, since time.Time) error {
 	now := w.cfg.Now()
 	held := untried(*r, inDoubt, since, now)
-	r.Attempts = held.Attempts
+	held.Rev = store.NextRev(r.Rev)
+	r.Attempts, r.Rev = held.Attempts, held.Rev
 	held.LastError = lastError
 	if !inDoubt {
 		held.RetryAt = retryAt
@@ -1318,15 +1331,18 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 
 // showHeld records a message held back by a pause (or handed back before its call) as queued,
 // with the reason, and the attempts made.
-func (w *Worker) showHeld(ctx context.Context, r push.Result, st sending.PauseState, first bool) {
+func (w *Worker) showHeld(ctx context.Context, r *push.Result, st sending.PauseState, first bool) {
 	now := w.cfg.Now()
-	r.State, r.Updated, r.RetryAt = push.StateQueued, now, st.Until
-	r.LastError = st.Explain()
-	rec := store.ProgressRecord(r, now)
-	if first {
-		// A first delivery has not read the push's history, which an earlier copy may have
-		// left (see markAttempt): it is not replaced, and the attempt's record finds it.
-		rec = store.FirstAttemptRecord(r, now)
+	held := *r
+	held.State, held.Updated, held.RetryAt = push.StateQueued, now, st.Until
+	held.LastError = st.Explain()
+	// A first delivery has not read the push's history, which an earlier copy may have left
+	// (see markAttempt): its record is inserted, and the attempt's record finds the history.
+	rec := store.FirstAttemptRecord(held, now)
+	if !first {
+		r.Rev = store.NextRev(r.Rev)
+		held.Rev = r.Rev
+		rec = store.ProgressRecord(held, now)
 	}
 	if err := w.cfg.Events.Write(ctx, rec); err != nil && !errors.Is(err, store.ErrHistory) {
 		w.cfg.Logger.Warn("recording a paused message failed", "ucsId", r.UcsID, "err", err)

@@ -41,4 +41,8 @@ type Result struct {
 	// same follower, so a call in doubt is asked again of that follower, whatever the user
 	// number is bound to since. Not in sent or final results; no lookup shows it.
 	To string `bson:"to,omitempty"`
+	// Rev is the key of the progress entry this result is, or will be written as (see
+	// store.ProgressRecord); "" in every other result. Not stored in the entry; no lookup
+	// shows it.
+	Rev string `bson:"-" json:"-"`
 }

@@ -14,9 +14,13 @@
 // with such a receipt there) and <ucsId>/p (the progress of its attempts: the attempt number the
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
 // follower it went to, so a receipt applies only to a message this service sent. A ucsId the
-// service never gave out costs a lookup one read. Records are inserted, never replaced
-// (progress aside): the first final result of a push wins, whoever writes a later one
-// (FirstFinalRecord tells the writer so). A queued push no worker has reached has no record:
+// service never gave out costs a lookup one read. Records are inserted, never replaced: the
+// first final result of a push wins, whoever writes a later one (FirstFinalRecord tells the
+// writer so). Progress changes, but by entries added to its record's log, never by replacing
+// it: each entry's key names the delivery of the message that wrote it and the write's number,
+// and the greatest key is the progress, so that a write reaching a slow store after its worker
+// gave up waiting for it (and wrote again, or stopped and put the progress back) changes
+// nothing (ProgressRecord). A queued push no worker has reached has no record:
 // the queue answers for it. Records an earlier version wrote (sent at <ucsId>/s) are read
 // until they expire.
 //

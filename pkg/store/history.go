@@ -28,7 +28,11 @@ const (
 func (s *Store) History(ctx context.Context, ucsID string) ([]Record, error) {
 	var out []Record
 	for _, id := range []string{ucsID + suffixReceipt, ucsID, ucsID + suffixLegacySent, ucsID + suffixProgress} {
-		r, err := s.getResult(ctx, id)
+		read := s.getResult
+		if id == ucsID+suffixProgress {
+			read = func(ctx context.Context, _ string) (push.Result, error) { return s.InProgress(ctx, ucsID) }
+		}
+		r, err := read(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:

@@ -32,7 +32,10 @@ import (
 //	            platform took the message, and its receipt and the failure are then two final
 //	            results of one push, of which the store keeps the first it took (see
 //	            FirstFailureAfterCalls)
-//	<ucsId>/p   progress: an attempt under way, or a retry waiting (replaced as attempts go)
+//	<ucsId>/p   progress: an attempt under way, or a retry waiting. A push's first attempt is
+//	            inserted here whole; every later write of its progress is one more entry of the
+//	            record's log (see ProgressRecord), and the entry with the greatest key is the
+//	            push's progress
 //
 // and the platform's msgid, which its delivery receipt carries, maps to the sent record in
 // push_msgids (keyed by the msgid as a decimal string). A queued push that no worker has
@@ -70,12 +73,22 @@ type msgDoc struct {
 	At          time.Time `bson:"at"`
 }
 
+// progressDoc is a progress record as stored: the first attempt's result, inserted whole, and
+// the log of every later write of the push's progress, by its key (see ProgressRecord).
+type progressDoc struct {
+	ID          string `bson:"_id"`
+	push.Result `bson:",inline"`
+	Log         map[string]push.Result `bson:"log,omitempty"`
+}
+
 // Write is one record for a Writer to store.
 type Write struct {
 	col     string
 	id      string
 	doc     any
 	replace bool // upsert over an earlier record with the same id; otherwise the first one wins
+	// update, when set, is an upsert by this update instead (an entry of a progress log).
+	update bson.D
 	// exists, when set, is the answer for a record that was there before (the first one
 	// wins), rather than nil as for one written.
 	exists error
@@ -153,11 +166,67 @@ func FirstAttemptRecord(r push.Result, at time.Time) Write {
 		exists: ErrHistory}
 }
 
-// ProgressRecord replaces a push's progress: a later attempt under way, or a retry waiting.
+// ProgressRecord records a push's progress: a later attempt under way, or a retry waiting. It
+// is the entry r.Rev of the progress record's log (see DeliveryRev and NextRev), and the push's
+// progress while no entry with a greater key is there: an entry that reaches the store late,
+// after its worker gave up waiting for it and wrote another, or after the next worker wrote its
+// own, changes nothing. The entry written before it by the same delivery is dropped, as no
+// reader needs it any more. Without r.Rev (a tool's or a test's record) it replaces the whole
+// record.
 func ProgressRecord(r push.Result, at time.Time) Write {
 	w := FirstAttemptRecord(r, at)
-	w.replace, w.exists = true, nil
+	w.exists = nil
+	if r.Rev == "" {
+		w.replace = true
+		return w
+	}
+	w.update = bson.D{{Key: "$set", Value: bson.D{{Key: "log." + r.Rev, Value: r}, {Key: "at", Value: at}}}}
+	if prev := prevRev(r.Rev); prev != "" {
+		w.update = append(w.update, bson.E{Key: "$unset", Value: bson.D{{Key: "log." + prev, Value: ""}}})
+	}
 	return w
+}
+
+// A progress entry's key names the delivery of the message that wrote it (the queue's count of
+// the message's deliveries, or more: see Rebase) and the write's number within that delivery,
+// zero-padded so that the keys sort as their numbers do. Every delivery writes above the keys
+// it read, and each of its writes above the one before, so the greatest key is the latest word
+// of the latest delivery: a write a stopped delivery left on its way to the store is below it.
+const revFormat = "d%010ds%06d"
+
+// DeliveryRev is the key before the first entry that the message's delivery number delivery
+// writes (push.Result.Rev of a message's record when its delivery begins).
+func DeliveryRev(delivery uint64) string { return fmt.Sprintf(revFormat, delivery, 0) }
+
+// NextRev is the key of the entry that follows rev in the same delivery.
+func NextRev(rev string) string {
+	d, n, _ := parseRev(rev)
+	return fmt.Sprintf(revFormat, d, n+1)
+}
+
+// Rebase is own, the key a delivery is at, once it has read a progress record whose latest
+// entry is read: a delivery counted again from one (a consumer made anew) moves above it, so
+// that what it writes is not below the entries of the deliveries before it.
+func Rebase(own, read string) string {
+	d, _, _ := parseRev(own)
+	if rd, _, ok := parseRev(read); ok && rd >= d {
+		return DeliveryRev(rd + 1)
+	}
+	return own
+}
+
+func parseRev(rev string) (delivery uint64, n int, ok bool) {
+	_, err := fmt.Sscanf(rev, revFormat, &delivery, &n)
+	return delivery, n, err == nil
+}
+
+// prevRev is the key of the entry before rev written by the same delivery, or "".
+func prevRev(rev string) string {
+	d, n, ok := parseRev(rev)
+	if !ok || n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(revFormat, d, n-1)
 }
 
 // Final returns the final result of ucsID, or ErrNotFound while it has none.
@@ -238,10 +307,21 @@ func (s *Store) ReceiptResult(ctx context.Context, ucsID string) (push.Result, e
 	return s.getResult(ctx, ucsID+suffixReceipt)
 }
 
-// InProgress returns the progress record of a push (an attempt under way, or a retry
-// waiting), or ErrNotFound. It costs one read.
+// InProgress returns the progress of a push (an attempt under way, or a retry waiting): the
+// entry of its progress record with the greatest key, with that key in Rev, or, before any,
+// the first attempt's record; or ErrNotFound. It costs one read.
 func (s *Store) InProgress(ctx context.Context, ucsID string) (push.Result, error) {
-	return s.getResult(ctx, ucsID+suffixProgress)
+	var d progressDoc
+	if err := s.getByID(ctx, colResults, ucsID+suffixProgress, &d); err != nil {
+		return push.Result{}, err
+	}
+	if len(d.Log) == 0 {
+		return d.Result, nil
+	}
+	latest := slices.Max(slices.Collect(maps.Keys(d.Log)))
+	r := d.Log[latest]
+	r.Rev = latest
+	return r, nil
 }
 
 // SentByMsgID returns the sent record of the push the platform gave msgID, and the follower
@@ -274,10 +354,11 @@ func Receipt(sent push.Result, status string, at time.Time) push.Result {
 }
 
 // write stores a batch of records: inserts in one unordered InsertMany per collection,
-// push_msgids first, then replacements in one ordered BulkWrite. A record inserted again (the
-// same push's record written after a redelivery) is kept as first written; existed[i] reports
-// that of ws[i]. A push's sent record is written only once its msgid's is: a worker that finds
-// the sent record (a redelivered copy) leaves nothing of the push unwritten behind it.
+// push_msgids first, then replacements and progress entries in one ordered BulkWrite. A record
+// inserted again (the same push's record written after a redelivery) is kept as first written;
+// existed[i] reports that of ws[i]. A push's sent record is written only once its msgid's is:
+// a worker that finds the sent record (a redelivered copy) leaves nothing of the push unwritten
+// behind it.
 func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err error) {
 	inserts := map[string][]any{}
 	// at maps each collection's inserts back to their place in ws.
@@ -292,10 +373,14 @@ func (s *Store) write(ctx context.Context, ws []Write) (existed []bool, err erro
 			existed[i] = true
 			continue
 		}
-		if w.replace {
+		switch {
+		case w.update != nil:
+			replaces[w.col] = append(replaces[w.col],
+				mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: w.id}}).SetUpdate(w.update).SetUpsert(true))
+		case w.replace:
 			replaces[w.col] = append(replaces[w.col],
 				mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: w.id}}).SetReplacement(w.doc).SetUpsert(true))
-		} else {
+		default:
 			inserts[w.col] = append(inserts[w.col], w.doc)
 			at[w.col] = append(at[w.col], i)
 		}
