@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -530,11 +531,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 // mayHaveBeenTaken reports whether a call that failed may have been taken by the platform all
 // the same: no answer came (a time-out, the connection lost), or none of the platform's (a
 // gateway's time-out, or a success without a msgid). An errcode, or a status such as 502 or 503
-// of the platform's gateway, says the call was not taken.
+// of the platform's gateway, says the call was not taken; so does a connection that could not
+// be made (refused, or a name that did not resolve), as nothing was sent.
 func mayHaveBeenTaken(err error) bool {
 	var pe *platform.Error
 	var he *platform.HTTPError
+	var oe *net.OpError
 	switch {
+	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, new(*net.DNSError)):
+		return false // no connection: nothing was sent
 	case errors.As(err, &pe):
 		return false
 	case errors.As(err, &he):
@@ -954,6 +959,16 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
+		}
+		if errors.As(err, new(*platform.NotSentError)) {
+			// No call went out (no access token to be had) and no pause holds the message: the
+			// attempt does not count, and the message comes back after a while.
+			inDoubt = wasInDoubt
+			why := err.Error()
+			if err := w.takeBack(ctx, msg, r, why, time.Time{}, inDoubt, since); err != nil {
+				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+			}
+			return attemptResult{out: Snooze(why, w.cfg.StoreRetry)}
 		}
 		code := platform.ErrorLabel(err)
 		res := attemptResult{openID: tm.ToUser, platformCode: code}
