@@ -191,6 +191,13 @@ func (s *Server) authorize(c echo.Context) error {
 		ar.Registered = client.Registered
 	}
 	s.newFlow(c, &ar)
+	if req.IDTokenHint != "" {
+		hint, err := s.cfg.OAuth.ParseIDToken(req.IDTokenHint)
+		if err != nil {
+			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "id_token_hint is not an ID token of this server")
+		}
+		ar.Hint = hint.Subject
+	}
 	now, ctx := s.now(), c.Request().Context()
 	cookie := cookieValue(c, cookieSession)
 	se, err := si.Store.Session(ctx, oauth.Hash(cookie))
@@ -201,15 +208,9 @@ func (s *Server) authorize(c echo.Context) error {
 		s.log.Error("sign-in: the session could not be read", "err", err)
 		return s.redirectError(c, ar, oauth.ErrTemporarilyUnavailable, "the sign-in session could not be read; try again in a moment")
 	}
-	signedIn := err == nil && req.SignInFresh(se.AuthTime, now)
-	if signedIn && req.IDTokenHint != "" {
-		hint, err := s.cfg.OAuth.ParseIDToken(req.IDTokenHint)
-		if err != nil {
-			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "id_token_hint is not an ID token of this server")
-		}
-		// The hint names who the client expects: another user signed in here is not them.
-		signedIn = hint.Subject == se.UserID
-	}
+	// The hint names who the client expects: another user signed in here is not them.
+	otherUser := err == nil && ar.Hint != "" && ar.Hint != se.UserID
+	signedIn := err == nil && req.SignInFresh(se.AuthTime, now) && !otherUser
 	switch {
 	case signedIn && !oauth.PromptHas(ar.Prompt, "login"):
 		// Signed in already: a second authorization in the same session skips the login.
@@ -217,10 +218,11 @@ func (s *Server) authorize(c echo.Context) error {
 	case ar.Prompt == "none":
 		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user is not signed in and prompt=none forbids asking")
 	}
-	// A request for a new sign-in (prompt=login), or for one no older than max_age, is not
-	// met by the campus sign-on's single sign-on, whose sign-in may be of any age: the user
-	// signs in there again.
-	ar.Renew = oauth.PromptHas(ar.Prompt, "login") || req.MaxAge >= 0
+	// A request for a new sign-in (prompt=login), for one no older than max_age, or for
+	// another user than the one signed in here, is not met by the campus sign-on's single
+	// sign-on, whose sign-in may be of any age and is likely that user's: the user signs in
+	// there again.
+	ar.Renew = oauth.PromptHas(ar.Prompt, "login") || req.MaxAge >= 0 || otherUser
 	return s.startLogin(c, ar, "")
 }
 
@@ -563,6 +565,11 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	client, ok := s.cfg.OAuth.Clients.Lookup(ar.ClientID)
 	if !ok || registeredAgain(ar, client) {
 		return s.clientGone(c)
+	}
+	if ar.Hint != "" && se.UserID != ar.Hint {
+		// Another user than the one the client's id_token_hint names signed in (OpenID
+		// Connect Core 3.1.2.1): no code for them.
+		return s.redirectError(c, ar, oauth.ErrLoginRequired, "the user signed in is not the one id_token_hint names")
 	}
 	if !oauth.ConsentNeeded(client, ar.Scope, ar.Prompt, nil) {
 		return s.finish(c, ar, se) // nothing to consent to, or the client skips consent

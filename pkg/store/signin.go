@@ -84,6 +84,9 @@ type AuthRequest struct {
 	// MaxAge is the request's max_age in seconds, nil without one: a sign-in from before the
 	// request must still be no older when the code is issued.
 	MaxAge *int64 `json:"max_age,omitempty"`
+	// Hint is the user number the request's id_token_hint names, "" without one: a sign-in of
+	// another user ends in login_required rather than a code.
+	Hint string `json:"hint,omitempty"`
 	// Account marks the sign-in to the account page: it ends there, with no client and no code.
 	Account bool `json:"account,omitempty"`
 	// Return, with Account, is the service's own page the sign-in ends at instead (the
