@@ -23,8 +23,10 @@
 // record write or an access token that could not be had snoozes the message: no call, no
 // attempt. Backoff (RetryPolicy, exponential with jitter) is computed from these attempts.
 //
-// Each write of the progress is an entry of the push's progress record whose key is above
-// every entry the delivery read and every one it wrote before (store.ProgressRecord): a worker
+// Each write of the progress is an entry of the push's progress record whose key names the
+// delivery of the message (the queue's count, under an epoch that grows should the count start
+// again) and is above every entry of earlier deliveries and every one the delivery wrote
+// before (store.ProgressRecord): a worker
 // that stops while its attempt's record is on the way to a slow store puts the progress back
 // with the next entry, and the late record, below it, is read by no one; a write that lands
 // after the next delivery's own entries is below them too, and undoes none of its calls.

@@ -73,9 +73,26 @@ func TestProgressLog(t *testing.T) {
 	write(late)
 	progress(push.StateSending, 2, mark3.Rev)
 
-	// A delivery counted from one again (a consumer made anew) moves above what it read.
-	if got, want := store.Rebase(store.DeliveryRev(1), mark3.Rev), store.DeliveryRev(4); got != want {
-		t.Fatalf("delivery 1 after delivery 3's entry: %q, want %q", got, want)
+	// A delivery counted from one again (a consumer made anew) moves to the next epoch, above
+	// what it read, and the deliveries after it follow it there; an entry of its own, or the
+	// whole first record read by a delivery after the first, moves nothing.
+	again := store.Rebase(store.DeliveryRev(1), mark3.Rev)
+	if again <= mark3.Rev {
+		t.Fatalf("delivery 1 after delivery 3's entry: %q, not above %q", again, mark3.Rev)
+	}
+	againEntry := store.NextRev(again)
+	if got := store.Rebase(again, againEntry); got != again {
+		t.Fatalf("delivery 1 reading its own entry moved to %q", got)
+	}
+	second := store.Rebase(store.DeliveryRev(2), againEntry)
+	if second <= store.NextRev(store.NextRev(againEntry)) || store.Rebase(second, mark3.Rev) != second {
+		t.Fatalf("delivery 2 after the moved delivery 1: %q", second)
+	}
+	if got := store.Rebase(store.DeliveryRev(2), ""); got != store.DeliveryRev(2) {
+		t.Fatalf("delivery 2 after a first attempt's record: %q", got)
+	}
+	if got := store.Rebase(store.DeliveryRev(1), ""); got <= store.NextRev(store.DeliveryRev(1)) {
+		t.Fatalf("delivery 1 after a first attempt's record not its own (a count started again): %q", got)
 	}
 
 	// Each delivery keeps only its latest entry, and the history shows the progress.

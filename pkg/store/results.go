@@ -187,46 +187,60 @@ func ProgressRecord(r push.Result, at time.Time) Write {
 	return w
 }
 
-// A progress entry's key names the delivery of the message that wrote it (the queue's count of
-// the message's deliveries, or more: see Rebase) and the write's number within that delivery,
-// zero-padded so that the keys sort as their numbers do. Every delivery writes above the keys
-// it read, and each of its writes above the one before, so the greatest key is the latest word
-// of the latest delivery: a write a stopped delivery left on its way to the store is below it.
-const revFormat = "d%010ds%06d"
+// A progress entry's key names the delivery of the message that wrote it and the write's
+// number within that delivery, zero-padded so that the keys sort as their numbers do. A
+// delivery is its number, the queue's count of the message's deliveries, which grows with each
+// delivery of the message, under an epoch, which grows when the count starts again at one (a
+// consumer made anew): no two deliveries share a key, each writes above the keys of the
+// deliveries before it, and each of its writes is above the one before. The greatest key is
+// therefore the latest word of the latest delivery, and a write that a stopped delivery left on
+// its way to the store is below it.
+const revFormat = "e%04dd%010ds%06d"
 
 // DeliveryRev is the key before the first entry that the message's delivery number delivery
 // writes (push.Result.Rev of a message's record when its delivery begins).
-func DeliveryRev(delivery uint64) string { return fmt.Sprintf(revFormat, delivery, 0) }
+func DeliveryRev(delivery uint64) string { return fmt.Sprintf(revFormat, 0, delivery, 0) }
 
 // NextRev is the key of the entry that follows rev in the same delivery.
 func NextRev(rev string) string {
-	d, n, _ := parseRev(rev)
-	return fmt.Sprintf(revFormat, d, n+1)
+	e, d, n, _ := parseRev(rev)
+	return fmt.Sprintf(revFormat, e, d, n+1)
 }
 
 // Rebase is own, the key a delivery is at, once it has read a progress record whose latest
-// entry is read: a delivery counted again from one (a consumer made anew) moves above it, so
-// that what it writes is not below the entries of the deliveries before it.
+// entry is read ("": the record's first attempt, inserted whole by a first delivery). An entry
+// of this delivery changes nothing; one of the same or a greater delivery number, which only a
+// count started again can give (or a first delivery reading a first record it did not write),
+// moves this delivery to the next epoch; otherwise it takes the epoch of what it read, if
+// greater.
 func Rebase(own, read string) string {
-	d, _, _ := parseRev(own)
-	if rd, _, ok := parseRev(read); ok && rd >= d {
-		return DeliveryRev(rd + 1)
+	e, d, _, _ := parseRev(own)
+	re, rd, _, entry := parseRev(read)
+	if !entry {
+		re, rd = 0, 1 // a first delivery's, of the epoch before any count started again
 	}
-	return own
+	epoch := max(e, re)
+	if rd >= d && (!entry || re != e || rd != d) {
+		epoch = max(e, re+1)
+	}
+	if epoch == e {
+		return own
+	}
+	return fmt.Sprintf(revFormat, epoch, d, 0)
 }
 
-func parseRev(rev string) (delivery uint64, n int, ok bool) {
-	_, err := fmt.Sscanf(rev, revFormat, &delivery, &n)
-	return delivery, n, err == nil
+func parseRev(rev string) (epoch, delivery uint64, n int, ok bool) {
+	_, err := fmt.Sscanf(rev, revFormat, &epoch, &delivery, &n)
+	return epoch, delivery, n, err == nil
 }
 
 // prevRev is the key of the entry before rev written by the same delivery, or "".
 func prevRev(rev string) string {
-	d, n, ok := parseRev(rev)
+	e, d, n, ok := parseRev(rev)
 	if !ok || n <= 1 {
 		return ""
 	}
-	return fmt.Sprintf(revFormat, d, n-1)
+	return fmt.Sprintf(revFormat, e, d, n-1)
 }
 
 // Final returns the final result of ucsID, or ErrNotFound while it has none.
