@@ -11,7 +11,8 @@ import (
 
 // Push accepts client's push req: it returns the push's ucsId once the queue has stored it.
 // With a key, a retry of the request answers the ucsId of the first, publishing the push
-// again only if the queue never took it.
+// again only if the queue never took it. ErrUnconfirmed comes with the ucsId the push may be
+// stored under.
 func (s *Service) Push(ctx context.Context, client string, req push.Request, key Key) (string, error) {
 	k, err := s.keyOf(ctx, client, key)
 	if err != nil {
@@ -23,10 +24,19 @@ func (s *Service) Push(ctx context.Context, client string, req push.Request, key
 		return s.pushOnce(ctx, k, msg)
 	}
 	if err := s.cfg.Publisher.Publish(ctx, msg, queue.PublishOptions{}); err != nil {
-		return "", publishError(err)
+		return unconfirmedID(msg.UcsID, publishError(err))
 	}
 	s.cfg.Accepted(1)
 	return msg.UcsID, nil
+}
+
+// unconfirmedID is the answer to a push the queue did not take: the ucsId id only with
+// ErrUnconfirmed, when it may be stored under it.
+func unconfirmedID(id string, err error) (string, error) {
+	if errors.Is(err, ErrUnconfirmed) {
+		return id, err
+	}
+	return "", err
 }
 
 // pushOnce publishes a push that carries an Idempotency-Key: the key's first request takes it
@@ -41,7 +51,7 @@ func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (str
 	if k.owner {
 		if err := s.cfg.Publisher.Publish(ctx, msg, k.publishOptions()); err != nil {
 			k.refused(ctx, err, []int{0})
-			return "", publishError(err)
+			return unconfirmedID(msg.UcsID, publishError(err))
 		}
 		k.finish(ctx, nil)
 		s.cfg.Accepted(1)
@@ -67,6 +77,10 @@ type Item struct {
 // sending it again is safe.
 var ErrNotTaken = errors.New("queue unavailable; retry this item")
 
+// ErrItemUnconfirmed is the error of a batch item of a batch the queue did not confirm
+// (Batch.Unconfirmed): it may be stored under its ucsId.
+var ErrItemUnconfirmed = errors.New("the queue did not confirm storing this item; it may be stored")
+
 // ItemResult is what became of a batch item: its ucsId, or the error that refused it (the
 // item's own, or ErrNotTaken).
 type ItemResult struct {
@@ -86,6 +100,9 @@ type Batch struct {
 	Unavailable bool
 	Full        bool // the queue is full (with Unavailable)
 	Unchecked   bool // a retry under a key cannot be checked now: ErrKeyUnchecked (with Unavailable)
+	// Unconfirmed (with Unavailable): the queue did not confirm storing the batch, which may be
+	// stored, all of it (ErrUnconfirmed); each good item has its ucsId and ErrItemUnconfirmed.
+	Unconfirmed bool
 }
 
 // PushBatch accepts client's batch: its good items are stored together as one atomic batch,
@@ -146,8 +163,12 @@ func (s *Service) PushBatch(ctx context.Context, client string, items []Item, ke
 	s.countRefused(refused)
 	if err := s.cfg.Publisher.PublishBatch(ctx, msgs, o); err != nil {
 		s.cfg.Logger.Warn("batch not accepted", "pushes", len(msgs), "err", err)
-		for _, i := range at {
+		b.Unconfirmed = errors.Is(err, queue.ErrUnconfirmed)
+		for j, i := range at {
 			b.Items[i].Err = ErrNotTaken
+			if b.Unconfirmed {
+				b.Items[i] = ItemResult{UcsID: msgs[j].UcsID, Err: ErrItemUnconfirmed}
+			}
 		}
 		if k != nil {
 			k.refused(ctx, err, at)

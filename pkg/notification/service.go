@@ -237,6 +237,9 @@ var (
 	ErrQueueFull = errors.New("the push queue is full")
 	// ErrQueueUnavailable: the queue (or the bucket of Idempotency-Key records) did not answer.
 	ErrQueueUnavailable = errors.New("the push queue is unavailable")
+	// ErrUnconfirmed (with ErrQueueUnavailable): the queue did not confirm storing a push, nor
+	// could it be asked whether it did: the push may be stored, and then will be delivered.
+	ErrUnconfirmed = errors.New("the push queue did not confirm storing the push")
 	// ErrKeyReused: the Idempotency-Key was used before with another body.
 	ErrKeyReused = errors.New("Idempotency-Key already used with a different body")
 	// ErrKeyInUse: the first request with the Idempotency-Key is still under way.
@@ -264,6 +267,9 @@ func publishError(err error) error {
 	}
 	if errors.Is(err, queue.ErrFull) {
 		return fmt.Errorf("%w: %w", ErrQueueFull, err)
+	}
+	if errors.Is(err, queue.ErrUnconfirmed) {
+		return fmt.Errorf("%w: %w: %w", ErrQueueUnavailable, ErrUnconfirmed, err)
 	}
 	return fmt.Errorf("%w: %w", ErrQueueUnavailable, err)
 }

@@ -284,7 +284,10 @@ type PublishOptions struct {
 const ackWait = 10 * time.Second
 
 // Publish stores m in the stream, on its subject, and returns once the stream acknowledged it;
-// only then may its ucsId be given to the caller. With o.MsgID, a copy already stored within
+// only then may its ucsId be given to the caller. A PubAck that does not come within the ack
+// wait is not taken for a refusal at once: the stream is asked whether it holds the push
+// (confirm), and ErrUnconfirmed says it could not be asked. (A caller that gives up first, its
+// ctx done, is gone and told nothing.) With o.MsgID, a copy already stored within
 // the dedupe window counts as stored (the stream answers its PubAck again). A copy can wait
 // no longer than the window (it is at most the stream's MaxAge), so a push is never refused
 // for its own earlier copy.
@@ -308,16 +311,57 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 	case <-f.Ok():
 		return nil
 	case err := <-f.Err():
-		return fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
+		err = fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
+		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			return p.confirm(msg.Subject, err)
+		}
+		return err
 	case <-ctx.Done():
 		return fmt.Errorf("publish %s: %w", m.UcsID, ctx.Err())
 	}
 }
 
+// ErrUnconfirmed is the error of a publish whose acknowledgement did not come in time (a slow
+// stream leader, a lost answer), and which the stream could not be asked about either: the
+// push may be stored, and will then be delivered.
+var ErrUnconfirmed = errors.New("the queue did not confirm storing the push, which may be stored")
+
+// confirmWait bounds confirm.
+const confirmWait = 2 * time.Second
+
+// beforeConfirm is called as confirm begins (tests hold the stream's answers until then).
+var beforeConfirm = func() {}
+
+// confirm asks the stream, after a publish on subject whose acknowledgement did not come
+// (perr), whether it stored the message all the same: nil when it holds it, perr when it does
+// not, and ErrUnconfirmed (wrapping perr) when it cannot say. A message that reaches the stream
+// after this read (it was still on its way) is not seen: the read makes a stored push's
+// answer right in most such cases, not all.
+func (p *Publisher) confirm(subject string, perr error) error {
+	beforeConfirm()
+	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
+	defer cancel()
+	name, err := p.js.StreamNameBySubject(ctx, subject)
+	if err == nil {
+		var st jetstream.Stream
+		if st, err = p.js.Stream(ctx, name); err == nil {
+			_, err = st.GetLastMsgForSubject(ctx, subject)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		return perr
+	}
+	return fmt.Errorf("%w: %w", ErrUnconfirmed, perr)
+}
+
 // PublishBatch stores ms in the stream as one atomic batch: when it returns nil, every push of
-// ms is stored, and when it returns an error, none is (a lost answer aside: the caller then
-// publishes the same batch again under the same o.MsgID, which the stream stores once). At
-// most push.MaxBatch pushes.
+// ms is stored, and when it returns an error, none is (ErrUnconfirmed aside: the stream may
+// hold them all; the caller then publishes the same batch again under the same o.MsgID, which
+// the stream stores once). A commit whose answer does not come in time is confirmed as Publish
+// confirms a push. At most push.MaxBatch pushes.
 func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) error {
 	switch len(ms) {
 	case 0:
@@ -336,6 +380,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 	// The commit's wait starts once the batch has its place: time spent waiting for one
 	// must not cut short the wait for a commit's answer, or a batch stored would be
 	// answered as refused.
+	parent := ctx
 	ctx, cancel = context.WithTimeout(ctx, p.ackWait)
 	defer cancel()
 	b, err := jetstreamext.NewBatchPublisher(p.js)
@@ -363,7 +408,14 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 			continue
 		}
 		if _, err := b.CommitMsg(ctx, msg); err != nil {
-			return batchError(err, o)
+			err = batchError(err, o)
+			// The ack wait passed (not the caller's ctx): the batch is atomic, and its last
+			// push stored means all of them are.
+			ackWaitPassed := ctx.Err() != nil && parent.Err() == nil || errors.Is(err, nats.ErrTimeout)
+			if err != nil && ackWaitPassed {
+				return p.confirm(msg.Subject, err)
+			}
+			return err
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -432,5 +433,77 @@ func TestFromLeader(t *testing.T) {
 	}
 	if _, err := queue.NewWaiting(js1, st1, cfg1.Consumer).FromLeader(ctx, "c", id1); !errors.Is(err, queue.ErrNotWaiting) {
 		t.Fatalf("one replica: %v, want ErrNotWaiting without asking", err)
+	}
+}
+
+// TestPublishWithoutItsAckIsConfirmed: the stream stores a push (or a batch) but its
+// acknowledgement does not come within the ack wait (a slow leader, a lost answer). The
+// publisher asks the stream whether it holds it before calling the push refused: stored, it
+// is answered as stored (the caller, told it was refused, would send it again and its user
+// would get it twice); when the stream cannot be asked either, the error is ErrUnconfirmed,
+// which says the push may be stored.
+func TestPublishWithoutItsAckIsConfirmed(t *testing.T) {
+	url := embeddedtest.NATS(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	_, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(context.Background(), js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := queue.NewPublisherWaiting(js, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stored := func(m push.Message) bool {
+		_, err := st.GetLastMsgForSubject(ctx, queue.Subject(m.ClientID, m.UcsID))
+		return err == nil
+	}
+	batch := func() []push.Message {
+		return []push.Message{msg(push.NewID(time.Now())), msg(push.NewID(time.Now())), msg(push.NewID(time.Now()))}
+	}
+	for _, tc := range []struct {
+		name    string
+		trigger string // what the held answers follow
+		publish func(ms []push.Message) error
+		ms      []push.Message
+	}{
+		{"a push", "PUB " + queue.SubjectPrefix, func(ms []push.Message) error { return p.Publish(ctx, ms[0], queue.PublishOptions{}) },
+			[]push.Message{msg(push.NewID(time.Now()))}},
+		{"a batch", "Nats-Batch-Commit", func(ms []push.Message) error { return p.PublishBatch(ctx, ms, queue.PublishOptions{}) }, batch()},
+	} {
+		t.Run(tc.name+", its answer lost, read back", func(t *testing.T) {
+			proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte(tc.trigger)) })
+			defer queue.BeforeConfirm(proxy.Release)()
+			if err := tc.publish(tc.ms); err != nil {
+				t.Fatalf("stored, its answer late: %v, want it taken as stored", err)
+			}
+			for _, m := range tc.ms {
+				if !stored(m) {
+					t.Fatalf("%s answered stored and not in the stream", m.UcsID)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		trigger string
+		publish func(ms []push.Message) error
+		ms      []push.Message
+	}{
+		{"a push", "PUB " + queue.SubjectPrefix, func(ms []push.Message) error { return p.Publish(ctx, ms[0], queue.PublishOptions{}) },
+			[]push.Message{msg(push.NewID(time.Now()))}},
+		{"a batch", "Nats-Batch-Commit", func(ms []push.Message) error { return p.PublishBatch(ctx, ms, queue.PublishOptions{}) }, batch()},
+	} {
+		t.Run(tc.name+", the stream not answering", func(t *testing.T) {
+			proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte(tc.trigger)) })
+			err := tc.publish(tc.ms)
+			proxy.Release()
+			if !errors.Is(err, queue.ErrUnconfirmed) {
+				t.Fatalf("stored, no answer to the publish nor to the read back: %v, want ErrUnconfirmed", err)
+			}
+			embeddedtest.Eventually(t, 5*time.Second, "the pushes stored", func() bool { return stored(tc.ms[len(tc.ms)-1]) })
+		})
 	}
 }

@@ -35,6 +35,10 @@ const queueUnavailableItem = "queue unavailable; retry this item"
 // (notification.ErrKeyUnchecked): not accepted, to be sent again with the batch's key.
 const uncheckedItem = "not accepted: the earlier request under this Idempotency-Key cannot be checked now; send the batch again later with the same key"
 
+// unconfirmedItem is the error of a batch item of a batch the queue did not confirm storing:
+// it may be stored under its ucsId.
+const unconfirmedItem = "unconfirmed: the queue did not confirm storing this item, which may be stored under its ucsId; look it up before sending it again"
+
 type batchItem struct {
 	Index  int      `json:"index"`
 	UcsID  string   `json:"ucsId,omitempty"`
@@ -356,6 +360,8 @@ func (s *Server) batch(c echo.Context) error {
 	for i, it := range b.Items {
 		ans.Results[i] = batchItem{Index: i, UcsID: it.UcsID}
 		switch {
+		case errors.Is(it.Err, notification.ErrItemUnconfirmed):
+			ans.Results[i].Errors = []string{unconfirmedItem}
 		case errors.Is(it.Err, notification.ErrNotTaken) && b.Unchecked:
 			ans.Results[i].Errors = []string{uncheckedItem}
 		case errors.Is(it.Err, notification.ErrNotTaken):
@@ -372,6 +378,8 @@ func (s *Server) batch(c echo.Context) error {
 			retry, msg = "30", "the push queue is full; no item was accepted, send the batch again (with the same Idempotency-Key, if it had one)"
 		case b.Unchecked:
 			msg = "Idempotency-Key: whether the earlier request under this key went through cannot be checked now (the store is unavailable); no item was accepted, send the batch again later with the same key"
+		case b.Unconfirmed:
+			msg = "the push queue did not confirm storing the batch, whose good items may all be stored under their ucsIds: look one up before sending the batch again (with the same Idempotency-Key, if it had one, sending it again is safe)"
 		}
 		c.Response().Header().Set("Retry-After", retry)
 		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: ans, Code: CodeUnavailable, Msg: msg, Time: s.stamp()})

@@ -65,6 +65,14 @@ func (s *Server) push(c echo.Context) error {
 		return kerr
 	}
 	id, err := s.notify.Push(r.Context(), claimsOf(c).Azp, req, key)
+	if errors.Is(err, notification.ErrUnconfirmed) {
+		// Whether the queue stored it is unknown: the answer names the ucsId to look up
+		// before the push is sent again.
+		s.log.Warn("push unconfirmed", "ucsId", id, "err", err)
+		c.Response().Header().Set("Retry-After", "5")
+		return c.JSON(http.StatusServiceUnavailable, Envelope{Data: pushAnswer{UcsID: id}, Code: CodeUnavailable, Time: s.stamp(),
+			Msg: "the push queue did not confirm storing the push, which may be stored under this ucsId: look it up before sending the push again (with the same Idempotency-Key, if it had one, sending it again is safe)"})
+	}
 	if err != nil {
 		return notificationError(err)
 	}
