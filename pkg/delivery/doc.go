@@ -26,10 +26,10 @@
 // Each write of the progress is an entry of the push's progress record whose key names the
 // delivery of the message (the queue's count, under an epoch that grows should the count start
 // again) and is above every entry of earlier deliveries and every one the delivery wrote
-// before (store.ProgressRecord): a worker
-// that stops while its attempt's record is on the way to a slow store puts the progress back
-// with the next entry, and the late record, below it, is read by no one; a write that lands
-// after the next delivery's own entries is below them too, and undoes none of its calls.
+// before (store.ProgressRecord): a worker that stops while its attempt's record is on the way
+// to a slow store puts the progress back with the next entry, and the late record, below it,
+// is read by no one; a write that lands after the next delivery's own entries is below them
+// too, and undoes none of its calls.
 //
 // That record costs one more insert for every message, which the store waits for before the
 // call. On the embedded store (FerretDB over SQLite, two cores) it is the end-to-end row's
