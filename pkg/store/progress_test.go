@@ -61,9 +61,10 @@ func TestProgressLog(t *testing.T) {
 
 	// The next delivery (3: the second was handed back unread) writes above all of it, even
 	// when a late entry of delivery 1 lands after.
-	next := store.Rebase(store.DeliveryRev(3), back.Rev)
-	if next != store.DeliveryRev(3) {
-		t.Fatalf("delivery 3 after delivery 1's entries: %q, want %q", next, store.DeliveryRev(3))
+	d3 := store.DeliveryRev(3)
+	next := store.Rebase(d3, back.Rev)
+	if next != d3 {
+		t.Fatalf("delivery 3 after delivery 1's entries: %q, want %q", next, d3)
 	}
 	mark3 := back
 	mark3.State, mark3.Attempts, mark3.Updated, mark3.Rev = push.StateSending, 2, at(5), store.NextRev(next)
@@ -84,15 +85,18 @@ func TestProgressLog(t *testing.T) {
 	if got := store.Rebase(again, againEntry); got != again {
 		t.Fatalf("delivery 1 reading its own entry moved to %q", got)
 	}
+	if other := store.DeliveryRev(1); store.Rebase(other, store.NextRev(store.DeliveryRev(1))) <= store.NextRev(store.NextRev(other)) {
+		t.Fatal("a delivery 1 reading another delivery 1's entry (a count started again) did not move above it")
+	}
 	second := store.Rebase(store.DeliveryRev(2), againEntry)
 	if second <= store.NextRev(store.NextRev(againEntry)) || store.Rebase(second, mark3.Rev) != second {
 		t.Fatalf("delivery 2 after the moved delivery 1: %q", second)
 	}
-	if got := store.Rebase(store.DeliveryRev(2), ""); got != store.DeliveryRev(2) {
-		t.Fatalf("delivery 2 after a first attempt's record: %q", got)
+	if d2 := store.DeliveryRev(2); store.Rebase(d2, "") != d2 {
+		t.Fatalf("delivery 2 after a first attempt's record moved")
 	}
-	if got := store.Rebase(store.DeliveryRev(1), ""); got <= store.NextRev(store.DeliveryRev(1)) {
-		t.Fatalf("delivery 1 after a first attempt's record not its own (a count started again): %q", got)
+	if d1 := store.DeliveryRev(1); store.Rebase(d1, "") <= store.NextRev(d1) {
+		t.Fatalf("delivery 1 after a first attempt's record not its own (a count started again) did not move above it")
 	}
 
 	// Each delivery keeps only its latest entry, and the history shows the progress.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -195,52 +196,68 @@ func ProgressRecord(r push.Result, at time.Time) Write {
 // deliveries before it, and each of its writes is above the one before. The greatest key is
 // therefore the latest word of the latest delivery, and a write that a stopped delivery left on
 // its way to the store is below it.
-const revFormat = "e%04dd%010ds%06d"
+const revFormat = "e%04dd%010ds%06dx%08x"
+
+// rev is a progress entry's key as numbers. Its tag, drawn at random when a delivery begins,
+// tells the delivery's own entries from those of another delivery with the same epoch and
+// number (one of an earlier consumer's, whose count started from one too).
+type rev struct {
+	epoch, delivery uint64
+	n               int
+	tag             uint32
+}
+
+func (r rev) String() string { return fmt.Sprintf(revFormat, r.epoch, r.delivery, r.n, r.tag) }
+
+func parseRev(s string) (r rev, ok bool) {
+	_, err := fmt.Sscanf(s, revFormat, &r.epoch, &r.delivery, &r.n, &r.tag)
+	return r, err == nil
+}
 
 // DeliveryRev is the key before the first entry that the message's delivery number delivery
 // writes (push.Result.Rev of a message's record when its delivery begins).
-func DeliveryRev(delivery uint64) string { return fmt.Sprintf(revFormat, 0, delivery, 0) }
+func DeliveryRev(delivery uint64) string { return rev{delivery: delivery, tag: rand.Uint32()}.String() }
 
 // NextRev is the key of the entry that follows rev in the same delivery.
-func NextRev(rev string) string {
-	e, d, n, _ := parseRev(rev)
-	return fmt.Sprintf(revFormat, e, d, n+1)
+func NextRev(s string) string {
+	r, _ := parseRev(s)
+	r.n++
+	return r.String()
 }
 
 // Rebase is own, the key a delivery is at, once it has read a progress record whose latest
 // entry is read ("": the record's first attempt, inserted whole by a first delivery). An entry
-// of this delivery changes nothing; one of the same or a greater delivery number, which only a
-// count started again can give (or a first delivery reading a first record it did not write),
-// moves this delivery to the next epoch; otherwise it takes the epoch of what it read, if
-// greater.
+// of this delivery (its tag) changes nothing; another of the same or a greater delivery number,
+// which only a count started again can give (or a first delivery reading a first record it did
+// not write), moves this delivery to the next epoch; otherwise it takes the epoch of what it
+// read, if greater.
 func Rebase(own, read string) string {
-	e, d, _, _ := parseRev(own)
-	re, rd, _, entry := parseRev(read)
+	o, _ := parseRev(own)
+	r, entry := parseRev(read)
 	if !entry {
-		re, rd = 0, 1 // a first delivery's, of the epoch before any count started again
+		r = rev{delivery: 1} // a first delivery's, of the epoch before any count started again
 	}
-	epoch := max(e, re)
-	if rd >= d && (!entry || re != e || rd != d) {
-		epoch = max(e, re+1)
-	}
-	if epoch == e {
+	epoch := max(o.epoch, r.epoch)
+	if entry && r.epoch == o.epoch && r.delivery == o.delivery && r.tag == o.tag {
 		return own
 	}
-	return fmt.Sprintf(revFormat, epoch, d, 0)
-}
-
-func parseRev(rev string) (epoch, delivery uint64, n int, ok bool) {
-	_, err := fmt.Sscanf(rev, revFormat, &epoch, &delivery, &n)
-	return epoch, delivery, n, err == nil
+	if r.delivery >= o.delivery {
+		epoch = max(o.epoch, r.epoch+1)
+	}
+	if epoch == o.epoch {
+		return own
+	}
+	return rev{epoch: epoch, delivery: o.delivery, tag: o.tag}.String()
 }
 
 // prevRev is the key of the entry before rev written by the same delivery, or "".
-func prevRev(rev string) string {
-	e, d, n, ok := parseRev(rev)
-	if !ok || n <= 1 {
+func prevRev(s string) string {
+	r, ok := parseRev(s)
+	if !ok || r.n <= 1 {
 		return ""
 	}
-	return fmt.Sprintf(revFormat, e, d, n-1)
+	r.n--
+	return r.String()
 }
 
 // Final returns the final result of ucsID, or ErrNotFound while it has none.
