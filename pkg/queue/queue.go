@@ -333,10 +333,10 @@ const confirmWait = 2 * time.Second
 var beforeConfirm = func() {}
 
 // confirm asks the stream, after a publish on subject whose acknowledgement did not come
-// (perr), whether it stored the message all the same: nil when it holds it, perr when it does
-// not, and ErrUnconfirmed (wrapping perr) when it cannot say. A message that reaches the stream
-// after this read (it was still on its way) is not seen: the read makes a stored push's
-// answer right in most such cases, not all.
+// (perr), whether it stored the message all the same: nil when it holds it, perr when no
+// stream takes the subject, and otherwise ErrUnconfirmed (wrapping perr): a push not found may
+// never have been stored, or have been delivered and acknowledged already, or still be on its
+// way, so the caller is told it may be stored rather than that it was refused.
 func (p *Publisher) confirm(subject string, perr error) error {
 	beforeConfirm()
 	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
@@ -351,9 +351,11 @@ func (p *Publisher) confirm(subject string, perr error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-		return perr
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return perr // no stream takes the subject: nothing was stored
 	}
+	// Not in the stream says nothing either: the stream is a work queue, and a worker may
+	// have taken the push and acknowledged it already.
 	return fmt.Errorf("%w: %w", ErrUnconfirmed, perr)
 }
 
