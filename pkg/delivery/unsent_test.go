@@ -74,7 +74,12 @@ func TestAccountRefusalAtTheTokenEndpointCountsNoAttempt(t *testing.T) {
 	embeddedtest.Eventually(t, 10*time.Second, "three more token requests", func() bool {
 		return r.sim.Stats().TokenRequests >= 4
 	})
-	res, err = r.st.Current(context.Background(), id)
+	// A round marks its attempt as under way before it asks for the token, and takes it back
+	// after the refusal: read the push between two rounds.
+	embeddedtest.Eventually(t, 10*time.Second, id+" between two rounds", func() bool {
+		res, err = r.st.Current(context.Background(), id)
+		return err != nil || res.State != push.StateSending
+	})
 	if sends := r.sim.Stats().Sends; err != nil || res.Attempts != int(sends) || res.State.Final() {
 		t.Fatalf("the platform got %d template sends, but the push records %d attempts (%v; state %s, last error %q, reason %q)",
 			sends, res.Attempts, err, res.State, res.LastError, res.Reason)
