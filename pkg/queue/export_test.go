@@ -17,3 +17,6 @@ func BeforeConfirm(f func()) (restore func()) {
 	beforeConfirm = f
 	return func() { beforeConfirm = func() {} }
 }
+
+// MaxConfirms is maxConfirms.
+const MaxConfirms = maxConfirms

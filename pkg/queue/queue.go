@@ -252,10 +252,17 @@ type Publisher struct {
 	// batches bounds the atomic batches this publisher has open at once: the server allows
 	// a stream 50, across every front end.
 	batches chan struct{}
+	// confirms bounds the read-backs (confirm) under way at once: when the stream is slow
+	// enough to lose many acknowledgements, more questions would only slow it further.
+	confirms chan struct{}
 }
 
 // maxOpenBatches is how many atomic batches one publisher has open at once; more wait.
 const maxOpenBatches = 16
+
+// maxConfirms is how many publishes without their acknowledgement one publisher reads back at
+// once; more are answered ErrUnconfirmed at once.
+const maxConfirms = 16
 
 // NewPublisher returns a publisher on the connection of js, with JetStream's default API
 // prefix. A publish whose PubAck does not come within ackWait is given up, and frees its
@@ -269,7 +276,8 @@ func newPublisher(js jetstream.JetStream, wait time.Duration) (*Publisher, error
 	if err != nil {
 		return nil, fmt.Errorf("publisher: %w", err)
 	}
-	return &Publisher{js: pjs, ackWait: wait, batches: make(chan struct{}, maxOpenBatches)}, nil
+	return &Publisher{js: pjs, ackWait: wait, batches: make(chan struct{}, maxOpenBatches),
+		confirms: make(chan struct{}, maxConfirms)}, nil
 }
 
 // PublishOptions say how a push is published.
@@ -336,8 +344,15 @@ var beforeConfirm = func() {}
 // (perr), whether it stored the message all the same: nil when it holds it, perr when no
 // stream takes the subject, and otherwise ErrUnconfirmed (wrapping perr): a push not found may
 // never have been stored, or have been delivered and acknowledged already, or still be on its
-// way, so the caller is told it may be stored rather than that it was refused.
+// way, so the caller is told it may be stored rather than that it was refused. With
+// maxConfirms read-backs under way already, it is ErrUnconfirmed without asking.
 func (p *Publisher) confirm(subject string, perr error) error {
+	select {
+	case p.confirms <- struct{}{}:
+		defer func() { <-p.confirms }()
+	default:
+		return fmt.Errorf("%w: %w", ErrUnconfirmed, perr)
+	}
 	beforeConfirm()
 	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
 	defer cancel()

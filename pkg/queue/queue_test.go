@@ -507,3 +507,54 @@ func TestPublishWithoutItsAckIsConfirmed(t *testing.T) {
 		})
 	}
 }
+
+// TestLostAcknowledgementsAreReadBackAFewAtATime: when many publishes lose their
+// acknowledgement at once (a stream leader too slow to answer), at most MaxConfirms of them ask
+// the stream whether it stored their push; the others are answered ErrUnconfirmed at once
+// rather than adding their questions to a stream already slow.
+func TestLostAcknowledgementsAreReadBackAFewAtATime(t *testing.T) {
+	url := embeddedtest.NATS(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	_, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	if _, err := queue.EnsureStream(context.Background(), js, c); err != nil {
+		t.Fatal(err)
+	}
+	p, err := queue.NewPublisherWaiting(js, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}, queue.MaxConfirms+1), make(chan struct{})
+	defer queue.BeforeConfirm(func() { entered <- struct{}{}; <-release })()
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("PUB "+queue.SubjectPrefix)) })
+	errs := make(chan error, queue.MaxConfirms+1)
+	for range queue.MaxConfirms + 1 {
+		m := msg(push.NewID(time.Now()))
+		go func() { errs <- p.Publish(context.Background(), m, queue.PublishOptions{}) }()
+	}
+	for i := range queue.MaxConfirms {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d read-backs began, want %d", i, queue.MaxConfirms)
+		}
+	}
+	select {
+	case err := <-errs:
+		if !errors.Is(err, queue.ErrUnconfirmed) {
+			t.Errorf("a publish past the read-backs' bound: %v, want ErrUnconfirmed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a publish past the read-backs' bound waited for a read-back of its own")
+	}
+	proxy.Release()
+	close(release)
+	for range queue.MaxConfirms {
+		if err := <-errs; err != nil {
+			t.Errorf("a push read back: %v, want it taken as stored", err)
+		}
+	}
+	if n := len(entered); n != 0 {
+		t.Errorf("%d read-backs past the bound of %d", n, queue.MaxConfirms)
+	}
+}
