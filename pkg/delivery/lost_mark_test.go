@@ -160,6 +160,24 @@ func (w *lateEvents) Write(ctx context.Context, ws ...store.Write) error {
 	return w.Events.Write(ctx, ws...)
 }
 
+// lateRetryStore returns events writing to r's store through a writer of their own, which
+// hold back the write armed; and has the platform answer busy (errcode -1, retried) until told
+// otherwise, so that the push's first attempt is followed by a retry record.
+func (r *rig) lateRetryStore(t *testing.T) *lateEvents {
+	wr := r.st.NewWriter(store.WriterOptions{})
+	t.Cleanup(wr.Close)
+	r.sim.SetFaults(simulator.Faults{BusyRate: 1})
+	return &lateEvents{Events: wr, held: make(chan struct{})}
+}
+
+// land writes what w held back: the slow store takes it now.
+func (w *lateEvents) land(ctx context.Context) error {
+	w.mu.Lock()
+	ws := w.late
+	w.mu.Unlock()
+	return w.Events.Write(ctx, ws...)
+}
+
 // waitHeld waits until w held a write back.
 func (w *lateEvents) waitHeld(t *testing.T, what string) {
 	t.Helper()
@@ -180,10 +198,7 @@ func TestStopBeforeALaterAttemptsSlowRecordLandsCountsNoCall(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	logs := &embeddedtest.SyncBuffer{}
-	wr := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(wr.Close)
-	late := &lateEvents{Events: wr, held: make(chan struct{})}
-	r.sim.SetFaults(simulator.Faults{BusyRate: 1}) // the first call: errcode -1, retried
+	late := r.lateRetryStore(t)
 	slow := delivery.RetryPolicy{Initial: time.Second, Max: time.Second, Multiplier: 2, MaxAttempts: 5}
 	stopA := r.startWorkerWith(slow, func(c *delivery.Config) {
 		c.Events, c.StoreRetry = late, 5*time.Second
@@ -201,7 +216,7 @@ func TestStopBeforeALaterAttemptsSlowRecordLandsCountsNoCall(t *testing.T) {
 	embeddedtest.Eventually(t, 10*time.Second, "the message handed back", func() bool {
 		return strings.Contains(logs.String(), "message handed back without an attempt")
 	})
-	err := wr.Write(ctx, late.late...) // the slow store takes the record now
+	err := late.land(ctx) // the slow store takes the record now
 	p, _ := r.st.InProgress(ctx, id)
 	t.Logf("the late record: %v; then %s, %d attempt(s), platform sends %d", err, p.State, p.Attempts, r.sim.Stats().Sends)
 	if p.State != push.StateQueued || p.Attempts != 1 {
@@ -226,10 +241,7 @@ func TestStopBeforeALaterAttemptsSlowRecordLandsCountsNoCall(t *testing.T) {
 func TestALateRetryRecordLeavesTheNextAttemptShown(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	wr := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(wr.Close)
-	late := &lateEvents{Events: wr, held: make(chan struct{})}
-	r.sim.SetFaults(simulator.Faults{BusyRate: 1}) // the first call: errcode -1, retried
+	late := r.lateRetryStore(t)
 	slow := delivery.RetryPolicy{Initial: time.Second, Max: time.Second, Multiplier: 2, MaxAttempts: 5}
 	late.arm(1) // the first attempt's record passes; the retry's first try is held
 	r.startWorkerWith(slow, func(c *delivery.Config) { c.Events, c.StoreRetry = late, 500*time.Millisecond })
@@ -245,7 +257,7 @@ func TestALateRetryRecordLeavesTheNextAttemptShown(t *testing.T) {
 		p, err := r.st.InProgress(ctx, id)
 		return err == nil && p.State == push.StateSending && p.Attempts == 2
 	})
-	if err := wr.Write(ctx, late.late...); err != nil { // the retry's first try lands now
+	if err := late.land(ctx); err != nil { // the retry's first try lands now
 		t.Fatal(err)
 	}
 	p, err := r.st.InProgress(ctx, id)

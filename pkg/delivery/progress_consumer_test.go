@@ -10,7 +10,6 @@ import (
 	"github.com/campus-it/ucs/pkg/platform/simulator"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/sending"
-	"github.com/campus-it/ucs/pkg/store"
 )
 
 // TestANewConsumersDeliveryReachingTheOldCountShowsItsAttempt: the message's first life
@@ -80,10 +79,7 @@ func TestANewConsumersDeliveryReachingTheOldCountShowsItsAttempt(t *testing.T) {
 func TestADuplicatedRetryRecordAfterTheConsumerIsMadeAgainLeavesTheNextAttemptShown(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	wr := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(wr.Close)
-	late := &lateEvents{Events: wr, held: make(chan struct{})}
-	r.sim.SetFaults(simulator.Faults{BusyRate: 1}) // the first call: errcode -1, retried
+	late := r.lateRetryStore(t)
 	policy := delivery.RetryPolicy{Initial: time.Minute, Max: time.Minute, Multiplier: 2, MaxAttempts: 5}
 	late.arm(1) // the first attempt's record passes; the retry record's first try is held
 	stopA := r.startWorkerWith(policy, func(c *delivery.Config) { c.Events, c.StoreRetry = late, 500*time.Millisecond })
@@ -107,7 +103,7 @@ func TestADuplicatedRetryRecordAfterTheConsumerIsMadeAgainLeavesTheNextAttemptSh
 	})
 	p, _ = r.st.InProgress(ctx, id)
 	t.Logf("second attempt under way: rev %q", p.Rev)
-	if err := wr.Write(ctx, late.late...); err != nil { // the retry record's first try lands now
+	if err := late.land(ctx); err != nil { // the retry record's first try lands now
 		t.Fatal(err)
 	}
 	p, err := r.st.InProgress(ctx, id)

@@ -121,10 +121,7 @@ func TestALateRetryRecordAfterTheConsumerIsMadeAgainLeavesTheNextAttemptShown(t 
 	r := newRig(t)
 	ctx := context.Background()
 	logs := &embeddedtest.SyncBuffer{}
-	wr := r.st.NewWriter(store.WriterOptions{})
-	t.Cleanup(wr.Close)
-	late := &lateEvents{Events: wr, held: make(chan struct{})}
-	r.sim.SetFaults(simulator.Faults{BusyRate: 1}) // the first call: errcode -1, retried
+	late := r.lateRetryStore(t)
 	slow := delivery.RetryPolicy{Initial: time.Second, Max: time.Second, Multiplier: 2, MaxAttempts: 5}
 	late.arm(1) // the first attempt's record passes; the retry's record is held
 	stopA := r.startWorkerWith(slow, func(c *delivery.Config) {
@@ -149,7 +146,7 @@ func TestALateRetryRecordAfterTheConsumerIsMadeAgainLeavesTheNextAttemptShown(t 
 		p, err := r.st.InProgress(ctx, id)
 		return err == nil && p.State == push.StateSending && p.Attempts == 2
 	})
-	if err := wr.Write(ctx, late.late...); err != nil { // the stopped worker's retry record lands now
+	if err := late.land(ctx); err != nil { // the stopped worker's retry record lands now
 		t.Fatal(err)
 	}
 	p, err = r.st.InProgress(ctx, id)
