@@ -117,6 +117,10 @@ func (a *CallbackAuth) fresh(ts, nonce string) error {
 	return nil
 }
 
+// SignsBody says whether an event push's signature covers its body (safe mode: msg_signature
+// over the encrypted body), so that another body under a pair already used cannot be a replay.
+func (a *CallbackAuth) SignsBody() bool { return a.cipher != nil }
+
 // Open authenticates an event push and returns its timestamp, nonce and plaintext event. Every
 // refusal is a *CallbackRefused.
 func (a *CallbackAuth) Open(q url.Values, body []byte) (ts, nonce string, event []byte, err error) {

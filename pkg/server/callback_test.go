@@ -666,3 +666,32 @@ func TestRepeatUnderANewNonceKeptOnce(t *testing.T) {
 			"the stream stored %d events, ucs_callback_receipts_unknown_total = %v; want 1 and 1", si.State.LastSeq, v)
 	}
 }
+
+// TestSafeModeReceiptsSharingAPairAreBothApplied: in safe mode msg_signature covers the body,
+// so two pushes of different bodies under one (timestamp, nonce) are both the platform's (its
+// nonces are about ten digits: at hundreds of receipts a second, two of one second meet). Both
+// are taken and applied; the platform takes any answer as final, and a 409 would lose one.
+func TestSafeModeReceiptsSharingAPairAreBothApplied(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Platform.EncodingAESKey, c.Platform.AppID = aesKey, safeAppID
+	})
+	const id1, id2 = "01KEEEEEEEEEEEEEEEEEEEEEE1", "01KEEEEEEEEEEEEEEEEEEEEEE2"
+	e.markSent(id1, 88001, "oA")
+	e.markSent(id2, 88002, "oA")
+	const nonce = "1320562132"
+	for i, ev := range []string{receiptEvent("oA", 88001, simulator.StatusSuccess), receiptEvent("oA", 88002, simulator.StatusSuccess)} {
+		q, body := e.safePost(t, safeAppID, nonce, ev)
+		if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+			t.Errorf("receipt %d, its own body under the other's timestamp and nonce: %d %s", i+1, a.status, a.body)
+		}
+		if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+			t.Errorf("receipt %d pushed again as it was: %d %s", i+1, a.status, a.body)
+		}
+	}
+	tok := e.token("pusher", pushSecret)
+	for _, id := range []string{id1, id2} {
+		embeddedtest.Eventually(t, 10*time.Second, "the receipt of "+id+" applied", func() bool {
+			return e.result(tok, id)["state"] == "delivered"
+		})
+	}
+}
