@@ -54,7 +54,11 @@ type Kind struct {
 	// over-long values and line breaks the platform cuts instead of
 	// refusing them.
 	Stripped bool
-	valid    func(s string, n int) bool
+	// Unshown is true for the old industry templates' first and remark,
+	// which the platform takes whatever they hold, empty too, and no
+	// longer shows.
+	Unshown bool
+	valid   func(s string, n int) bool
 }
 
 // String returns the kind's name and rule, as a refusal states it.
@@ -127,11 +131,11 @@ var kinds = []Kind{
 		Rule:   "(old industry template) shows at most 20 characters and no line breaks; the platform cuts the rest",
 		RuleZH: "行业模板关键词：单个字段不超过20个字，不支持换行，超出部分由平台去除（2023年5月4日公告）",
 		valid:  func(string, int) bool { return true }},
-	{Name: "first", MaxRunes: 200, Checked: true, Stripped: true,
+	{Name: "first", MaxRunes: 200, Checked: true, Stripped: true, Unshown: true,
 		Rule:   "(old industry template) is the first line, which the platform no longer shows",
 		RuleZH: "行业模板首行内容：平台已去除，不再显示（2023年5月4日公告）",
 		valid:  func(string, int) bool { return true }},
-	{Name: "remark", MaxRunes: 200, Checked: true, Stripped: true,
+	{Name: "remark", MaxRunes: 200, Checked: true, Stripped: true, Unshown: true,
 		Rule:   "(old industry template) is the remark, which the platform no longer shows",
 		RuleZH: "行业模板备注：平台已去除，不再显示（2023年5月4日公告）",
 		valid:  func(string, int) bool { return true }},
@@ -194,7 +198,7 @@ func Valid(kind, value string) bool {
 	}
 	n := utf8.RuneCountInString(value)
 	if n == 0 {
-		return !k.Checked // an empty const or enum is the platform's to judge
+		return !k.Checked || k.Unshown // an empty const or enum is the platform's to judge
 	}
 	return k.valid(value, n)
 }
