@@ -707,3 +707,26 @@ func TestServerSideLogoutOfAnEndedSession(t *testing.T) {
 		t.Errorf("server-side logout of a session that already ended: %d %v (Keycloak: 204)", st, m)
 	}
 }
+
+// TestRevokeAndIntrospectRefuseRepeatedParameters: RFC 6749 §3.2, which RFC 7009 and RFC 7662
+// build on: a parameter is given once. token=junk&token=<refresh token> at the revocation
+// endpoint is invalid_request, and the refresh token stays as it was, rather than 200 (which
+// tells the client it is revoked) with the token left active; introspection refuses it too
+// rather than answer about the first token alone.
+func TestRevokeAndIntrospectRefuseRepeatedParameters(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	rt := tok["refresh_token"].(string)
+	for _, path := range []string{"/revoke", "/token/introspect"} {
+		if st, m := e.postForm(t, path, "portal", url.Values{"token": {"junk", rt}}); st != 400 || m["error"] != "invalid_request" {
+			t.Errorf("%s with token given twice: %d %v, want 400 invalid_request", path, st, m)
+		}
+	}
+	if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {rt}}); m["active"] != true {
+		t.Errorf("after the refused requests the refresh token reads %v, want it active as before", m)
+	}
+}
