@@ -465,3 +465,47 @@ func TestHeadWithToken(t *testing.T) {
 		}
 	}
 }
+
+// TestClientEndpoints415AndUserinfo400AreDescribed: a compressed form at the token,
+// introspection and revocation endpoints is answered 415 in OAuth's shape, and userinfo's
+// malformed requests (the token in the header and the form, given twice, a form too large to
+// read) 400 invalid_request in OAuth's shape too (RFC 6750 §3.1): each as the served
+// description gives it, so that a client generated from it, or an OpenID Connect library
+// reading "error", decodes the answer.
+func TestClientEndpoints415AndUserinfo400AreDescribed(t *testing.T) {
+	e := newEnv(t)
+	oidc := "/auth/realms/" + e.cfg.OAuth.Realm + "/protocol/openid-connect"
+	gz := map[string]string{"Content-Encoding": "gzip"}
+	creds := "client_id=pusher&client_secret=" + pushSecret
+	tok := e.token("pusher", pushSecret)
+	reqs := []describedReq{
+		{m: "POST", p: "/v1/token", ct: form, h: gz, body: "grant_type=client_credentials&" + creds},
+		{m: "POST", p: oidc + "/token", ct: form, h: gz, body: "grant_type=client_credentials&" + creds},
+		{m: "POST", p: oidc + "/token/introspect", ct: form, h: gz, body: creds + "&token=x"},
+		{m: "POST", p: oidc + "/revoke", ct: form, h: gz, body: creds + "&token=x"},
+		{m: "POST", p: oidc + "/userinfo", ct: form, auth: tok, body: "access_token=x"},
+		{m: "POST", p: oidc + "/userinfo", ct: form, body: "access_token=x&access_token=y"},
+		{m: "POST", p: oidc + "/userinfo", ct: form, body: "access_token=" + strings.Repeat("a", 2<<20)},
+	}
+	for _, s := range checkDescribed(t, e, reqs) {
+		t.Error(s)
+	}
+}
+
+// TestBrowserForms415AndAccountOff404AreDescribed: the browser forms (authorization, sign-in,
+// consent, logout, the account page's two forms) refuse a compressed body with 415, and the
+// account page, sign-in not configured, answers 404 with a page saying so: both as the served
+// description lists them.
+func TestBrowserForms415AndAccountOff404AreDescribed(t *testing.T) {
+	e := newEnv(t)
+	realm := "/auth/realms/" + e.cfg.OAuth.Realm
+	gz := map[string]string{"Content-Encoding": "gzip"}
+	reqs := []describedReq{{m: "GET", p: realm + "/account"}}
+	for _, p := range []string{realm + "/protocol/openid-connect/auth", realm + "/login-actions/authenticate", realm + "/login-actions/consent",
+		realm + "/protocol/openid-connect/logout", realm + "/account/grants/revoke", realm + "/account/sessions/end"} {
+		reqs = append(reqs, describedReq{m: "POST", p: p, ct: form, h: gz, body: "a=b"})
+	}
+	for _, s := range checkDescribed(t, e, reqs) {
+		t.Error(s)
+	}
+}

@@ -753,24 +753,28 @@ func withQuery(target string, v url.Values) string {
 }
 
 // formBearer takes the access token from a form body (RFC 6750 §2.2) into the Authorization
-// header the bearer check reads. A token in both places is refused (§2: one method only).
+// header the bearer check reads. A token in both places is refused (§2: one method only), in
+// OAuth's shape, as RFC 6750 §3.1's invalid_request.
 func formBearer(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
 			return next(c)
 		}
+		malformed := func(desc string) error {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
+			return c.JSON(http.StatusBadRequest, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: desc})
+		}
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
-			return &Error{Code: CodeBadRequest, Message: "the form could not be read"}
+			return malformed("the form could not be read")
 		}
 		tok, ok := r.PostForm["access_token"]
 		switch {
 		case !ok:
 		case len(tok) != 1 || r.Header.Get("Authorization") != "":
 			// A malformed request, not a refused token: 400 (RFC 6750 §3.1).
-			return &Error{Code: CodeBadRequest, Message: "give the access token once, in one place",
-				Header: http.Header{"Www-Authenticate": {`Bearer error="invalid_request"`}}}
+			return malformed("give the access token once, in one place")
 		default:
 			r.Header.Set("Authorization", "Bearer "+tok[0])
 		}
