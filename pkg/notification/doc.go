@@ -25,9 +25,10 @@
 //     pushes. A push no worker has reached is queued (with the pause of sending, if one holds
 //     it back); one a worker received answers with the store's progress record of its
 //     attempts, or from the queue alone when the store is slow (Config.StoreWait) or down;
-//  3. the store, for a push no longer in the queue: its outcome record (sent, or failed by a
-//     worker), then, for a sent push, its receipt's final result. A ucsId the service never
-//     gave out costs one read; a delivered push two. A final result is kept in memory.
+//  3. the store, for a push no longer in the queue: its receipt's final result, else its
+//     outcome record (sent, or failed by a worker). A delivered push costs one read; one
+//     still waiting for its receipt, a failed one and a ucsId the service never gave out
+//     cost two. A final result is kept in memory.
 //
 // Results does the same for up to a thousand ucsIds in a bounded number of round trips: the
 // memory, one batch direct get of the queue for all the others, then the store by key, a few

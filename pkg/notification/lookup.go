@@ -22,11 +22,12 @@ const LookupTimeout = 5 * time.Second
 // key: the final results in memory; the queue, which holds a push until a worker has recorded
 // its outcome (one direct get of the push's own subject, which holds only the client's own
 // pushes), with the store's most advanced record of it once a worker has received it; for a
-// push no longer in the queue, the store's outcome record (one read for a ucsId the store has
-// no record of, two for a sent or delivered push). A push of another client is ErrNotFound,
-// as an unknown one. On a queue of several replicas, whose direct gets any replica answers, a
-// ucsId found nowhere is asked of the queue's leader before it is ErrNotFound: a replica may
-// lag behind a push acknowledged a moment ago. A ucsId is a ULID, read in either case.
+// push no longer in the queue, the store's outcome record (one read for a delivered push, two
+// for any other and for a ucsId the store has no record of). A push of another client is
+// ErrNotFound, as an unknown one. On a queue of several replicas, whose direct gets any
+// replica answers, a ucsId found nowhere is asked of the queue's leader before it is
+// ErrNotFound: a replica may lag behind a push acknowledged a moment ago. A ucsId is a ULID,
+// read in either case.
 //
 // Two answers may seem to go back: while the store is slow or down, a push still in the queue
 // is answered from the queue alone, as queued, even one already sent, until the store answers

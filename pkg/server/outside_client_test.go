@@ -16,8 +16,9 @@ import (
 // TestForeignSentIDCostsAsUnknown: another client's ucsId reads as unknown and costs what an
 // unknown one does (TestOtherClientsIDCostsAsUnknown states the rule), or the time a lookup
 // takes would tell a client that a ucsId it holds is someone else's push, and that it was
-// sent. A foreign push whose sent record is in the store costs the one read of the results an
-// unknown ucsId costs: the owner is checked before its receipt is read.
+// sent or delivered. A foreign push whose sent record is in the store, and one whose receipt's
+// final result is too (the one read a lookup of a delivered push makes), cost the reads of the
+// results an unknown ucsId costs.
 func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	reads := embeddedtest.CountFinds("push_results")
 	e := newEnvDeps(t, nil, service.Deps{MongoMonitor: reads.Monitor()})
@@ -29,6 +30,14 @@ func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	if err := w.Write(context.Background(), store.SentRecords(r, "oA", now)...); err != nil {
 		t.Fatal(err)
 	}
+	delivered := r
+	delivered.UcsID, delivered.MsgID = push.NewID(now), 4243
+	if err := w.Write(context.Background(), store.SentRecords(delivered, "oA", now)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(context.Background(), store.FinalRecord(store.Receipt(delivered, "success", now), now)); err != nil {
+		t.Fatal(err)
+	}
 	w.Close()
 	unknown := push.NewID(now)
 	lookup := func(id string) (int64, answer) {
@@ -37,12 +46,15 @@ func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 		return n, a
 	}
 	nForeign, aForeign := lookup(foreign)
+	nDelivered, aDelivered := lookup(delivered.UcsID)
 	nUnknown, aUnknown := lookup(unknown)
-	if aForeign.status != http.StatusNotFound || aUnknown.status != http.StatusNotFound {
-		t.Fatalf("lookups: foreign %d %s, unknown %d %s", aForeign.status, aForeign.body, aUnknown.status, aUnknown.body)
+	if aForeign.status != http.StatusNotFound || aDelivered.status != http.StatusNotFound || aUnknown.status != http.StatusNotFound {
+		t.Fatalf("lookups: foreign sent %d %s, foreign delivered %d %s, unknown %d %s",
+			aForeign.status, aForeign.body, aDelivered.status, aDelivered.body, aUnknown.status, aUnknown.body)
 	}
-	if nForeign != nUnknown {
-		t.Fatalf("another client's sent push costs %d reads of the results, an unknown ucsId %d", nForeign, nUnknown)
+	if nForeign != nUnknown || nDelivered != nUnknown {
+		t.Fatalf("another client's sent push costs %d reads of the results, its delivered push %d, an unknown ucsId %d",
+			nForeign, nDelivered, nUnknown)
 	}
 }
 

@@ -21,9 +21,11 @@ import (
 //
 //	<ucsId>     what came of the push once a worker was done with it: its sent record (the
 //	            platform accepted the message and gave its msgid), or the final result a
-//	            worker wrote (it failed without being sent). A lookup reads it first, so a
-//	            ucsId this service never gave out costs one read, and a failed push one
+//	            worker wrote (it failed without being sent)
 //	<ucsId>/f   the final result of a sent push: its delivery receipt (delivered or failed).
+//	            A lookup reads it first, so that the lookup of a delivered push, the most
+//	            common, costs one read; a push still waiting for its receipt, a push a worker
+//	            failed and a ucsId this service never gave out cost two.
 //	            It may come before the sent record, while the push still waits in the
 //	            queue: the worker that sent it stopped before writing that record, and the
 //	            front ends applied the receipt from its announcement. Current reads it then,
@@ -271,36 +273,41 @@ func (s *Store) Final(ctx context.Context, ucsID string) (push.Result, error) {
 
 // Outcome returns what became of a push that left the queue: its final result, else its sent
 // result, or ErrNotFound (a push this service never accepted). A worker records one of them
-// before the queue lets go of a push. One read for a ucsId the store has no record of and for
-// a push a worker failed; two for a sent one.
+// before the queue lets go of a push. One read for a push that has a receipt's final result
+// (a delivered push), two otherwise.
 func (s *Store) Outcome(ctx context.Context, ucsID string) (push.Result, error) {
 	return s.OutcomeOf(ctx, "", ucsID)
 }
 
-// OutcomeOf is Outcome of client's push ucsID: another client's is ErrNotFound after the one
-// read that tells, as a ucsId the store has no record of is, so that a caller cannot tell
-// the two apart by the time they take. client "" stands for any client.
+// OutcomeOf is Outcome of client's push ucsID: another client's is ErrNotFound after the two
+// reads a ucsId the store has no record of costs, so that a caller cannot tell the two apart
+// by the time they take. client "" stands for any client.
+//
+// <ucsId>/f, when there, is the push's final result: both of its writers (a receipt, a
+// worker's failure after calls) insert it, and the store keeps the first; what <ucsId> holds
+// then is the push's sent record, or a copy of that same result.
 func (s *Store) OutcomeOf(ctx context.Context, client, ucsID string) (push.Result, error) {
-	r, err := s.getResult(ctx, ucsID)
+	f, err := s.getResult(ctx, ucsID+suffixReceipt)
 	switch {
-	case errors.Is(err, ErrNotFound) && s.legacy(ucsID):
-		if r, err = s.getResult(ctx, ucsID+suffixLegacySent); err != nil {
-			return push.Result{}, err
-		}
-	case err != nil:
+	case err == nil && (client == "" || f.ClientID == client):
+		return f, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return push.Result{}, err
 	}
-	if client != "" && r.ClientID != client {
+	foreign := err == nil
+	r, err := s.getResult(ctx, ucsID)
+	if errors.Is(err, ErrNotFound) && s.legacy(ucsID) {
+		r, err = s.getResult(ctx, ucsID+suffixLegacySent)
+	}
+	switch {
+	case foreign && (err == nil || errors.Is(err, ErrNotFound)):
+		return push.Result{}, ErrNotFound
+	case err != nil:
+		return push.Result{}, err
+	case client != "" && r.ClientID != client:
 		return push.Result{}, ErrNotFound
 	}
-	if r.State != push.StateSent {
-		return r, nil
-	}
-	f, err := s.getResult(ctx, ucsID+suffixReceipt)
-	if errors.Is(err, ErrNotFound) {
-		return r, nil
-	}
-	return f, err
+	return r, nil
 }
 
 // Current returns the most advanced record of a push: final, else sent, else progress, or
@@ -310,9 +317,6 @@ func (s *Store) Current(ctx context.Context, ucsID string) (push.Result, error) 
 	r, err := s.Outcome(ctx, ucsID)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		if f, err := s.getResult(ctx, ucsID+suffixReceipt); !errors.Is(err, ErrNotFound) {
-			return f, err
-		}
 		return s.InProgress(ctx, ucsID)
 	case err != nil || r.State != push.StateSent:
 		return r, err
