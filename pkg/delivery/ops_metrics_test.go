@@ -65,7 +65,7 @@ func TestPoisonDeadLetterCountedOnce(t *testing.T) {
 		return err == nil && res.State == push.StateFailed
 	})
 	// Its client looks it up as any other push of theirs.
-	if res, err := cs.direct.OutcomeOf(ctx, "c1", poison); err != nil || res.State != push.StateFailed {
+	if res, err := cs.direct.OutcomeOf(ctx, "c1", poison, store.ReceiptFirst); err != nil || res.State != push.StateFailed {
 		t.Errorf("the poison's client looks it up: %s (%v), want failed", res.State, err)
 	}
 	waitCounted(t, "the poison's failure", m.DeliveryFailures.WithLabelValues("undecodable"), 1)

@@ -32,7 +32,8 @@
 //
 // Results does the same for up to a thousand ucsIds in a bounded number of round trips: the
 // memory, one batch direct get of the queue for all the others, then the store by key, a few
-// at a time. A push of another client does not exist for the caller: ErrNotFound, as an
+// at a time, reading a push's outcome record before its receipt's final result, so that a
+// ucsId never given out costs one read (a delivered push two). A push of another client does not exist for the caller: ErrNotFound, as an
 // unknown one.
 //
 // # Idempotency-Key

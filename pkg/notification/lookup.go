@@ -51,7 +51,7 @@ func (s *Service) Result(ctx context.Context, client, id string) (push.Result, e
 		// the queue could not say whether it holds the push: not a 404
 		return push.Result{}, fmt.Errorf("%w: %w", ErrResultsUnavailable, err)
 	}
-	return s.outcome(ctx, client, id)
+	return s.outcome(ctx, client, id, store.ReceiptFirst)
 }
 
 // Lookup is one answer of Results: the push's result, or Found false for a ucsId the caller
@@ -69,7 +69,9 @@ const lookupWorkers = 32
 // in a bounded number of round trips: the memory of final results; one read of the queue for
 // all the others (a batch direct get of their subjects); then the store, by key, for each (the
 // progress of a push in the queue, the outcome of one that left it), several at once: a query
-// for many ids at once is a table scan on the embedded store. It fails as a whole
+// for many ids at once is a table scan on the embedded store. The outcome is read as
+// store.OutcomeFirst, so that a ucsId the store has no record of costs one read: a thousand
+// of them are the heaviest batch a caller can ask for. It fails as a whole
 // (ErrResultsUnavailable) when the queue or the store cannot answer for one of them.
 func (s *Service) Results(ctx context.Context, client string, ids []string) ([]Lookup, error) {
 	out := make([]Lookup, len(ids))
@@ -115,7 +117,7 @@ func (s *Service) Results(ctx context.Context, client string, ids []string) ([]L
 					out[i] = Lookup{Result: s.waitingResult(ctx, m), Found: true}
 					continue
 				}
-				r, err := s.outcome(ctx, client, id)
+				r, err := s.outcome(ctx, client, id, store.OutcomeFirst)
 				switch {
 				case errors.Is(err, ErrNotFound):
 				case err != nil:
@@ -172,11 +174,11 @@ func (s *Service) waitingResult(ctx context.Context, w queue.Waited) push.Result
 	return s.queuedResult(m)
 }
 
-// outcome reads what became of client's push id once it left the queue, and keeps a final
-// result in memory. A push the store has no record of is looked for at the queue's leader
-// before it is ErrNotFound (Waiting.FromLeader).
-func (s *Service) outcome(ctx context.Context, client, id string) (push.Result, error) {
-	r, err := s.cfg.Store.OutcomeOf(ctx, client, id) // another client's push is not found
+// outcome reads what became of client's push id once it left the queue, reading the store in
+// order, and keeps a final result in memory. A push the store has no record of is looked for
+// at the queue's leader before it is ErrNotFound (Waiting.FromLeader).
+func (s *Service) outcome(ctx context.Context, client, id string, order store.Order) (push.Result, error) {
+	r, err := s.cfg.Store.OutcomeOf(ctx, client, id, order) // another client's push is not found
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		w, lerr := s.cfg.Waiting.FromLeader(ctx, client, id)

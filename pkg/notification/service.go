@@ -37,7 +37,7 @@ type Waiting interface {
 // Store reads what workers recorded and records follows; *store.Store implements it. The reads
 // return store.ErrNotFound for a push (or msgid) without such a record.
 type Store interface {
-	OutcomeOf(ctx context.Context, client, ucsID string) (push.Result, error)
+	OutcomeOf(ctx context.Context, client, ucsID string, order store.Order) (push.Result, error)
 	Current(ctx context.Context, ucsID string) (push.Result, error)
 	SentByMsgID(ctx context.Context, msgID int64) (push.Result, string, error)
 	SetFollowing(ctx context.Context, openID string, following bool, at time.Time) error

@@ -18,7 +18,7 @@ import (
 // takes would tell a client that a ucsId it holds is someone else's push, and that it was
 // sent or delivered. A foreign push whose sent record is in the store, and one whose receipt's
 // final result is too (the one read a lookup of a delivered push makes), cost the reads of the
-// results an unknown ucsId costs.
+// results an unknown ucsId costs, in a lookup of one push and in a batch lookup.
 func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	reads := embeddedtest.CountFinds("push_results")
 	e := newEnvDeps(t, nil, service.Deps{MongoMonitor: reads.Monitor()})
@@ -54,6 +54,21 @@ func TestForeignSentIDCostsAsUnknown(t *testing.T) {
 	}
 	if nForeign != nUnknown || nDelivered != nUnknown {
 		t.Fatalf("another client's sent push costs %d reads of the results, its delivered push %d, an unknown ucsId %d",
+			nForeign, nDelivered, nUnknown)
+	}
+	// A batch lookup reads the store in the other order; the same holds there.
+	inBatch := func(id string) int64 {
+		var a answer
+		n := reads.During(func() {
+			a = e.do("POST", "/v1/infra/notification/mp/results", "application/json", other, `{"ucsIds":["`+id+`"]}`)
+		})
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), "not_found") {
+			t.Fatalf("batch lookup of %s: %d %s, want it not found", id, a.status, a.body)
+		}
+		return n
+	}
+	if nForeign, nDelivered, nUnknown := inBatch(foreign), inBatch(delivered.UcsID), inBatch(unknown); nForeign != nUnknown || nDelivered != nUnknown {
+		t.Fatalf("in a batch lookup, another client's sent push costs %d reads of the results, its delivered push %d, an unknown ucsId %d",
 			nForeign, nDelivered, nUnknown)
 	}
 }

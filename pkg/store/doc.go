@@ -13,9 +13,10 @@
 // delivery receipt, or a worker's failure of a push that called the platform, which competes
 // with such a receipt there) and <ucsId>/p (the progress of its attempts: the attempt number the
 // workers count platform calls with); push_msgids maps a msgid to the sent push and the
-// follower it went to, so a receipt applies only to a message this service sent. A lookup
-// reads <ucsId>/f first: a delivered push costs it one read, a ucsId the service never gave
-// out two. Records are inserted, never replaced: the
+// follower it went to, so a receipt applies only to a message this service sent. The lookup
+// of one push reads <ucsId>/f first (a delivered push costs one read), a batch lookup <ucsId>
+// (a ucsId the service never gave out costs one read; see Order). Records are inserted,
+// never replaced: the
 // first final result of a push wins, whoever writes a later one (FirstFinalRecord tells the
 // writer so). Progress changes, but by entries added to its record's log, never by replacing
 // it: each entry's key names the delivery of the message that wrote it and the write's number,

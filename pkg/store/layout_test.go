@@ -31,10 +31,11 @@ func openStore(t *testing.T, uri, db string, clk *clocktest.Clock, reads *embedd
 	return st
 }
 
-// TestOutcomeReads: what a lookup of a push that left the queue costs, by what became of it. A
-// delivered push, the most common lookup, costs one read (its receipt's final result); a
-// ucsId the service never gave out two, as do a push a worker failed and a sent push still
-// waiting for its receipt.
+// TestOutcomeReads: what a lookup of a push that left the queue costs, by what became of it and
+// by the order of the reads. Read as ReceiptFirst (the lookup of one push), a delivered push
+// costs one read, and anything else two; as OutcomeFirst (a batch lookup), a ucsId the service
+// never gave out costs one, as does a push a worker failed, and a sent or delivered push two.
+// Both orders answer the same, and another client's push costs what an unknown ucsId does.
 func TestOutcomeReads(t *testing.T) {
 	clk := clocktest.New(at(0))
 	f := embeddedtest.FerretDB(t)
@@ -53,26 +54,35 @@ func TestOutcomeReads(t *testing.T) {
 	for _, c := range []struct {
 		id    string
 		state push.State
-		reads int64
+		// reads by store.ReceiptFirst and by store.OutcomeFirst
+		receiptFirst, outcomeFirst int64
 	}{
 		// Unknown, whenever its ULID says it was made: a store that held no results when its
 		// layout came has no earlier one to read.
-		{idAt(at(-3600 * 24 * 365)), "", 2},
-		{idAt(at(0)), "", 2},
-		{failed, push.StateFailed, 2},
-		{sentID, push.StateSent, 2},
-		{deliveredID, push.StateDelivered, 1},
+		{idAt(at(-3600 * 24 * 365)), "", 2, 1},
+		{idAt(at(0)), "", 2, 1},
+		{failed, push.StateFailed, 2, 1},
+		{sentID, push.StateSent, 2, 2},
+		{deliveredID, push.StateDelivered, 1, 2},
 	} {
-		var r push.Result
-		var err error
-		if n := reads.During(func() { r, err = st.Outcome(ctx, c.id) }); n != c.reads {
-			t.Errorf("%s (%s): %d reads, want %d", c.id, c.state, n, c.reads)
-		}
-		switch {
-		case c.state == "" && !errors.Is(err, store.ErrNotFound):
-			t.Errorf("unknown %s: %+v %v", c.id, r, err)
-		case c.state != "" && (err != nil || r.State != c.state):
-			t.Errorf("%s: %+v %v, want %s", c.id, r, err, c.state)
+		for order, want := range map[store.Order]int64{store.ReceiptFirst: c.receiptFirst, store.OutcomeFirst: c.outcomeFirst} {
+			for _, client := range []string{"c", "another"} {
+				var r push.Result
+				var err error
+				if client != "c" {
+					// another client's push costs what an unknown ucsId does by the same order
+					want = map[store.Order]int64{store.ReceiptFirst: 2, store.OutcomeFirst: 1}[order]
+				}
+				if n := reads.During(func() { r, err = st.OutcomeOf(ctx, client, c.id, order) }); n != want {
+					t.Errorf("%s (%s) by order %d for client %s: %d reads, want %d", c.id, c.state, order, client, n, want)
+				}
+				switch {
+				case (c.state == "" || client != "c") && !errors.Is(err, store.ErrNotFound):
+					t.Errorf("%s by order %d for client %s: %+v %v, want ErrNotFound", c.id, order, client, r, err)
+				case c.state != "" && client == "c" && (err != nil || r.State != c.state):
+					t.Errorf("%s by order %d: %+v %v, want %s", c.id, order, r, err, c.state)
+				}
+			}
 		}
 	}
 	// A worker's failure of a push that was sent changes nothing: the sent record stays, and

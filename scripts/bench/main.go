@@ -594,7 +594,7 @@ func batchRows(c *client, api *proc, worker func(...string) *proc, profile func(
 	})
 
 	// Batch lookup of ucsIds the service never gave out (ULIDs of the past day): 1,000 a
-	// request, 16 callers. Each costs the store two reads.
+	// request, 16 callers. Each costs the store one read.
 	log.Printf("batch lookups of unknown ucsIds")
 	ulk := c.load(*duration, 16, func(int) (int, error) {
 		ids := make([]string, 1000)
