@@ -151,7 +151,7 @@ func checkDescribed(t *testing.T, e *env, reqs []describedReq) []string {
 		vreq.Header = req.Header.Clone()
 		op := r.op
 		if op == "" {
-			op = strings.SplitN(r.p, "?", 2)[0]
+			op = describedPath(desc, strings.SplitN(r.p, "?", 2)[0])
 		}
 		if o := mapOf(mapOf(mapOf(desc["paths"])[op])[strings.ToLower(r.m)]); o != nil {
 			if d := mapOf(o["responses"])[fmt.Sprint(resp.StatusCode)]; d != nil {
@@ -186,6 +186,32 @@ func checkDescribed(t *testing.T, e *env, reqs []describedReq) []string {
 		}
 	}
 	return bad
+}
+
+// describedPath is the key in the description's paths of the concrete path p: p itself, or
+// the template it matches ("/auth/realms/{realm}/…").
+func describedPath(desc map[string]any, p string) string {
+	if _, ok := mapOf(desc["paths"])[p]; ok {
+		return p
+	}
+	parts := strings.Split(p, "/")
+	for tmpl := range mapOf(desc["paths"]) {
+		tp := strings.Split(tmpl, "/")
+		if len(tp) != len(parts) {
+			continue
+		}
+		match := true
+		for i := range tp {
+			if tp[i] != parts[i] && !(strings.HasPrefix(tp[i], "{") && strings.HasSuffix(tp[i], "}")) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return tmpl
+		}
+	}
+	return p
 }
 
 type describedReq struct {
