@@ -76,3 +76,51 @@ func TestPushDeliveredBeforeItsLostAckIsNotCalledRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishCutBeforeItsAckIsNotRefused: the front end's connection to NATS drops after
+// the stream stored a push and before its PubAck came back (a NATS node restarted, a network
+// blip). The push is in the stream and will be delivered, so Publish must answer nil or
+// ErrUnconfirmed (which makes the front end name the ucsId and say "look it up before sending
+// it again"); a plain error makes the front end answer "the push queue is unavailable; try again
+// later" with no ucsId, and the caller's retry sends the user the message twice.
+func TestPublishCutBeforeItsAckIsNotRefused(t *testing.T) {
+	url := embeddedtest.NATS(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	_, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	_, direct := embeddedtest.JetStreamAt(t, url)
+	ctx := context.Background()
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	st, err := queue.EnsureStream(ctx, direct, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg(push.NewID(time.Now()))
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("PUB "+queue.SubjectPrefix)) })
+	errc := make(chan error, 1)
+	go func() { errc <- p.Publish(ctx, m, queue.PublishOptions{}) }()
+	embeddedtest.Eventually(t, 10*time.Second, "the push stored by the stream", func() bool {
+		_, err := st.GetLastMsgForSubject(ctx, queue.Subject(m.ClientID, m.UcsID))
+		return err == nil
+	})
+	// The connection drops with the PubAck on its way: it never reaches the front end.
+	proxy.SetDown(true)
+	proxy.Release()
+	proxy.SetDown(false)
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Publish never returned")
+	}
+	if _, gerr := st.GetLastMsgForSubject(ctx, queue.Subject(m.ClientID, m.UcsID)); gerr != nil {
+		t.Fatalf("the push is no longer in the stream: %v", gerr)
+	}
+	if err != nil && !errors.Is(err, queue.ErrUnconfirmed) {
+		t.Fatalf("push %s is stored in the stream (it will be delivered), but Publish answered %q:\n"+
+			"  not nil, not ErrUnconfirmed: the front end answers \"queue unavailable; try again later\" without the ucsId,\n"+
+			"  and the caller's retry is a second message to the user", m.UcsID, err)
+	}
+}

@@ -292,9 +292,10 @@ type PublishOptions struct {
 const ackWait = 10 * time.Second
 
 // Publish stores m in the stream, on its subject, and returns once the stream acknowledged it;
-// only then may its ucsId be given to the caller. A PubAck that does not come within the ack
-// wait is not taken for a refusal at once: the stream is asked whether it holds the push
-// (confirm), and ErrUnconfirmed says it could not be asked. (A caller that gives up first, its
+// only then may its ucsId be given to the caller. A PubAck that does not come (past the ack
+// wait, or lost with the connection) is not taken for a refusal: only the stream's own answer
+// refuses (answered). The stream is asked whether it holds the push (confirm), and
+// ErrUnconfirmed says it could not be asked. (A caller that gives up first, its
 // ctx done, is gone and told nothing.) With o.MsgID, a copy already stored within
 // the dedupe window counts as stored (the stream answers its PubAck again). A copy can wait
 // no longer than the window (it is at most the stream's MaxAge), so a push is never refused
@@ -320,7 +321,7 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 		return nil
 	case err := <-f.Err():
 		err = fmt.Errorf("publish %s: %w", m.UcsID, publishError(err))
-		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+		if !answered(err) {
 			return p.confirm(msg.Subject, err)
 		}
 		return err
@@ -329,9 +330,18 @@ func (p *Publisher) Publish(ctx context.Context, m push.Message, o PublishOption
 	}
 }
 
-// ErrUnconfirmed is the error of a publish whose acknowledgement did not come in time (a slow
-// stream leader, a lost answer), and which the stream could not be asked about either: the
-// push may be stored, and will then be delivered.
+// answered reports whether err, a publish's error, is the stream's own answer: a refusal (an
+// API error), or no stream taking the subject. Any other (the ack wait passed, the connection
+// lost with the answer on its way, an answer that could not be read) leaves the push perhaps
+// stored.
+func answered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// ErrUnconfirmed is the error of a publish whose acknowledgement did not come (a slow stream
+// leader, a lost answer), and which the stream could not be asked about either: the push may
+// be stored, and will then be delivered.
 var ErrUnconfirmed = errors.New("the queue did not confirm storing the push, which may be stored")
 
 // confirmWait bounds confirm.
@@ -377,7 +387,7 @@ func (p *Publisher) confirm(subject string, perr error) error {
 // PublishBatch stores ms in the stream as one atomic batch: when it returns nil, every push of
 // ms is stored, and when it returns an error, none is (ErrUnconfirmed aside: the stream may
 // hold them all; the caller then publishes the same batch again under the same o.MsgID, which
-// the stream stores once). A commit whose answer does not come in time is confirmed as Publish
+// the stream stores once). A commit whose answer does not come is confirmed as Publish
 // confirms a push. At most push.MaxBatch pushes.
 func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o PublishOptions) error {
 	switch len(ms) {
@@ -426,10 +436,10 @@ func (p *Publisher) PublishBatch(ctx context.Context, ms []push.Message, o Publi
 		}
 		if _, err := b.CommitMsg(ctx, msg); err != nil {
 			err = batchError(err, o)
-			// The ack wait passed (not the caller's ctx): the batch is atomic, and its last
-			// push stored means all of them are.
-			ackWaitPassed := ctx.Err() != nil && parent.Err() == nil || errors.Is(err, nats.ErrTimeout)
-			if err != nil && ackWaitPassed {
+			// The commit's answer did not come (the ack wait passed, the connection was
+			// lost), and the caller still waits: the batch is atomic, and its last push
+			// stored means all of them are.
+			if err != nil && !answered(err) && parent.Err() == nil {
 				return p.confirm(msg.Subject, err)
 			}
 			return err
