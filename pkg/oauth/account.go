@@ -203,7 +203,12 @@ func (s *Service) stillGranted(ctx context.Context, c *Client, userID, sessionKe
 	case err != nil:
 		return se, internal("the grant could not be checked; try again", fmt.Errorf("read session: %w", err))
 	}
-	s.Touch(ctx, se)
+	// The grant uses the session: its idle end moves on (never back), and the tokens issued
+	// end by then.
+	if idle := s.IdleEnd(se); idle.After(se.Idle) {
+		se.Idle = idle
+	}
+	s.touch(ctx, se, se.Idle)
 	return se, nil
 }
 

@@ -137,7 +137,10 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		// RFC 6749 §2.3.1: Basic credentials are form-encoded before they are joined.
 		bid, err1 := url.QueryUnescape(r.BasicID)
 		bsec, err2 := url.QueryUnescape(r.BasicSecret)
-		if err1 != nil || err2 != nil {
+		if err2 != nil {
+			bsec = r.BasicSecret // not form-encoded: taken as sent (see below)
+		}
+		if err1 != nil {
 			return nil, s.refuseClient(ctx, r, r.BasicID, "malformed Basic credentials", errorf(ErrInvalidClient, "malformed Basic credentials"))
 		}
 		if id != "" && id != bid {
@@ -152,6 +155,11 @@ func (s *Service) authenticateClient(ctx context.Context, r ClientRequest) (*Cli
 		return nil, s.refuseClient(ctx, r, id, "no client_id or no client_secret", errorf(ErrInvalidClient, "client_id and client_secret are required"))
 	}
 	client, ok := s.Clients.Authenticate(id, secret)
+	if !ok && r.Basic && r.BasicSecret != secret {
+		// Many clients (curl -u, Python requests, Postman) send the secret as it is, not
+		// form-encoded: a '+' in it, which the decoding made a space, is a '+'.
+		client, ok = s.Clients.Authenticate(id, r.BasicSecret)
+	}
 	if !ok {
 		why := "unknown client"
 		if _, known := s.Clients.Lookup(id); known {
@@ -213,8 +221,15 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		// would outlive the session's end, nor a refresh_expires_in below zero.
 		return nil, errorf(ErrInvalidGrant, "the sign-in session ended")
 	}
-	// Access and ID tokens end with the session at the latest, as Keycloak caps them.
-	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, issued, se.Expires)
+	// Access and ID tokens end with the session at the latest, as Keycloak caps them: by its
+	// idle end as this grant moved it (the refresh token's end), or its expiry. A token in use
+	// does not keep its session alive, so a token outliving that end would be refused before
+	// its exp while expires_in promised more.
+	end := se.Expires
+	if !se.Idle.IsZero() && se.Idle.Before(end) {
+		end = se.Idle
+	}
+	access, ttl, err := s.issueAccessFor(c, GrantAuthorizationCode, se.UserID, se.UserID, scope, se.SID, fam, issued, end)
 	if err != nil {
 		return nil, internal("the token could not be issued", fmt.Errorf("sign access token of %s: %w", c.ID, err))
 	}

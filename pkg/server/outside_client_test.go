@@ -3,10 +3,14 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/push"
 	"github.com/campus-it/ucs/pkg/service"
@@ -86,6 +90,103 @@ func TestInvisibleNoteheadIsBlank(t *testing.T) {
 		a := e.doWith("POST", "/v1/infra/notification/mp", tok, body, nil)
 		if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), "data.class: must not be blank") {
 			t.Errorf("data.class %+q: %d %s; want 400 data.class: must not be blank", v, a.status, a.body)
+		}
+	}
+}
+
+// TestUserAccessTokenWorksUntilItsExpiry: a user's access token is good until the exp it states,
+// used or not (interface: clients reuse tokens until they expire). Its sign-in session ends
+// once nothing refreshes it for refresh_token_ttl (Keycloak's SSO Session Idle), and a token in
+// use does not move that end, so the token says it ends by then: expires_in no later than the
+// refresh token's end, not the client's 7200 s. A refresh moves the session on, and the new
+// token is good until its own exp.
+func TestUserAccessTokenWorksUntilItsExpiry(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	m, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	pushWith := func(access string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/infra/notification/mp",
+			strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+access)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+	}
+	for round := range 2 {
+		access, _ := m["access_token"].(string)
+		expiresIn, _ := m["expires_in"].(float64)
+		refreshIn, _ := m["refresh_expires_in"].(float64)
+		if access == "" || expiresIn <= 120 || expiresIn > refreshIn {
+			t.Fatalf("round %d: expires_in %v, refresh_expires_in %v, access token given %v: want expires_in over 2 minutes and no later than refresh_expires_in",
+				round, m["expires_in"], m["refresh_expires_in"], access != "")
+		}
+		// Used every ten minutes, and last a minute before its exp.
+		lived := time.Duration(expiresIn) * time.Second
+		for at := time.Duration(0); ; {
+			if st, why := pushWith(access); st != http.StatusOK {
+				t.Fatalf("round %d: push with the user's access token %s after its issue (expires_in %v s): %d %s", round, at, expiresIn, st, why)
+			}
+			if at >= lived-time.Minute {
+				break
+			}
+			step := min(10*time.Minute, lived-time.Minute-at)
+			e.clock.Advance(step)
+			at += step
+		}
+		rt, _ := m["refresh_token"].(string)
+		if m, errc = e.refresh(t, "portal", rt); errc != "" {
+			t.Fatalf("round %d: refresh a minute before the access token's exp: %s", round, errc)
+		}
+	}
+}
+
+// TestBasicSecretWithPlusSign: a client secret holding '+' (half of those `openssl rand -base64`
+// makes) sent in HTTP Basic as curl -u, Python requests and Postman send it, not form-encoded
+// first as RFC 6749 §2.3.1 asks, is taken: the form-decoded secret turns '+' into a space, and
+// the secret as sent is tried too, as is one with a bare '%' that does not form-decode at all.
+// Sent form-encoded, as the RFC says, it is taken as well; a wrong secret is still refused.
+func TestBasicSecretWithPlusSign(t *testing.T) {
+	const secret = "q3+Vn8r/0kH2cY7x+L1wQe9sZt4uJbMfPdA6gRiXo5E="
+	const percentSecret = "fees-50%-off-for-every-student" // no form decoding of it holds
+	e := newEnvWith(t, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "registrar", ClientSecret: secret,
+			Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}},
+			config.Client{ClientID: "bursar", ClientSecret: percentSecret,
+				Grants: []string{"client_credentials"}, Scopes: []string{"notification.mp"}})
+	})
+	token := func(user, pass string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/token", strings.NewReader("grant_type=client_credentials"))
+		req.Header.Set("Content-Type", form)
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if st, body := token("bursar", percentSecret); st != http.StatusOK {
+		t.Errorf("Basic secret with a bare %%, as sent: %d %s, want 200", st, body)
+	}
+	for _, c := range []struct {
+		what, secret string
+		want         int
+	}{
+		{"as curl -u sends it", secret, http.StatusOK},
+		{"form-encoded (RFC 6749)", url.QueryEscape(secret), http.StatusOK},
+		{"with a space for the plus", strings.ReplaceAll(secret, "+", " "), http.StatusUnauthorized},
+		{"wrong", secret[:len(secret)-2] + "A=", http.StatusUnauthorized},
+	} {
+		if st, body := token("registrar", c.secret); st != c.want {
+			t.Errorf("Basic secret %s: %d %s, want %d", c.what, st, body, c.want)
 		}
 	}
 }
