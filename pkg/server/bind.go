@@ -29,7 +29,9 @@ import (
 //  2. The campus sign-in (CAS or the local directory) of the sign-in flow, whose end hands the
 //     user number back to /bind/signed-in, sealed and tied to this bind session.
 //  3. Consent to bind and receive notifications (a form with a value derived from the bind
-//     session), then the binding is stored and shown; the same page unbinds.
+//     session), then the binding is stored and shown; the same page unbinds. The user number
+//     counts only while the sign-in that gave it lives: signed out since, on this phone or
+//     everywhere from the account page, the student is asked to sign in again.
 
 // BindStore keeps bindings; *store.Store implements it.
 type BindStore interface {
@@ -78,8 +80,10 @@ type bindSession struct {
 	State string `json:"state,omitempty"`
 	// OpenID is the follower, as the platform's answer to the server said.
 	OpenID string `json:"openid,omitempty"`
-	// UserID is the campus user number once the student signed in here.
+	// UserID is the campus user number once the student signed in here, and SignIn the key
+	// of that sign-in's session, which must still live for the user number to count.
 	UserID  string    `json:"userid,omitempty"`
+	SignIn  string    `json:"signin,omitempty"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -89,6 +93,7 @@ type bindTicket struct {
 	ID      string    `json:"id"`
 	Bind    string    `json:"bind"` // hash of the bind session's ID
 	UserID  string    `json:"userid"`
+	SignIn  string    `json:"signin"` // the key of the sign-in's session
 	Expires time.Time `json:"expires"`
 }
 
@@ -170,6 +175,18 @@ func (s *Server) bindPage(c echo.Context) error {
 	case !errors.Is(err, store.ErrNotFound):
 		return &Error{Code: CodeUnavailable, Message: "the binding could not be read; try again", Internal: err}
 	case bs.UserID != "":
+		switch live, err := s.bindSignedInLive(ctx, bs); {
+		case err != nil:
+			return &Error{Code: CodeUnavailable, Message: "the sign-in could not be checked; try again", Internal: err}
+		case !live:
+			// Signed out since (here, or everywhere from the account page), or the sign-in
+			// ended: its user number counts no more, and the page asks for a sign-in again.
+			bs.UserID, bs.SignIn = "", ""
+			if err := s.setBindSession(c, bs); err != nil {
+				return err
+			}
+			return c.Redirect(http.StatusSeeOther, "/bind")
+		}
 		d.State, d.UserID = pages.BindConsent, bs.UserID
 		switch mine, err := s.cfg.Bind.Store.Binding(ctx, bs.UserID); {
 		case err == nil:
@@ -280,7 +297,8 @@ func (s *Server) bindAfterLogin(c echo.Context, ar store.AuthRequest, se store.S
 	if ok, err := s.finishOnce(c, ar); !ok {
 		return err
 	}
-	t, err := s.cfg.Bind.Tickets.Seal(bindTicket{ID: oauth.NewSecret()[:22], Bind: ar.Bind, UserID: se.UserID, Expires: s.now().Add(bindTicketTTL)})
+	t, err := s.cfg.Bind.Tickets.Seal(bindTicket{ID: oauth.NewSecret()[:22], Bind: ar.Bind, UserID: se.UserID, SignIn: se.Key,
+		Expires: s.now().Add(bindTicketTTL)})
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
@@ -307,7 +325,7 @@ func (s *Server) bindSignedIn(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, "无法绑定 Cannot bind",
 			"您的校园账号的学工号无法在此接收消息（只能包含字母、数字、“.”、“_”和“-”），请联系信息中心服务台。 Your campus account's user number cannot receive messages here (it may hold only letters, digits, '.', '_' and '-'). Ask the IT service desk.", "invalid_user")
 	}
-	bs.UserID = t.UserID
+	bs.UserID, bs.SignIn = t.UserID, t.SignIn
 	if err := s.setBindSession(c, bs); err != nil {
 		return err
 	}
@@ -337,13 +355,18 @@ func (s *Server) bindConsent(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	if bs.UserID == "" || c.FormValue("userid") != bs.UserID {
-		// Signed out meanwhile, or signed in as someone else in another tab: the page shows
-		// who is signed in now, and asks again. Only the user the page showed is bound.
+	live, err := s.bindSignedInLive(c.Request().Context(), bs)
+	if err != nil {
+		return &Error{Code: CodeUnavailable, Message: "the sign-in could not be checked; try again", Internal: err}
+	}
+	if !live || c.FormValue("userid") != bs.UserID {
+		// Signed out meanwhile (the sign-in's session ended), or signed in as someone else
+		// in another tab: the page shows who is signed in now, and asks again. Only the user
+		// the page showed, still signed in, is bound.
 		return c.Redirect(http.StatusSeeOther, "/bind")
 	}
 	userID := bs.UserID
-	bs.UserID = "" // consent is asked once per sign-in, whatever the answer
+	bs.UserID, bs.SignIn = "", "" // consent is asked once per sign-in, whatever the answer
 	if err := s.setBindSession(c, bs); err != nil {
 		return err
 	}
@@ -383,6 +406,23 @@ func (s *Server) bindUnbind(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/bind?done=unbound")
+}
+
+// bindSignedInLive reports whether bs holds a user number whose sign-in still lives: a student
+// who signs out (on this phone, or everywhere from the account page) after signing in on a
+// borrowed phone's binding page must not be bound to its WeChat account afterwards.
+func (s *Server) bindSignedInLive(ctx context.Context, bs bindSession) (bool, error) {
+	if bs.UserID == "" || bs.SignIn == "" {
+		return false, nil
+	}
+	switch se, err := s.cfg.SignIn.Store.Session(ctx, bs.SignIn); {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	default:
+		return se.UserID == bs.UserID, nil
+	}
 }
 
 // bindTakeOnce takes a single-use value of the page; ok false: it was used before (the expired

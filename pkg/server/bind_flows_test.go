@@ -120,3 +120,70 @@ func TestBindConsentBindsTheUserShown(t *testing.T) {
 		t.Fatalf("the page shown for %s, accepted: %+v %v", casUser, bd, bound)
 	}
 }
+
+// TestBindConsentAfterSignOut: a student signs in on the binding page (the campus
+// sign-in of this service), reaches the consent page, then signs out of this service (the
+// logout endpoint, confirmed). The sign-in that named the user number has ended, though the
+// bind cookie, which holds the user number for 30 minutes, has not: the page asks for a
+// sign-in again, and the consent form posted from the earlier page binds nothing.
+func TestBindConsentAfterSignOut(t *testing.T) {
+	e := newBindEnv(t)
+	b := phone(t)
+	consent := e.signedIn(t, b, e.authorizedAs(t, b, followerA))
+
+	// Sign out of this service's sign-in session, as its logout page asks.
+	confirm := get(t, b, e.base+"/auth/realms/campus/protocol/openid-connect/logout")
+	if !strings.Contains(confirm.body, `name="confirm"`) {
+		t.Fatalf("logout confirmation page: %d %s", confirm.status, confirm.body)
+	}
+	out := submit(t, b, confirm, url.Values{})
+	if out.status != 200 {
+		t.Fatalf("signed out: %d %s %s", out.status, out.url, out.body)
+	}
+	u, _ := url.Parse(e.base + "/auth/realms/campus/")
+	for _, ck := range b.Jar.Cookies(u) {
+		if ck.Name == "UCS_SESSION" {
+			t.Fatalf("still signed in after the logout: %v", ck)
+		}
+	}
+
+	if p := get(t, b, e.base+"/bind"); strings.Contains(p.body, `name="accept"`) {
+		t.Errorf("after signing out, the binding page still offers to bind %s with no sign-in", userID)
+	}
+	submitForm(t, b, consent, `name="accept"`, url.Values{"accept": {"yes"}})
+	if bd, bound := e.bindingOf(t, userID); bound {
+		t.Errorf("the consent form posted after its sign-in was signed out bound %s to %s", userID, bd.OpenID)
+	}
+}
+
+// TestBindConsentAfterSessionsEndedElsewhere: the student signed in on a friend's phone's
+// binding page, then, on their own computer, signs in to the account page and presses "Sign out
+// everywhere else", which ends the phone's sign-in session. The phone's consent form, posted
+// afterwards, must not bind the student's user number to the friend's WeChat account.
+func TestBindConsentAfterSessionsEndedElsewhere(t *testing.T) {
+	e := newBindEnv(t)
+	friend := phone(t)
+	consent := e.signedIn(t, friend, e.authorizedAs(t, friend, followerA))
+
+	laptop := phone(t)
+	login := get(t, laptop, e.base+"/auth/realms/campus/account?kc_idp_hint=local")
+	acc := parseAccount(t, submit(t, laptop, login, url.Values{"username": {userID}, "password": {userPass}}))
+	if len(acc.sessions) != 2 || acc.csrf == "" {
+		t.Fatalf("account page lists %d sessions: %s", len(acc.sessions), acc.page.body)
+	}
+	resp, err := laptop.PostForm(e.base+"/auth/realms/campus/account/sessions/end", url.Values{"sid": {"others"}, "csrf": {acc.csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, resp); !strings.Contains(p.body, "Every other session has ended") {
+		t.Fatalf("sign out everywhere else: %d %s", p.status, p.body)
+	}
+	if acc := parseAccount(t, get(t, laptop, e.base+"/auth/realms/campus/account")); len(acc.sessions) != 1 {
+		t.Fatalf("the phone's session did not end: %d sessions", len(acc.sessions))
+	}
+
+	submitForm(t, friend, consent, `name="accept"`, url.Values{"accept": {"yes"}})
+	if bd, bound := e.bindingOf(t, userID); bound {
+		t.Errorf("after every other sign-in session of %s was ended, the phone's consent form still bound it to %s", userID, bd.OpenID)
+	}
+}
