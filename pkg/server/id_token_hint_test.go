@@ -16,10 +16,7 @@ import (
 // session and the campus sign-on's single sign-on answers for the other user.
 func TestIDTokenHintOfAnotherUserGetsNoCode(t *testing.T) {
 	e := newSignInEnv(t)
-	tokA, errc := e.exchange(t, "trusted", e.signInCode(t, browser(t), "trusted"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tokA := e.userTokens(t, "trusted")
 	hint := tokA["id_token"].(string) // of 2020000001, signed in elsewhere
 
 	b := browser(t)
@@ -53,10 +50,7 @@ func TestIDTokenHintOfAnotherUserGetsNoCode(t *testing.T) {
 // README.md, logout table), not login_required or a sign-in that ignores it.
 func TestAccessTokenAsIDTokenHintRefusedWhenNotSignedIn(t *testing.T) {
 	e := newSignInEnv(t)
-	tok, errc := e.exchange(t, "trusted", e.signInCode(t, browser(t), "trusted"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "trusted")
 	for _, prompt := range []string{"none", ""} {
 		args := []string{"id_token_hint", tok["access_token"].(string)}
 		if prompt != "" {

@@ -170,11 +170,7 @@ func TestRevokeInvalidTokenIsNotAnError(t *testing.T) {
 // for": every claim the UserInfo endpoint answers is listed.
 func TestDiscoveryListsUserinfoClaims(t *testing.T) {
 	e := newSignInEnv(t)
-	b := browser(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	st, info := e.post(t, "/userinfo", "Bearer "+tok["access_token"].(string), url.Values{})
 	if st != 200 {
 		t.Fatalf("userinfo: %d %v", st, info)
@@ -204,10 +200,7 @@ func TestDiscoveryListsUserinfoClaims(t *testing.T) {
 // granted.
 func TestRefreshDropsRemovedScope(t *testing.T) {
 	e := newSignInEnv(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	// The operator removes notification.mp from portal.
 	clients := slices.Clone(e.cfg.OAuth.Clients)
 	for i := range clients {

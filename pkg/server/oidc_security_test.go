@@ -83,6 +83,33 @@ func (e *signInEnv) exchange(t *testing.T, client, code string, extra ...string)
 	return e.tokenGrant(t, client, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {rpRedirect}}, extra...)
 }
 
+// userTokens signs the user in, in a browser of its own, for client and redeems the code: the
+// tokens of a sign-in, for a test that needs no more of the browser.
+func (e *signInEnv) userTokens(t *testing.T, client string) map[string]any {
+	t.Helper()
+	tok, errc := e.exchange(t, client, e.signInCode(t, browser(t), client))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	return tok
+}
+
+// pushAs sends a push to the front end at base with the access token, and returns the status
+// and WWW-Authenticate.
+func pushAs(t *testing.T, base, access string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/infra/notification/mp",
+		strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+access)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+}
+
 // refresh uses a refresh token as client.
 func (e *signInEnv) refresh(t *testing.T, client, rt string, extra ...string) (map[string]any, string) {
 	t.Helper()
@@ -451,32 +478,20 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 // tokens stop working on every interface, though they have not expired.
 func TestRemovedClientsTokensRefused(t *testing.T) {
 	e := newSignInEnv(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	access := tok["access_token"].(string)
 	kept := slices.DeleteFunc(slices.Clone(e.cfg.OAuth.Clients), func(c config.Client) bool { return c.ClientID == "portal" })
 	issuer := e.replica(t, kept)
 	if st := userinfo(t, issuer, access); st != http.StatusUnauthorized {
 		t.Fatalf("userinfo: %d", st)
 	}
-	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(issuer, "/auth/realms/campus")+"/v1/infra/notification/mp",
-		strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+access)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("push: %d", resp.StatusCode)
+	if st, _ := pushAs(t, strings.TrimSuffix(issuer, "/auth/realms/campus"), access); st != http.StatusUnauthorized {
+		t.Fatalf("push: %d", st)
 	}
 	ireq, _ := http.NewRequest(http.MethodPost, issuer+"/protocol/openid-connect/token/introspect", strings.NewReader(url.Values{"token": {access}}.Encode()))
 	ireq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	ireq.SetBasicAuth("gateway", rpSecret)
-	resp, err = http.DefaultClient.Do(ireq)
+	resp, err := http.DefaultClient.Do(ireq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,11 +730,7 @@ func TestServerSideLogoutOfAnEndedSession(t *testing.T) {
 // rather than answer about the first token alone.
 func TestRevokeAndIntrospectRefuseRepeatedParameters(t *testing.T) {
 	e := newSignInEnv(t)
-	b := browser(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	rt := tok["refresh_token"].(string)
 	for _, path := range []string{"/revoke", "/token/introspect"} {
 		if st, m := e.postForm(t, path, "portal", url.Values{"token": {"junk", rt}}); st != 400 || m["error"] != "invalid_request" {

@@ -102,23 +102,7 @@ func TestInvisibleNoteheadIsBlank(t *testing.T) {
 // token is good until its own exp.
 func TestUserAccessTokenWorksUntilItsExpiry(t *testing.T) {
 	e := newSignInEnv(t)
-	b := browser(t)
-	m, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	pushWith := func(access string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/infra/notification/mp",
-			strings.NewReader(`{"userId":"2020000001","type":"JML","data":{"class":"a","info":"b"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+access)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
-	}
+	m := e.userTokens(t, "portal")
 	for round := range 2 {
 		access, _ := m["access_token"].(string)
 		expiresIn, _ := m["expires_in"].(float64)
@@ -130,7 +114,7 @@ func TestUserAccessTokenWorksUntilItsExpiry(t *testing.T) {
 		// Used every ten minutes, and last a minute before its exp.
 		lived := time.Duration(expiresIn) * time.Second
 		for at := time.Duration(0); ; {
-			if st, why := pushWith(access); st != http.StatusOK {
+			if st, why := pushAs(t, e.base, access); st != http.StatusOK {
 				t.Fatalf("round %d: push with the user's access token %s after its issue (expires_in %v s): %d %s", round, at, expiresIn, st, why)
 			}
 			if at >= lived-time.Minute {
@@ -141,6 +125,7 @@ func TestUserAccessTokenWorksUntilItsExpiry(t *testing.T) {
 			at += step
 		}
 		rt, _ := m["refresh_token"].(string)
+		var errc string
 		if m, errc = e.refresh(t, "portal", rt); errc != "" {
 			t.Fatalf("round %d: refresh a minute before the access token's exp: %s", round, errc)
 		}

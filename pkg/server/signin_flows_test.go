@@ -197,10 +197,7 @@ func TestServerSideLogout(t *testing.T) {
 // the refresh token issued keeps the grant's scope.
 func TestRefreshKeepsGrantScope(t *testing.T) {
 	e := newSignInEnv(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	narrow, errc := e.refresh(t, "portal", tok["refresh_token"].(string), "scope", "openid")
 	if errc != "" || narrow["scope"] != "openid" {
 		t.Fatalf("narrowed refresh: %v %s", narrow, errc)

@@ -181,11 +181,7 @@ func TestCodeExchangeRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 // be taken for a reuse, its family revoked and the user signed out.
 func TestRefreshRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 	e := newStoreCutEnv(t)
-	b := browser(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	rt, _ := tok["refresh_token"].(string)
 
 	st, m := e.tokenDuringCut(t, "update token_families", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
@@ -208,11 +204,7 @@ func TestRefreshRetriedAfterTheStoreFailedMidIssue(t *testing.T) {
 // not active, and a logout with it invalid_grant, ending nothing.
 func TestRefreshTokenUsedWhoseFlagWasNotWrittenIsUsed(t *testing.T) {
 	e := newStoreCutEnv(t)
-	b := browser(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	old := tok["refresh_token"].(string)
 
 	st, m := e.tokenDuringCut(t, "update refresh_tokens", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old}})
@@ -335,11 +327,7 @@ func TestAccountFormWhileTheStoreIsDownSaysTryAgain(t *testing.T) {
 // server_error, is one the served description lists for both token paths.
 func TestTokenServerErrorDescribed(t *testing.T) {
 	e := newStoreCutEnv(t)
-	b := browser(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	rt, _ := tok["refresh_token"].(string)
 	e.cutWhen("find token_families")
 	st, m := e.postForm(t, "/token", "portal", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})

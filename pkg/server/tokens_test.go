@@ -33,10 +33,7 @@ func adminStore(t *testing.T, e *signInEnv) *store.Store {
 // refresh nor introspect as active.
 func TestRefreshTokenEndsWithClientDisable(t *testing.T) {
 	e := newSignInEnv(t)
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	access, rt := tok["access_token"].(string), tok["refresh_token"].(string)
 	if st := userinfo(t, e.issuer, access); st != 200 {
 		t.Fatalf("userinfo before: %d", st)
@@ -130,10 +127,7 @@ func TestAccessTokenOfTheSecondOfADisableStaysRefused(t *testing.T) {
 	// 100 ms into a second.
 	now := e.clock.Now()
 	e.clock.Advance(now.Truncate(time.Second).Add(time.Second + 100*time.Millisecond).Sub(now))
-	tok, errc := e.exchange(t, "portal", e.signInCode(t, browser(t), "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
+	tok := e.userTokens(t, "portal")
 	access, rt := tok["access_token"].(string), tok["refresh_token"].(string)
 	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
 		t.Fatalf("userinfo before: %d", st)
