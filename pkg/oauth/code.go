@@ -118,8 +118,10 @@ func (s *Service) IssueCode(ctx context.Context, g CodeGrant) (string, error) {
 	return code, err
 }
 
-// ClientRequest is a request of a client to the token, revocation or introspection endpoint:
-// its form, its HTTP Basic credentials when it used them, and its source address.
+// ClientRequest is a request of a client to the token, revocation, introspection or client
+// logout endpoint: its form, its HTTP Basic credentials when it used them, and its source
+// address. The HTTP adapter refuses a form that gives a parameter more than once (RFC 6749
+// §3.2, Repeated) before it makes one.
 type ClientRequest struct {
 	Form                 url.Values
 	BasicID, BasicSecret string

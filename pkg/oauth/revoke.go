@@ -179,13 +179,10 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 // tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
 // lifetime and are not revocable one by one: a valid access token of this issuer is refused
 // with unsupported_token_type rather than pretended revoked. An unknown or invalid token is
-// not an error (RFC 7009 §2.2); another client's refresh token, or a parameter given more
-// than once (RFC 6749 §3.2), is invalid_request, and nothing changes (§2.1).
+// not an error (RFC 7009 §2.2); another client's refresh token is invalid_request, and nothing
+// changes (§2.1).
 func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	form := r.Form
-	if Repeated(form) {
-		return errorf(ErrInvalidRequest, "a parameter is given more than once")
-	}
 	c, e := s.authenticateClient(ctx, r)
 	if e != nil {
 		return e
@@ -227,9 +224,6 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 // as done. A token that is unknown, another client's, used up or revoked is invalid_grant, and
 // nothing changes.
 func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
-	if Repeated(r.Form) {
-		return errorf(ErrInvalidRequest, "a parameter is given more than once")
-	}
 	c, e := s.authenticateClient(ctx, r)
 	if e != nil {
 		return e
@@ -276,9 +270,6 @@ func (s *Service) LogoutClient(ctx context.Context, r ClientRequest) *Error {
 // or a client registered with the introspect permission, learns more than that.
 func (s *Service) Introspect(ctx context.Context, r ClientRequest) (map[string]any, *Error) {
 	form := r.Form
-	if Repeated(form) {
-		return nil, errorf(ErrInvalidRequest, "a parameter is given more than once")
-	}
 	caller, e := s.authenticateClient(ctx, r)
 	if e != nil {
 		return nil, e

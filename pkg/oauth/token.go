@@ -94,9 +94,6 @@ type Service struct {
 // from HTTP Basic authentication when it used that (basicOK).
 func (s *Service) Token(ctx context.Context, r ClientRequest) (*TokenResponse, *Error) {
 	form := r.Form
-	if Repeated(form) {
-		return nil, errorf(ErrInvalidRequest, "a parameter is given more than once")
-	}
 	grant := form.Get("grant_type")
 	switch grant {
 	case "":

@@ -172,6 +172,19 @@ func NonceKey(ts, nonce string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
+// PairKey is the key under which the (timestamp, nonce) pair of a callback is remembered
+// (NonceKey), with mark what its record holds (NonceMark of an event push's body, or
+// AddressCheckMark). When the signature covers the body (safe mode's msg_signature), another
+// body under a pair already used is another push of the platform's (its nonces are short, and
+// two of one second do meet), not a replay: the pair of an event push is taken with its body's
+// mark, and the same body again is still a repeat.
+func (a *CallbackAuth) PairKey(ts, nonce string, mark []byte) string {
+	if a.SignsBody() && !bytes.Equal(mark, AddressCheckMark) {
+		nonce += "|" + string(mark)
+	}
+	return NonceKey(ts, nonce)
+}
+
 // NonceMark is what the record of a (timestamp, nonce) pair holds for an event push with body:
 // a hash of the body. The platform repeats a push it got no timely "success" for as it was,
 // the same query and body: a pair already taken with the same mark is that repeat, and is

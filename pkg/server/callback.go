@@ -45,12 +45,12 @@ const platformWait = 5 * time.Second
 
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
 // (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
-// check). A pair taken before by an event push with the same mark is the platform repeating
+// check), under platform.CallbackAuth.PairKey. A pair taken before by an event push with the same mark is the platform repeating
 // the same push (it got no timely answer), or this push trying again, and is taken again; any
 // other pair taken before is a replay, refused. A record whose write failed may have been
 // written all the same: the platform's repeat then finds its own mark.
 func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
-	key := platform.NonceKey(ts, nonce)
+	key := s.cb.PairKey(ts, nonce, mark)
 	_, err := s.cfg.Nonces.Create(ctx, key, mark)
 	if errors.Is(err, natskv.ErrRecordExists) {
 		var held []byte
@@ -119,14 +119,7 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	mark := platform.NonceMark(body)
-	if s.cb.SignsBody() {
-		// msg_signature covers the body: another body under a pair already used is another
-		// push of the platform's (its nonces are short, and two of one second do meet), not a
-		// replay. The pair is taken with its body; the same body again is still a repeat.
-		nonce += "|" + string(mark)
-	}
-	err = s.keepEvent(ctx, c, ts, nonce, mark, ev)
+	err = s.keepEvent(ctx, c, ts, nonce, platform.NonceMark(body), ev)
 	if err == nil {
 		return c.String(http.StatusOK, "success")
 	}

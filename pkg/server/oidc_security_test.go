@@ -723,18 +723,27 @@ func TestServerSideLogoutOfAnEndedSession(t *testing.T) {
 	}
 }
 
-// TestRevokeAndIntrospectRefuseRepeatedParameters: RFC 6749 §3.2, which RFC 7009 and RFC 7662
+// TestClientEndpointsRefuseRepeatedParameters: RFC 6749 §3.2, which RFC 7009 and RFC 7662
 // build on: a parameter is given once. token=junk&token=<refresh token> at the revocation
 // endpoint is invalid_request, and the refresh token stays as it was, rather than 200 (which
 // tells the client it is revoked) with the token left active; introspection refuses it too
-// rather than answer about the first token alone.
-func TestRevokeAndIntrospectRefuseRepeatedParameters(t *testing.T) {
+// rather than answer about the first token alone, and so do the token endpoint (a refresh
+// naming two tokens) and Keycloak's logout by a client's back end (two sessions).
+func TestClientEndpointsRefuseRepeatedParameters(t *testing.T) {
 	e := newSignInEnv(t)
 	tok := e.userTokens(t, "portal")
 	rt := tok["refresh_token"].(string)
-	for _, path := range []string{"/revoke", "/token/introspect"} {
-		if st, m := e.postForm(t, path, "portal", url.Values{"token": {"junk", rt}}); st != 400 || m["error"] != "invalid_request" {
-			t.Errorf("%s with token given twice: %d %v, want 400 invalid_request", path, st, m)
+	for _, tt := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/revoke", url.Values{"token": {"junk", rt}}},
+		{"/token/introspect", url.Values{"token": {"junk", rt}}},
+		{"/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt, "junk"}}},
+		{"/logout", url.Values{"refresh_token": {rt, "junk"}}},
+	} {
+		if st, m := e.postForm(t, tt.path, "portal", tt.form); st != 400 || m["error"] != "invalid_request" {
+			t.Errorf("%s with a parameter given twice: %d %v, want 400 invalid_request", tt.path, st, m)
 		}
 	}
 	if _, m := e.postForm(t, "/token/introspect", "portal", url.Values{"token": {rt}}); m["active"] != true {

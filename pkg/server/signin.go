@@ -813,7 +813,7 @@ func (s *Server) logout(c echo.Context) error {
 	if c.Request().Method == http.MethodPost && q.Has("confirm") && !oauth.Repeated(q) {
 		return s.logoutConfirmed(c, q.Get("confirm"))
 	}
-	if c.Request().Method == http.MethodPost && q.Has("refresh_token") && !oauth.Repeated(q) {
+	if c.Request().Method == http.MethodPost && q.Has("refresh_token") {
 		return s.clientLogout(c)
 	}
 	lr, e := s.cfg.OAuth.ParseLogout(q)
@@ -952,9 +952,10 @@ func (s *Server) signedOutPage(c echo.Context) error {
 	})
 }
 
-// clientRequest reads a token, revocation or introspection request: its form, the client's
-// HTTP Basic credentials and the source address. On a bad request it answers the OAuth error
-// itself and returns ok false.
+// clientRequest reads a token, revocation, introspection or client logout request: its form,
+// the client's HTTP Basic credentials and the source address. On a bad request (a form it
+// cannot read, a parameter given more than once) it answers the OAuth error itself and returns
+// ok false.
 func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error) {
 	r := c.Request()
 	if !identityEncoding(r.Header) {
@@ -969,6 +970,10 @@ func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error
 	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: 400})
+	}
+	if oauth.Repeated(r.PostForm) {
+		// RFC 6749 §3.2, which RFC 7009 and RFC 7662 build on: a parameter is given once.
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "a parameter is given more than once", Status: 400})
 	}
 	id, sec, basic := r.BasicAuth()
 	return oauth.ClientRequest{Form: r.PostForm, BasicID: id, BasicSecret: sec, Basic: basic, Addr: c.RealIP()}, true, nil
