@@ -18,19 +18,45 @@ func (s *Server) bearer(req oauth.Requirement) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			claims, oerr := s.cfg.Verifier.Verify(c.Request().Header.Get("Authorization"), req)
 			if oerr != nil {
-				h := `Bearer realm="` + s.cfg.Realm + `"`
-				if oerr.Code != "" {
-					h += `, error="` + oerr.Code + `", error_description=` + strconv.Quote(oerr.Description)
-				}
-				if oerr.Code == oauth.ErrInsufficientScope && req.Scope != "" {
-					h += `, scope="` + req.Scope + `"`
-				}
-				return &Error{Code: CodeUnauthorized, Message: oerr.Description, Header: http.Header{"Www-Authenticate": {h}}}
+				return &Error{Code: CodeUnauthorized, Message: oerr.Description, Header: http.Header{"Www-Authenticate": {s.challenge(oerr, req)}}}
 			}
 			c.Set(claimsKey, claims)
 			return next(c)
 		}
 	}
+}
+
+// userinfoBearer is bearer for userinfo, an OpenID Connect interface (Core §5.3.3), but for
+// a token without the openid scope: that is 403 insufficient_scope, in OAuth's shape (RFC 6750
+// §3.1), as Keycloak answers it, so that a relying party tells a token to ask for anew (401)
+// from one to ask for with scope openid.
+func (s *Server) userinfoBearer(next echo.HandlerFunc) echo.HandlerFunc {
+	req := oauth.Requirement{Scope: oauth.ScopeOpenID}
+	return func(c echo.Context) error {
+		claims, oerr := s.cfg.Verifier.Verify(c.Request().Header.Get("Authorization"), req)
+		switch {
+		case oerr == nil:
+			c.Set(claimsKey, claims)
+			return next(c)
+		case oerr.Code == oauth.ErrInsufficientScope:
+			c.Response().Header().Set("WWW-Authenticate", s.challenge(oerr, req))
+			c.Response().Header().Set("Cache-Control", "no-store")
+			return c.JSON(http.StatusForbidden, &oauth.Error{Code: oerr.Code, Description: oerr.Description})
+		}
+		return &Error{Code: CodeUnauthorized, Message: oerr.Description, Header: http.Header{"Www-Authenticate": {s.challenge(oerr, req)}}}
+	}
+}
+
+// challenge is the WWW-Authenticate value of a bearer token refused with oerr (RFC 6750 §3).
+func (s *Server) challenge(oerr *oauth.Error, req oauth.Requirement) string {
+	h := `Bearer realm="` + s.cfg.Realm + `"`
+	if oerr.Code != "" {
+		h += `, error="` + oerr.Code + `", error_description=` + strconv.Quote(oerr.Description)
+	}
+	if oerr.Code == oauth.ErrInsufficientScope && req.Scope != "" {
+		h += `, scope="` + req.Scope + `"`
+	}
+	return h
 }
 
 func claimsOf(c echo.Context) *oauth.Claims {

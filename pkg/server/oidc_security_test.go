@@ -750,3 +750,38 @@ func TestClientEndpointsRefuseRepeatedParameters(t *testing.T) {
 		t.Errorf("after the refused requests the refresh token reads %v, want it active as before", m)
 	}
 }
+
+// TestUserinfoWithoutOpenIDScope: userinfo refuses a valid token issued without the openid
+// scope with 403 insufficient_scope, in OAuth's shape, naming the scope it needs (RFC 6750
+// §3.1; Keycloak answers so since version 20), so that a relying party asks for scope openid
+// rather than for a new token of the same kind, as a 401 tells it to. A token with the scope
+// is answered, and one that is no token at all is 401.
+func TestUserinfoWithoutOpenIDScope(t *testing.T) {
+	e := newSignInEnv(t)
+	get := func(tok string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.issuer+"/protocol/openid-connect/userinfo", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, resp.Header, m
+	}
+	cc, _ := e.tokenGrant(t, "gateway", url.Values{"grant_type": {"client_credentials"}})
+	st, h, m := get(cc["access_token"].(string))
+	if st != http.StatusForbidden || m["error"] != "insufficient_scope" ||
+		!strings.Contains(h.Get("WWW-Authenticate"), `error="insufficient_scope"`) || !strings.Contains(h.Get("WWW-Authenticate"), `scope="openid"`) {
+		t.Errorf("a client credentials token (no openid scope): %d %v, WWW-Authenticate %q; want 403 insufficient_scope naming scope openid",
+			st, m, h.Get("WWW-Authenticate"))
+	}
+	if st, _, m := get(e.userTokens(t, "portal")["access_token"].(string)); st != http.StatusOK || m["sub"] == nil {
+		t.Errorf("a user's token with scope openid: %d %v, want 200 with sub", st, m)
+	}
+	if st, h, _ := get("not-a-token"); st != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("no token at all: %d, WWW-Authenticate %q; want 401 invalid_token", st, h.Get("WWW-Authenticate"))
+	}
+}
