@@ -52,6 +52,13 @@ func postTo(t *testing.T, issuer, path, auth string, form url.Values) (int, map[
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	st, _, m := sendReq(t, req)
+	return st, m
+}
+
+// sendReq sends req and returns the status, the headers and the JSON answer.
+func sendReq(t *testing.T, req *http.Request) (int, http.Header, map[string]any) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func postTo(t *testing.T, issuer, path, auth string, form url.Values) (int, map[
 	defer resp.Body.Close()
 	var m map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	return resp.StatusCode, resp.Header, m
 }
 
 // tokenGrant posts a grant of the token endpoint as client, with form and extra fields; it
@@ -762,14 +769,7 @@ func TestUserinfoWithoutOpenIDScope(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, e.issuer+"/protocol/openid-connect/userinfo", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, resp.Header, m
+		return sendReq(t, req)
 	}
 	cc, _ := e.tokenGrant(t, "gateway", url.Values{"grant_type": {"client_credentials"}})
 	st, h, m := get(cc["access_token"].(string))
