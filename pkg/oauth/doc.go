@@ -82,4 +82,10 @@
 // bucket and to the store. Every front end reads the bucket through a bounded cache that a
 // watch keeps current, so a revocation on one front end refuses the tokens on every front end
 // within milliseconds, while memory stays bounded however many families callers revoke.
+//
+// A single access token revoked by its client (RFC 7009, as Keycloak does) is written to the
+// bucket alone, by its jti, for longer than any access token lives; its session and refresh
+// token stay. Every bearer check reads it from memory, a client credentials token's too.
+// Should NATS be unreachable, such a revocation cannot be read and the token is accepted: the
+// store records revoked sessions, families and grants, not single access tokens.
 package oauth

@@ -27,6 +27,9 @@ type Shared interface {
 func revokedSessionKey(sid string) string   { return "sid." + sid }
 func revokedFamilyKey(family string) string { return "fam." + family }
 
+// revokedTokenKey is the key of one revoked access token, by its jti (a ULID).
+func revokedTokenKey(jti string) string { return "jti." + jti }
+
 // revokeFamily revokes a family's refresh tokens in the store and its access tokens on every
 // replica at once.
 func (s *Service) revokeFamily(ctx context.Context, family string) error {
@@ -120,11 +123,15 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		return errorf(ErrInvalidToken, "the token was issued before its client was disabled or registered again")
 	}
 	if c.SID == "" {
-		return nil
+		return s.clientTokenLive(c)
 	}
 	if s.Revoked != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		_, gone, err0 := s.Revoked.Get(ctx, revokedTokenKey(c.ID))
+		if err0 == nil && gone {
+			return errorf(ErrInvalidToken, "the token was revoked")
+		}
 		_, ended, err1 := s.Revoked.Get(ctx, revokedSessionKey(c.SID))
 		if err1 == nil && ended {
 			return errorf(ErrInvalidToken, "the sign-in session of the token ended")
@@ -140,7 +147,7 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		if err3 == nil && gone {
 			return errorf(ErrInvalidToken, "the user revoked this application's access")
 		}
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if err := errors.Join(err0, err1, err2, err3); err != nil {
 			// The shared revocations cannot be read: the store, which records every one of
 			// them too, answers instead.
 			s.Logger.Warn("reading revocations failed; asking the store", "err", err)
@@ -175,12 +182,48 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 	return nil
 }
 
-// Revoke is RFC 7009 revocation: a refresh token's whole family is revoked, with the access
-// tokens issued alongside it. Access tokens are self-contained JWTs that live at most their
-// lifetime and are not revocable one by one: a valid access token of this issuer is refused
-// with unsupported_token_type rather than pretended revoked. An unknown or invalid token is
-// not an error (RFC 7009 §2.2); another client's refresh token is invalid_request, and nothing
-// changes (§2.1).
+// clientTokenLive checks a token without a sign-in session (client credentials) against its
+// own revocation, which every replica reads from memory. Should the shared revocations be
+// unreadable (NATS unreachable: no push is taken then either), the token is accepted: the store
+// records no revocation of single access tokens.
+func (s *Service) clientTokenLive(c *Claims) *Error {
+	if s.Revoked == nil || c.ID == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, gone, err := s.Revoked.Get(ctx, revokedTokenKey(c.ID))
+	switch {
+	case err != nil:
+		s.Logger.Warn("reading revocations failed; accepting a client's token", "err", err)
+	case gone:
+		return errorf(ErrInvalidToken, "the token was revoked")
+	}
+	return nil
+}
+
+// revokeAccess revokes the access token c at the request of client caller, as Keycloak does:
+// every replica refuses it from now until it expires (the shared revocations outlive every
+// access token), at the bearer check, userinfo and introspection; its sign-in session and
+// refresh token stay. Another client's token is refused, and stays as it was (RFC 7009 §2.1).
+func (s *Service) revokeAccess(ctx context.Context, caller *Client, c *Claims) *Error {
+	if c.Azp != caller.ID {
+		return errorf(ErrInvalidRequest, "the token was issued to another client")
+	}
+	if s.Revoked == nil || c.ID == "" {
+		// No shared revocations (a service without NATS), or a token without a jti.
+		return &Error{Code: "unsupported_token_type", Description: "this access token cannot be revoked; it expires on its own", Status: 400}
+	}
+	if err := s.Revoked.Put(ctx, revokedTokenKey(c.ID), []byte("1")); err != nil {
+		return internal("the token could not be revoked", fmt.Errorf("revoke access token: %w", err))
+	}
+	return nil
+}
+
+// Revoke is RFC 7009 revocation. A refresh token's whole family is revoked, with the access
+// tokens issued alongside it. An access token is revoked alone (revokeAccess). An unknown or
+// invalid token is not an error (RFC 7009 §2.2); another client's token is invalid_request,
+// and nothing changes (§2.1).
 func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	form := r.Form
 	c, e := s.authenticateClient(ctx, r)
@@ -191,8 +234,8 @@ func (s *Service) Revoke(ctx context.Context, r ClientRequest) *Error {
 	if tok == "" {
 		return errorf(ErrInvalidRequest, "token is required")
 	}
-	if _, e := s.parseAccess(tok); e == nil {
-		return &Error{Code: "unsupported_token_type", Description: "access tokens expire on their own and cannot be revoked; revoke the refresh token", Status: 400}
+	if ac, e := s.parseAccess(tok); e == nil {
+		return s.revokeAccess(ctx, c, ac)
 	} else if strings.Count(tok, ".") == 2 {
 		return nil // no refresh token of this service has dots
 	}

@@ -149,8 +149,7 @@ func TestMissingResponseType(t *testing.T) {
 // error response since the client cannot handle such an error in a reasonable way. Moreover,
 // the purpose of the revocation request, invalidating the particular token, is already
 // achieved." A value that is no token of this server (a forged JWT, another issuer's token)
-// gets 200 like any other unknown token; only a valid access token of this issuer is answered
-// unsupported_token_type.
+// gets 200 like any other unknown token.
 func TestRevokeInvalidTokenIsNotAnError(t *testing.T) {
 	e := newSignInEnv(t)
 	for name, tok := range map[string]string{

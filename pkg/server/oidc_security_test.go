@@ -785,3 +785,62 @@ func TestUserinfoWithoutOpenIDScope(t *testing.T) {
 		t.Errorf("no token at all: %d, WWW-Authenticate %q; want 401 invalid_token", st, h.Get("WWW-Authenticate"))
 	}
 }
+
+// TestRevokeAccessToken: RFC 7009 revocation of an access token, as Keycloak does it and as
+// oidc-client-ts asks for at sign-out by default (revokeTokenTypes access_token, then
+// refresh_token, stopping at the first refusal): the token is refused from then on by every
+// front end, at the data interfaces, userinfo and introspection, while the sign-in session and
+// the refresh token stay. Another client cannot revoke it, and its attempt changes nothing.
+func TestRevokeAccessToken(t *testing.T) {
+	e := newSignInEnv(t)
+	other := e.replica(t, e.cfg.OAuth.Clients)
+	otherBase := strings.TrimSuffix(other, "/auth/realms/campus")
+
+	// A client credentials token, used on both front ends before its revocation.
+	cc, errc := e.tokenGrant(t, "gateway", url.Values{"grant_type": {"client_credentials"}})
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := cc["access_token"].(string)
+	for _, base := range []string{e.base, otherBase} {
+		if st, _ := pushAs(t, base, access); st != 200 {
+			t.Fatalf("push with a fresh client credentials token at %s: %d", base, st)
+		}
+	}
+	if st, m := e.postForm(t, "/revoke", "portal", url.Values{"token": {access}}); st != 400 || m["error"] != "invalid_request" {
+		t.Errorf("another client revoking the token: %d %v, want 400 invalid_request", st, m)
+	}
+	if st, _ := pushAs(t, e.base, access); st != 200 {
+		t.Fatalf("after another client's refused revocation the token pushes: %d, want 200", st)
+	}
+	if st, m := e.postForm(t, "/revoke", "gateway", url.Values{"token": {access}, "token_type_hint": {"access_token"}}); st != 200 {
+		t.Fatalf("revoking its own access token: %d %v, want 200", st, m)
+	}
+	for _, base := range []string{e.base, otherBase} {
+		if st, h := pushAs(t, base, access); st != 401 || !strings.Contains(h, "revoked") {
+			t.Errorf("push with the revoked token at %s: %d %q, want 401 naming the revocation", base, st, h)
+		}
+	}
+	if _, m := e.postForm(t, "/token/introspect", "gateway", url.Values{"token": {access}}); m["active"] != false {
+		t.Errorf("introspection of the revoked token: %v, want inactive", m)
+	}
+
+	// A user's access token: refused once revoked; its refresh token still works.
+	tok := e.userTokens(t, "portal")
+	ua, rt := tok["access_token"].(string), tok["refresh_token"].(string)
+	if st, m := e.postForm(t, "/revoke", "portal", url.Values{"token": {ua}}); st != 200 {
+		t.Fatalf("revoking a user's access token: %d %v, want 200", st, m)
+	}
+	for _, iss := range []string{e.issuer, other} {
+		if st, _ := postTo(t, iss, "/userinfo", "Bearer "+ua, url.Values{}); st != 401 {
+			t.Errorf("userinfo with the revoked user's token at %s: %d, want 401", iss, st)
+		}
+	}
+	again, errc := e.refresh(t, "portal", rt)
+	if errc != "" {
+		t.Fatalf("the refresh token after its access token's revocation: %s, want new tokens (Keycloak keeps the session)", errc)
+	}
+	if st, m := e.post(t, "/userinfo", "Bearer "+again["access_token"].(string), url.Values{}); st != 200 {
+		t.Errorf("userinfo with the token refreshed after the revocation: %d %v", st, m)
+	}
+}

@@ -532,8 +532,11 @@ func TestSignInModesAndTokenEndpoints(t *testing.T) {
 		if st, _ := post("/token/introspect", url.Values{"token": {tok.AccessToken}}, false); st != 401 {
 			t.Fatalf("introspection without client credentials: %d", st)
 		}
-		if st, m := post("/revoke", url.Values{"token": {tok.AccessToken}}, true); st != 400 || m["error"] != "unsupported_token_type" {
+		if st, m := post("/revoke", url.Values{"token": {tok.AccessToken}}, true); st != 200 {
 			t.Fatalf("revoke access token: %d %v", st, m)
+		}
+		if st, m := post("/token/introspect", url.Values{"token": {tok.AccessToken}}, true); st != 200 || m["active"] != false {
+			t.Fatalf("revoked access token still active: %v", m)
 		}
 		if st, _ := post("/revoke", url.Values{"token": {tok.RefreshToken}}, true); st != 200 {
 			t.Fatalf("revoke: %d", st)
