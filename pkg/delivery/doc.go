@@ -44,12 +44,13 @@
 // shared pause of package sending) instead of retrying each message: 45009 (the daily quota)
 // until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 48001
 // (no permission for the interface), 48004 and 50002 (the interface banned, the account
-// restricted), 40125, 40013 and 41004 (wrong or missing appid or secret) and 40037 (a template
-// id the account does not have: every push of its type would fail alike) until an operator
-// runs `worker -resume` (at most 24 h, then sending is tried again).
+// restricted), 40125, 40013 and 41004 (wrong or missing appid or secret), 40243 (the AppSecret
+// frozen) and 40037 and 40036 (a template id the account does not have, or no template id at
+// all: every push of its type would fail alike) until an operator runs `worker -resume` (at
+// most 24 h, then sending is tried again).
 //
-// 40164 refuses the calling worker's address (not on the account's IP whitelist), not the
-// account: workers on other hosts may still send. That worker alone pauses, for
+// 40164 (61004 at the token endpoint) refuses the calling worker's address (not on the
+// account's IP whitelist), not the account: workers on other hosts may still send. That worker alone pauses, for
 // Config.AddressPauseFor (a minute), hands the messages it holds back to the queue for the
 // others (the call does not count), reports not ready, and then tries again by itself, so a
 // node added without its address on the whitelist stops nobody else, and needs no resume. A

@@ -382,10 +382,14 @@ func TestAccountRefusalPauses(t *testing.T) {
 		// A template the account no longer has fails every push of its type alike: the
 		// backlog waits for the operator rather than failing.
 		{code: platform.CodeInvalidTemplateID, msg: "invalid template_id", action: "template ids"},
+		// So does one that is no template id at all (a truncated copy in the configuration).
+		{code: platform.CodeTemplateIDSize, msg: "invalid template_id size", action: "template ids"},
 		{code: platform.CodeAccountLimited, msg: "user limited", action: "restricted"},
 		{code: platform.CodeMinuteQuota, msg: "api minute-quota reach limit  mush slower  retry next minute", endsByItself: true},
 		// The token endpoint refusing the account pauses as the send endpoint would.
 		{code: platform.CodeInvalidAppSecret, msg: "invalid appsecret", action: "AppSecret", notSent: true},
+		// A frozen AppSecret needs an operator to unfreeze it: not a passing token outage.
+		{code: platform.CodeAppSecretFrozen, msg: "AppSecret is frozen, please unfreeze it on mp", action: "unfreeze", notSent: true},
 	} {
 		t.Run(fmt.Sprintf("%d from the %s endpoint", c.code, map[bool]string{false: "send", true: "token"}[c.notSent]), func(t *testing.T) {
 			r := newRig(t)
@@ -483,6 +487,48 @@ func TestAddressRefusalPausesOnlyThatWorker(t *testing.T) {
 	embeddedtest.Eventually(t, 5*time.Second, "the worker's pause shown ended", func() bool {
 		return testutil.ToFloat64(mA.SendingPaused) == 0
 	})
+}
+
+// TestTokenEndpointAddressRefusal: the token endpoint refuses an address not on the IP
+// whitelist with 61004 (where the send endpoint answers 40164): the worker says so, with what
+// to do, and pauses itself for AddressPauseFor, not as for a passing token outage.
+func TestTokenEndpointAddressRefusal(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	p := r.openPause()
+	sender := &refusingSender{Sender: r.pc, refuse: true, notSent: true, code: platform.CodeClientIPNotRegistered,
+		msg: "access clientip is not registered"}
+	w, _ := r.runWorker(quick, func(cfg *delivery.Config) {
+		cfg.Pause, cfg.Platform, cfg.AddressPauseFor = p, sender, time.Minute
+		cfg.QuotaReset = quotaInAnHour
+	})
+	id := r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "the refusal met and shown", func() bool {
+		res, err := r.st.Current(ctx, id)
+		return err == nil && res.State == push.StateQueued && res.Attempts == 0 && strings.Contains(res.LastError, "61004")
+	})
+	why, own := w.OwnPause()
+	if res, _ := r.st.Current(ctx, id); !own || !strings.Contains(why, "whitelist") || !strings.Contains(res.LastError, "whitelist") {
+		t.Fatalf("61004 from the token endpoint: own pause %v %q, the push shows %q; want the worker paused, naming the IP whitelist", own, why, res.LastError)
+	}
+	if st, paused := p.Paused(); paused {
+		t.Fatalf("one worker's address refusal paused every worker: %+v", st)
+	}
+}
+
+// TestBlacklistedRecipientFailsAtOnce: 43019, the recipient on the account's blacklist, is
+// failed with its first call, as 43101 is: no retry can change it.
+func TestBlacklistedRecipientFailsAtOnce(t *testing.T) {
+	r := newRig(t)
+	sender := &refusingSender{Sender: r.pc, refuse: true, code: platform.CodeBlacklisted, msg: "require remove blacklist"}
+	r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform = sender })
+	res := r.waitState(r.publish("u-follows", "JML", jml), push.StateFailed)
+	sender.mu.Lock()
+	calls := sender.calls
+	sender.mu.Unlock()
+	if calls != 1 || res.Attempts != 1 || !strings.HasPrefix(res.Reason, "43019") {
+		t.Fatalf("a blacklisted recipient: %d platform calls, %d attempts, reason %q; want 1, 1 and 43019", calls, res.Attempts, res.Reason)
+	}
 }
 
 // othersDeliver checks that one worker's own pause (for why) set no shared pause p, then starts

@@ -34,6 +34,9 @@ const (
 	CodeInvalidAccessToken = 40014
 	// CodeInvalidTemplateID is 40037.
 	CodeInvalidTemplateID = 40037
+	// CodeTemplateIDSize is 40036: a template_id that is no template id at all (its length
+	// is wrong: a truncated or padded copy).
+	CodeTemplateIDSize = 40036
 	// CodeInvalidAppSecret is 40125, answered by the token endpoint.
 	CodeInvalidAppSecret = 40125
 	// CodeAccessTokenExpired is 42001.
@@ -42,6 +45,8 @@ const (
 	CodeRequireSubscribe = 43004
 	// CodeUserRefused is 43101: the user refuses messages from the account.
 	CodeUserRefused = 43101
+	// CodeBlacklisted is 43019: the user is on the account's blacklist.
+	CodeBlacklisted = 43019
 	// CodeDailyQuota is 45009: the account's daily call quota is used up.
 	CodeDailyQuota = 45009
 	// CodeMinuteQuota is 45011: the account called too often this minute.
@@ -60,12 +65,14 @@ var permanentCodes = map[int]string{
 	CodeRequireSubscribe: "require subscribe",
 	CodeInvalidOpenID:    "invalid openid",
 	CodeUserRefused:      "user refuse to accept the msg",
+	CodeBlacklisted:      "require remove blacklist",
 	CodeArgumentInvalid:  "argument invalid",
 }
 
 // Permanent reports whether err is an answer of the platform that must never
 // be retried: 43004 (the user does not follow the account), 40003 (invalid
-// openid), 43101 (the user refuses messages) and 47003 (argument invalid). reason is a short readable text that starts with
+// openid), 43101 (the user refuses messages), 43019 (the user is on the account's blacklist)
+// and 47003 (argument invalid). reason is a short readable text that starts with
 // the code, e.g. "43004 require subscribe".
 //
 // Everything else is retryable and answers ok=false: -1 (busy), 45009

@@ -18,6 +18,8 @@ func TestPermanent(t *testing.T) {
 		{"require subscribe", &Error{43004, "require subscribe rid: 6472dfd0-536f4e2c-16f28abc"}, "43004 require subscribe", true},
 		{"invalid openid", &Error{40003, "invalid openid rid: 6385c6c1-0fcadca1-22c1fc91"}, "40003 invalid openid", true},
 		{"user refuses", &Error{43101, "user refuse to accept the msg rid: x"}, "43101 user refuse to accept the msg", true},
+		{"blacklisted", &Error{43019, "require remove blacklist rid: x"}, "43019 require remove blacklist", true},
+		{"no template id at all: the configuration's", &Error{40036, "invalid template_id size rid: x"}, "", false},
 		{"invalid template: the configuration's, not the message's", &Error{40037, "invalid template_id rid: x"}, "", false},
 		{"argument invalid names the keyword", &Error{47003, "argument invalid! data.thing1.value invalid rid: 655b0825-4bb435d9-2c8ecd13"},
 			"47003 argument invalid! data.thing1.value invalid", true},

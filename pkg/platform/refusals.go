@@ -41,6 +41,12 @@ const (
 	// CodeIPNotWhitelisted is 40164: the caller's address is not on the account's IP
 	// whitelist. It refuses one worker's address, not the account (see AddressRefused).
 	CodeIPNotWhitelisted = 40164
+	// CodeClientIPNotRegistered is 61004: the token endpoint's answer to an address not on
+	// the IP whitelist; like 40164, it refuses one worker's address.
+	CodeClientIPNotRegistered = 61004
+	// CodeAppSecretFrozen is 40243: the token endpoint's answer while the account's AppSecret
+	// is frozen, until an operator unfreezes it.
+	CodeAppSecretFrozen = 40243
 	// CodeAPIUnauthorized is 48001: the account lacks the permission for the interface.
 	CodeAPIUnauthorized = 48001
 	// CodeAPIForbidden is 48004: the platform banned the interface for the account, for
@@ -68,11 +74,17 @@ var accountActions = map[int]string{
 		"set the account's template ids in the configuration, restart the workers and, once all have restarted, run `worker -resume`",
 	CodeAccountLimited: "the platform restricted the official account after a violation: " +
 		"read the reason in the platform's console, have the restriction lifted, then run `worker -resume`",
+	CodeTemplateIDSize: "a template_id of platform.templates is not a template id at all (its length is wrong: " +
+		"a truncated or padded copy): set the account's template ids in the configuration, restart the workers and, " +
+		"once all have restarted, run `worker -resume`",
+	CodeAppSecretFrozen: "the official account's AppSecret is frozen: " +
+		"unfreeze it in the platform's console (Settings and Development, Basic Configuration), then run `worker -resume`",
 }
 
 // AccountProblem reports whether err is a refusal of the account itself (48001, 48004,
-// 50002, 40125, 40013, 41004), or of its configuration here (40037, a template id the
-// account does not have), which no retry of a message can cure: every send fails alike until an
+// 50002, 40125, 40013, 41004, 40243), or of its configuration here (40037, a template id the
+// account does not have; 40036, one that is no template id), which no retry of a message can
+// cure: every send fails alike until an
 // operator acts. reason starts with the code; action says what the operator must do.
 func AccountProblem(err error) (reason, action string, ok bool) {
 	var pe *Error
@@ -95,12 +107,13 @@ func refusal(pe *Error, text string) string {
 	return strconv.Itoa(pe.Code) + " " + text
 }
 
-// AddressRefused reports whether err is the platform refusing the caller's address (40164: not
-// on the account's IP whitelist). That refuses one worker, not the account: workers on other
-// hosts may still send. reason starts with the code; action says what the operator must do.
+// AddressRefused reports whether err is the platform refusing the caller's address (not on
+// the account's IP whitelist: 40164 from the interfaces, 61004 from the token endpoint). That
+// refuses one worker, not the account: workers on other hosts may still send. reason starts
+// with the code; action says what the operator must do.
 func AddressRefused(err error) (reason, action string, ok bool) {
 	var pe *Error
-	if !errors.As(err, &pe) || pe.Code != CodeIPNotWhitelisted {
+	if !errors.As(err, &pe) || pe.Code != CodeIPNotWhitelisted && pe.Code != CodeClientIPNotRegistered {
 		return "", "", false
 	}
 	return refusal(pe, "address refused"),
