@@ -36,11 +36,13 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 	if ac.ClientID != c.ID {
 		return nil, errorf(ErrInvalidGrant, "the code was issued to another client")
 	}
+	if ac.Used {
+		// Before any other check of the request, as Keycloak does: a used code presented
+		// again by its client is a replay, whatever else it sends.
+		return nil, s.codeReplayed(ctx, c, ac)
+	}
 	if ac.RedirectURI != redirect {
 		return nil, errorf(ErrInvalidGrant, "redirect_uri differs from the authorization request's")
-	}
-	if ac.Used {
-		return nil, s.codeReplayed(ctx, c, ac)
 	}
 	if !now.Before(ac.Expires) {
 		return nil, errorf(ErrInvalidGrant, "the code expired")
@@ -61,7 +63,7 @@ func (s *Service) exchangeCode(ctx context.Context, c *Client, form url.Values) 
 		return nil, internal("the token could not be issued", err)
 	}
 	scope := stillAllowed(c, ac.Scope)
-	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, now, ac.At, func(ctx context.Context) *Error {
+	return s.issueUserTokens(ctx, c, se, scope, scope, ac.Nonce, ac.Family, ac.AuthTime, now, ac.At, func(ctx context.Context) *Error {
 		switch err := s.Store.ConsumeAuthCode(ctx, ac); {
 		case errors.Is(err, store.ErrReplayed):
 			// Another exchange of the same code won the race.

@@ -212,8 +212,17 @@ func errWrongClient() *Error { return errorf(ErrInvalidClient, "unknown client o
 // presented, nor than the client's tokens_not_before (Client.IssuedAt): along a grant, stamps
 // never go back, though front ends' clocks differ (a code stamped just after a revocation made
 // by a front end whose clock is ahead, store.PutAuthCode, passes on its stamp).
+//
+// authTime is the time of the authentication behind the grant, as the code or refresh token
+// presented records it: a refreshed ID token carries the original authentication's time (OpenID
+// Connect Core §12.2), however often the user signed in again since, for another client with
+// prompt=login say (oidc-client-ts and Spring Security refuse a refreshed ID token whose
+// auth_time moved).
 func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Session, scope, grantScope, nonce, fam string,
-	now, parent time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
+	authTime, now, parent time.Time, use func(context.Context) *Error) (*TokenResponse, *Error) {
+	if authTime.IsZero() {
+		authTime = se.AuthTime // a code or refresh token of an earlier version, without its own
+	}
 	issued := c.IssuedAt(now)
 	if parent.After(issued) {
 		issued = parent
@@ -244,7 +253,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 				IssuedAt: jwt.NewNumericDate(issued), ExpiresAt: jwt.NewNumericDate(issued.Add(ttl)), ID: newJTI(),
 			},
 			Typ: "Bearer", Azp: c.ID, Scope: scope, UserID: se.UserID, Nonce: nonce,
-			AuthTime: se.AuthTime.Unix(), SID: se.SID, AtHash: atHash(keys.Alg(), access),
+			AuthTime: authTime.Unix(), SID: se.SID, AtHash: atHash(keys.Alg(), access),
 		})
 		if err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("sign ID token of %s: %w", c.ID, err))
@@ -259,7 +268,7 @@ func (s *Service) issueUserTokens(ctx context.Context, c *Client, se store.Sessi
 		rt := NewSecret()
 		if err := s.Store.PutRefreshToken(ctx, store.RefreshToken{
 			Hash: Hash(rt), Family: fam, ClientID: c.ID, UserID: se.UserID, SessionKey: se.Key, SID: se.SID,
-			Scope: grantScope, Nonce: nonce, AuthTime: se.AuthTime, Expires: exp, Kept: se.Expires, At: issued,
+			Scope: grantScope, Nonce: nonce, AuthTime: authTime, Expires: exp, Kept: se.Expires, At: issued,
 		}); err != nil {
 			return nil, internal("the token could not be issued", fmt.Errorf("store refresh token of %s: %w", c.ID, err))
 		}

@@ -68,7 +68,7 @@ func (s *Service) refresh(ctx context.Context, c *Client, form url.Values) (*Tok
 	// RFC 6749 §6: a narrower scope narrows this access token only; the refresh token issued
 	// now keeps the original grant's scope, so the family's later refreshes may ask for all of it.
 	// The token is used up last, once its successor is recorded (issueUserTokens).
-	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family, now, t.At, func(ctx context.Context) *Error {
+	return s.issueUserTokens(ctx, c, se, scope, grant, t.Nonce, t.Family, t.AuthTime, now, t.At, func(ctx context.Context) *Error {
 		switch err := s.Store.RotateRefreshToken(ctx, t); {
 		case errors.Is(err, store.ErrReplayed):
 			return s.refreshReplayed(ctx, c, t)

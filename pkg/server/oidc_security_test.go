@@ -844,3 +844,66 @@ func TestRevokeAccessToken(t *testing.T) {
 		t.Errorf("userinfo with the token refreshed after the revocation: %d %v", st, m)
 	}
 }
+
+// TestRefreshedIDTokenKeepsOriginalAuthTime: OpenID Connect Core 1.0 §12.2: an ID token
+// issued in a refresh "if the ID Token contains an auth_time Claim, its value MUST represent
+// the time of the original authentication - not the time that the new ID token is issued".
+// The portal's grant came from the sign-in at T0; a later sign-in at T1 in the same browser for
+// another application (prompt=login) must not change the auth_time of the portal's refreshed
+// ID tokens. Relying parties that check it (oidc-client-ts: "auth_time in id_token does not
+// match original auth_time"; Spring Security 6.3 to 6.5: "Invalid authenticated at time")
+// drop the user's session at the next refresh.
+func TestRefreshedIDTokenKeepsOriginalAuthTime(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	first, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	original := jwtClaims(t, first["id_token"].(string))["auth_time"]
+
+	e.clock.Advance(2 * time.Minute)
+	// Another application asks for a fresh sign-in in the same browser.
+	if _, errc := e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
+		t.Fatal(errc)
+	}
+
+	e.clock.Advance(time.Minute)
+	refreshed, errc := e.refresh(t, "portal", first["refresh_token"].(string))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	if got := jwtClaims(t, refreshed["id_token"].(string))["auth_time"]; got != original {
+		t.Fatalf("the portal's refreshed ID token has auth_time %v, the original authentication was at %v", got, original)
+	}
+}
+
+// TestCodeReplayWithAnotherRedirectURIRevokes: RFC 6749 §4.1.2 "If an authorization code
+// is used more than once, the authorization server MUST deny the request and SHOULD revoke (when
+// possible) all tokens previously issued based on that authorization code"; exchangeCode's own
+// doc promises "a code used before is a replay, which revokes the token family". Keycloak
+// detects the reuse before it looks at redirect_uri: the same authenticated client presenting
+// the used code with another redirect_uri is a replay too, and the tokens of the code die.
+func TestCodeReplayWithAnotherRedirectURIRevokes(t *testing.T) {
+	e := newSignInEnv(t)
+	code := e.signInCode(t, browser(t), "portal")
+	tok, errc := e.exchange(t, "portal", code)
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	access := tok["access_token"].(string)
+	if st := userinfo(t, e.issuer, access); st != http.StatusOK {
+		t.Fatalf("userinfo before the replay: %d", st)
+	}
+	_, errc = e.tokenGrant(t, "portal", url.Values{"grant_type": {"authorization_code"}, "code": {code},
+		"redirect_uri": {"https://app.example.edu/other"}})
+	if errc != "invalid_grant" {
+		t.Fatalf("replay: %q", errc)
+	}
+	if st := userinfo(t, e.issuer, access); st != http.StatusUnauthorized {
+		t.Errorf("the replayed code's access token still works at userinfo: %d", st)
+	}
+	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the replayed code's refresh token still refreshes: %q", errc)
+	}
+}
