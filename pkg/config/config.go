@@ -634,6 +634,10 @@ func (c *Config) Validate(role Role) error {
 		u.RawQuery != "" || u.ForceQuery || strings.ContainsAny(c.PublicURL, "#") ||
 		strings.IndexFunc(c.PublicURL, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		p.add("public_url: %q is not an absolute http(s) URL without query, fragment or user info", c.PublicURL)
+	} else if role == RoleAPI && u.Port() == "0" {
+		// The issuer of every token, discovery and the platform's callback address would name
+		// port 0. (The standalone stack sets its address once it listens.)
+		p.add("public_url: %q names port 0, which no client can reach; set it to the address clients use (its default, http://<listen>, needs listen to name a port)", c.PublicURL)
 	}
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		p.add("time_zone: %q is not a known time zone", c.TimeZone)

@@ -534,6 +534,36 @@ func TestPublicURLNamesAHost(t *testing.T) {
 	}
 }
 
+// A front end's public_url names a port clients can reach: "api -listen 127.0.0.1:0" without
+// public_url (its default then http://127.0.0.1:0), or a public_url of port 0, is refused with
+// what to set, rather than made the issuer of every token and the platform's callback address.
+// The standalone stack, which sets its address once it listens, may listen on port 0.
+func TestPublicURLNamesAPort(t *testing.T) {
+	base := func() *config.Config {
+		return &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}}
+	}
+	for _, listen := range []string{"127.0.0.1:0", "localhost:0"} {
+		c := base()
+		c.Listen = listen
+		c.Defaults()
+		if err := c.Validate(config.RoleAPI); err == nil || !strings.Contains(err.Error(), "public_url") || !strings.Contains(err.Error(), "port 0") {
+			t.Errorf("listen %s, no public_url: Validate = %v, want public_url refused for naming port 0", listen, err)
+		}
+	}
+	c := base()
+	c.PublicURL = "https://ucs.example.edu:0"
+	c.Defaults()
+	if err := c.Validate(config.RoleAPI); err == nil || !strings.Contains(err.Error(), "port 0") {
+		t.Errorf("public_url %s: Validate = %v, want it refused", c.PublicURL, err)
+	}
+	c = base()
+	c.Listen, c.PublicURL = "127.0.0.1:0", "https://ucs.example.edu"
+	c.Defaults()
+	if err := c.Validate(config.RoleAPI); err != nil {
+		t.Errorf("listen on port 0 behind public_url %s: %v", c.PublicURL, err)
+	}
+}
+
 // worker.ack_wait is at most 9 minutes: a copy of a message whose worker stopped during its call
 // calls the platform again once ack_wait has passed, and only within 10 minutes of the first
 // call does the platform answer a repeat without sending it twice.
