@@ -812,3 +812,34 @@ func TestAttemptTakenBackWhileTheStoreIsDown(t *testing.T) {
 		t.Fatalf("sent with %d attempts after %d platform send call(s): an attempt no call made is counted", res.Attempts, sends)
 	}
 }
+
+// TestConsumerGoneIsMadeAgain: the workers' consumer is deleted (an operator's `nats consumer
+// rm`, NATS restarted without its data). A pull from it just waits, as if nothing were queued:
+// the worker asks whether it exists once it fetches nothing, makes it again, and delivers the
+// pushes queued meanwhile. Without a way to make it, the worker says why it fetches nothing.
+func TestConsumerGoneIsMadeAgain(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.startWorkerWith(quick, func(cfg *delivery.Config) {
+		cfg.ConsumerCheck = 100 * time.Millisecond
+		cfg.Reconsume = func(ctx context.Context) (jetstream.Consumer, error) { return queue.EnsureConsumer(ctx, r.js, r.qcfg) }
+	})
+	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
+	if err := r.js.DeleteConsumer(ctx, r.qcfg.Stream, r.qcfg.Consumer); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.waitState(r.publish("u-follows", "JML", jml), push.StateSent); res.Attempts != 1 {
+		t.Fatalf("the push queued while the consumer was gone: %+v", res)
+	}
+
+	// A worker that cannot make it again says so.
+	r2 := newRig(t)
+	w, _ := r2.runWorker(quick, func(cfg *delivery.Config) { cfg.ConsumerCheck = 100 * time.Millisecond })
+	if err := r2.js.DeleteConsumer(ctx, r2.qcfg.Stream, r2.qcfg.Consumer); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the worker saying its consumer is gone", func() bool {
+		why, gone := w.ConsumerGone()
+		return gone && strings.Contains(why, "consumer")
+	})
+}

@@ -45,9 +45,16 @@ type Events interface {
 type Config struct {
 	// Consumer is the durable pull consumer shared by every worker.
 	Consumer jetstream.Consumer
-	Store    Store
-	Events   Events
-	Platform Sender
+	// Reconsume makes the consumer again, with the stream it reads, when it is gone (an
+	// operator's `nats consumer rm`, NATS restarted without its data); nil: never.
+	Reconsume func(ctx context.Context) (jetstream.Consumer, error)
+	// ConsumerCheck is how often a worker that fetched nothing asks whether its consumer
+	// still exists: a pull from a consumer that is gone just waits, as if nothing were
+	// queued. Default 15s.
+	ConsumerCheck time.Duration
+	Store         Store
+	Events        Events
+	Platform      Sender
 	// Templates maps push types to platform templates.
 	Templates map[string]config.Template
 	Policy    RetryPolicy
@@ -130,6 +137,11 @@ type Worker struct {
 	// refused is the pause for a problem of the account that this worker's own call met,
 	// until it sends again; nil when it met none (it may wait for a pause another set).
 	refused atomic.Pointer[sending.PauseState]
+	// consumer is the one fetched from (Run's loop alone uses it); checked is when it was
+	// last found to exist, and gone says why it is missing and could not be made again.
+	consumer jetstream.Consumer
+	checked  time.Time
+	gone     atomic.Pointer[string]
 }
 
 // maxCachedBindings bounds the binding cache (about 100 bytes an entry).
@@ -167,6 +179,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ConsumerCheck <= 0 {
+		cfg.ConsumerCheck = 15 * time.Second
+	}
 	bindings, err := lru.New[string, cachedBinding](maxCachedBindings)
 	if err != nil {
 		return nil, err
@@ -174,7 +189,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Pause != nil && cfg.QuotaReset == nil {
 		return nil, errors.New("delivery: QuotaReset is required with Pause")
 	}
-	return &Worker{cfg: cfg, bindings: bindings, stopping: context.Background()}, nil
+	return &Worker{cfg: cfg, bindings: bindings, stopping: context.Background(), consumer: cfg.Consumer, checked: time.Now()}, nil
 }
 
 // Run delivers messages until ctx ends, then finishes the deliveries under way and the
@@ -231,8 +246,49 @@ func (w *Worker) Run(ctx context.Context) error {
 		for range n - got {
 			idle <- struct{}{}
 		}
+		if got == 0 && time.Since(w.checked) >= w.cfg.ConsumerCheck {
+			w.checkConsumer()
+		}
 	}
 	return nil
+}
+
+// checkConsumer asks whether the consumer exists, and makes it again (Config.Reconsume) when
+// it is gone; until that succeeds, ConsumerGone says why this worker delivers nothing.
+func (w *Worker) checkConsumer() {
+	ctx, cancel := context.WithTimeout(w.stopping, 5*time.Second)
+	defer cancel()
+	_, err := w.consumer.Info(ctx)
+	switch {
+	case err == nil:
+		w.checked = time.Now()
+		w.gone.Store(nil)
+		return
+	case !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return // NATS unreachable: the connection says so; looked at again after the next fetch
+	}
+	if w.cfg.Reconsume != nil {
+		c, rerr := w.cfg.Reconsume(ctx)
+		if rerr == nil {
+			w.cfg.Logger.Warn("the consumer was gone; made it again", "err", err)
+			w.consumer, w.checked = c, time.Now()
+			w.gone.Store(nil)
+			return
+		}
+		err = rerr
+	}
+	why := "the queue's consumer is gone: " + err.Error()
+	w.gone.Store(&why)
+	w.cfg.Logger.Error("fetching nothing: the queue's consumer is gone and could not be made again", "err", err)
+}
+
+// ConsumerGone reports why this worker fetches nothing when the consumer it reads is gone and
+// could not be made again.
+func (w *Worker) ConsumerGone() (string, bool) {
+	if why := w.gone.Load(); why != nil {
+		return *why, true
+	}
+	return "", false
 }
 
 // held is a fetched message, kept from redelivery until alive is called.
@@ -252,7 +308,7 @@ func (w *Worker) fetch(n int, jobs chan<- held) int {
 	// to another worker after the ack wait.
 	ctx, cancel := context.WithTimeout(w.stopping, fetchWait)
 	defer cancel()
-	batch, err := w.cfg.Consumer.Fetch(n, jetstream.FetchContext(ctx))
+	batch, err := w.consumer.Fetch(n, jetstream.FetchContext(ctx))
 	if err != nil {
 		w.cfg.Logger.Warn("fetching messages failed", "err", err)
 		t := time.NewTimer(fetchWait)

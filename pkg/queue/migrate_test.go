@@ -357,3 +357,36 @@ func TestKeepStreamUndoesAnEarlierStart(t *testing.T) {
 		t.Fatalf("a batch once the stream is configured again: %v", err)
 	}
 }
+
+// TestKeepStreamMakesAGoneStreamAgain: the push stream is deleted (an operator's mistake, or
+// NATS restarted without its data): every push would be refused until a restart. KeepStream
+// makes it again, as configured, and pushes are stored again.
+func TestKeepStreamMakesAGoneStreamAgain(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 24, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	p, err := queue.NewPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, newPushes("portal", 1)[0], queue.PublishOptions{}); err == nil {
+		t.Fatal("a push was stored with the stream gone")
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { queue.KeepStream(kctx, js, c, 20*time.Millisecond, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	embeddedtest.Eventually(t, 10*time.Second, "the stream made again, as configured", func() bool {
+		st, err := js.Stream(ctx, "S")
+		return err == nil && st.CachedInfo().Config.AllowAtomicPublish && st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy
+	})
+	if err := p.Publish(ctx, newPushes("portal", 1)[0], queue.PublishOptions{}); err != nil {
+		t.Fatalf("a push once the stream is made again: %v", err)
+	}
+}

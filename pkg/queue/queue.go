@@ -169,7 +169,7 @@ const KeepStreamEvery = 15 * time.Second
 
 // KeepStream checks the push stream's configuration every interval until ctx ends, and
 // converts and configures the stream again (Migrate, EnsureStream) when it finds the layout
-// changed. A program of the earlier version that starts during an upgrade (a worker the
+// changed, or makes it again when it is gone (deleted, or NATS restarted without its data). A program of the earlier version that starts during an upgrade (a worker the
 // autoscaler adds, a pod restarted) configures the stream as that version did, at its start:
 // the earlier subjects, no atomic batches (every batch would be refused), a 10-minute dedupe
 // window and an age limit that drops waiting pushes. Only what the earlier version sets
@@ -188,8 +188,17 @@ func KeepStream(ctx context.Context, js jetstream.JetStream, c Config, interval 
 		case <-t.C:
 		}
 		st, err := js.Stream(ctx, c.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			// Deleted, or NATS restarted without its data: every push would be refused
+			// until a restart. Nothing is left in it to convert.
+			log.Warn("the push stream is gone; making it again", "stream", c.Stream)
+			if _, err := EnsureStream(ctx, js, c); err != nil {
+				log.Error("making the push stream again failed", "stream", c.Stream, "err", err)
+			}
+			continue
+		}
 		if err != nil {
-			continue // NATS unreachable, or the stream gone: the next look, or the next start
+			continue // NATS unreachable: the next look
 		}
 		got := st.CachedInfo().Config
 		if slices.Equal(got.Subjects, want.Subjects) && got.AllowAtomicPublish == want.AllowAtomicPublish &&

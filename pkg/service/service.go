@@ -826,6 +826,16 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 	writer := conn.st.NewWriter(store.WriterOptions{})
 	w, err := delivery.New(delivery.Config{
 		Consumer: cons, Store: conn.st, Events: writer, Platform: pc, Templates: cfg.Platform.Templates,
+		Reconsume: func(ctx context.Context) (jetstream.Consumer, error) {
+			// The stream too when it is gone (NATS restarted without its data); one that is
+			// there is left as it is, for the front ends to convert (queue.Migrate).
+			if _, err := conn.js.Stream(ctx, qc.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+				if _, err := queue.EnsureStream(ctx, conn.js, qc); err != nil {
+					return nil, err
+				}
+			}
+			return queue.EnsureConsumer(ctx, conn.js, qc)
+		},
 		MaxAge: cfg.NATS.MaxAge.D(),
 		Policy: delivery.RetryPolicy{
 			Initial: cfg.Worker.BackoffInitial.D(), Max: cfg.Worker.BackoffMax.D(), Multiplier: 2, Jitter: 0.2,
@@ -923,6 +933,9 @@ func (w *Worker) ready(ctx context.Context) error {
 	defer cancel()
 	if !w.conn.nc.IsConnected() {
 		return errors.New("nats: not connected")
+	}
+	if why, gone := w.w.ConsumerGone(); gone {
+		return errors.New("nats: " + why)
 	}
 	if err := w.conn.st.Ping(ctx); err != nil {
 		return errors.New("mongodb: unreachable")
