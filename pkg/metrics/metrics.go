@@ -125,7 +125,7 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 		}, []string{"grant"}),
 		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ucs_dead_letters_total",
-			Help: "Messages that exhausted worker.max_attempts and were copied to the dead-letter stream.",
+			Help: "Messages copied to the dead-letter stream: those that exhausted worker.max_attempts, and those no worker can decode.",
 		}),
 		SendingPaused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ucs_sending_paused",
