@@ -45,6 +45,9 @@ type Events interface {
 type Config struct {
 	// Consumer is the durable pull consumer shared by every worker.
 	Consumer jetstream.Consumer
+	Store    Store
+	Events   Events
+	Platform Sender
 	// Reconsume makes the consumer again, with the stream it reads, when it is gone (an
 	// operator's `nats consumer rm`, NATS restarted without its data); nil: never.
 	Reconsume func(ctx context.Context) (jetstream.Consumer, error)
@@ -52,9 +55,6 @@ type Config struct {
 	// still exists: a pull from a consumer that is gone just waits, as if nothing were
 	// queued. Default 15s.
 	ConsumerCheck time.Duration
-	Store         Store
-	Events        Events
-	Platform      Sender
 	// Templates maps push types to platform templates.
 	Templates map[string]config.Template
 	Policy    RetryPolicy

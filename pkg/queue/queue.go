@@ -169,7 +169,8 @@ const KeepStreamEvery = 15 * time.Second
 
 // KeepStream checks the push stream's configuration every interval until ctx ends, and
 // converts and configures the stream again (Migrate, EnsureStream) when it finds the layout
-// changed, or makes it again when it is gone (deleted, or NATS restarted without its data). A program of the earlier version that starts during an upgrade (a worker the
+// changed, or makes it again when it is gone (deleted, or NATS restarted without its data).
+// A program of the earlier version that starts during an upgrade (a worker the
 // autoscaler adds, a pod restarted) configures the stream as that version did, at its start:
 // the earlier subjects, no atomic batches (every batch would be refused), a 10-minute dedupe
 // window and an age limit that drops waiting pushes. Only what the earlier version sets
