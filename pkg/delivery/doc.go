@@ -87,4 +87,12 @@
 // One attempt (which may fetch a token, send, and on a rejected token fetch again and send
 // once more) is bounded by Config.SendTimeout, 15 s; each HTTP request to the platform by the
 // platform client's 10 s.
+//
+// # The consumer
+//
+// A pull from a consumer that is gone (an operator's `nats consumer rm`, NATS restarted
+// without its data) just waits, as if nothing were queued. A worker that fetched nothing asks
+// every Config.ConsumerCheck (15 s) whether its consumer exists, and makes it again, with the
+// stream when that is gone too (Config.Reconsume); while it cannot, ConsumerGone says why, and
+// the worker's readiness fails with it.
 package delivery
