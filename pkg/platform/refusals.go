@@ -84,8 +84,8 @@ var accountActions = map[int]string{
 // AccountProblem reports whether err is a refusal of the account itself (48001, 48004,
 // 50002, 40125, 40013, 41004, 40243), or of its configuration here (40037, a template id the
 // account does not have; 40036, one that is no template id), which no retry of a message can
-// cure: every send fails alike until an
-// operator acts. reason starts with the code; action says what the operator must do.
+// cure: every send fails alike until an operator acts. reason starts with the code; action
+// says what the operator must do.
 func AccountProblem(err error) (reason, action string, ok bool) {
 	var pe *Error
 	if !errors.As(err, &pe) {

@@ -45,9 +45,9 @@ const platformWait = 5 * time.Second
 
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
 // (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
-// check), under platform.CallbackAuth.PairKey. A pair taken before by an event push with the same mark is the platform repeating
-// the same push (it got no timely answer), or this push trying again, and is taken again; any
-// other pair taken before is a replay, refused. A record whose write failed may have been
+// check), under platform.CallbackAuth.PairKey. A pair taken before by an event push with the
+// same mark is the platform repeating the same push (it got no timely answer), or this push
+// trying again, and is taken again; any other pair taken before is a replay, refused. A record whose write failed may have been
 // written all the same: the platform's repeat then finds its own mark.
 func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
 	key := s.cb.PairKey(ts, nonce, mark)
