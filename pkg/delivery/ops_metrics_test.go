@@ -26,7 +26,8 @@ import (
 func TestPoisonDeadLetterCountedOnce(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+	dl, err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cs := newCutStore(t)
@@ -37,7 +38,7 @@ func TestPoisonDeadLetterCountedOnce(t *testing.T) {
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.Store, c.Events = cs.ws, wr
 		c.StoreRetry = 100 * time.Millisecond
-		c.DeadLetter = queue.NewDeadLetters(r.js).Copy
+		c.DeadLetter = dl.Copy
 		c.Metrics = m
 	})
 	poison := push.NewID(time.Now())

@@ -66,13 +66,14 @@ func TestDeadLetters(t *testing.T) {
 	r := newRig(t)
 	r.sim.SetFaults(simulator.Faults{ServerErrorRate: 1})
 	ctx := context.Background()
-	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+	dl, err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.New(prometheus.NewRegistry())
 	r.countCalls(m)
 	r.startWorkerWith(delivery.RetryPolicy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 2},
-		func(c *delivery.Config) { c.DeadLetter = queue.NewDeadLetters(r.js).Copy; c.Metrics = m })
+		func(c *delivery.Config) { c.DeadLetter = dl.Copy; c.Metrics = m })
 	id := r.publish("u-follows", "JML", jml)
 	res := r.waitState(id, push.StateFailed)
 	if res.Attempts != 2 || !strings.HasPrefix(res.Reason, "gave up after 2 attempts: send template: HTTP status 502") {

@@ -119,7 +119,8 @@ func TestExpiredBacklogLeavesTheDeadLetters(t *testing.T) {
 	if _, err := queue.EnsureStream(ctx, r.js, r.qcfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+	dl, err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 300 // well within the stream's bound
@@ -127,7 +128,6 @@ func TestExpiredBacklogLeavesTheDeadLetters(t *testing.T) {
 	for i := range ids {
 		ids[i] = r.publish("u-follows", "JML", jml)
 	}
-	dl := queue.NewDeadLetters(r.js)
 	r.startWorkerWith(quick, func(c *delivery.Config) {
 		c.MaxAge = time.Millisecond // every waiting push is past it
 		c.DeadLetter = dl.Copy

@@ -46,13 +46,14 @@ func (r *rig) tokenRejectedWithoutNew(t *testing.T, tokenAnswer func(w http.Resp
 		return true
 	})
 	p = r.openPause()
-	if err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg); err != nil {
+	dl, err := queue.EnsureDeadLetters(ctx, r.js, r.qcfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	policy := delivery.RetryPolicy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2, MaxAttempts: 3}
 	r.startWorkerWith(policy, func(c *delivery.Config) {
 		c.Platform, c.Pause, c.QuotaReset, c.TokenPauseFor = pc, p, quotaInAnHour, 100*time.Millisecond
-		c.DeadLetter = queue.NewDeadLetters(r.js).Copy
+		c.DeadLetter = dl.Copy
 	})
 	r.waitState(r.publish("u-follows", "JML", jml), push.StateSent)
 	broken.Store(true)

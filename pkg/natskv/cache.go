@@ -29,7 +29,7 @@ import (
 // once when the watch says the key was written; a read that raced with any write is not
 // remembered at all. A write of this replica is seen by it at once.
 type Cache struct {
-	kv  jetstream.KeyValue
+	b   *bucket
 	ttl time.Duration
 	now func() time.Time
 
@@ -55,9 +55,10 @@ type cacheEntry struct {
 const absentFor = time.Minute
 
 // OpenCache creates or opens the bucket (entries expire after ttl; replicas as the stream's)
-// and follows its writes. size bounds the entries in memory.
+// and follows its writes. size bounds the entries in memory. Should NATS lose the bucket, the
+// cache makes it again and forgets what it held.
 func OpenCache(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas, size int, now func() time.Time) (*Cache, error) {
-	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
+	b, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Replicas: replicas})
 	if err != nil {
 		return nil, err
 	}
@@ -70,36 +71,45 @@ func OpenCache(ctx context.Context, js jetstream.JetStream, bucket string, ttl t
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	// Only new writes: what the bucket holds already is read on demand.
-	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	w, created, err := b.watch(wctx, jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("watch %s: %w", bucket, err)
+		return nil, err
 	}
-	c := &Cache{kv: kv, ttl: ttl, now: now, entries: entries, stop: stop, done: make(chan struct{})}
-	go c.follow(w)
+	c := &Cache{b: b, ttl: ttl, now: now, entries: entries, stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		b.follow(wctx, w, created, []jetstream.WatchOpt{jetstream.UpdatesOnly()}, c.apply, c.forget, nil)
+	}()
 	return c, nil
 }
 
-func (c *Cache) follow(w jetstream.KeyWatcher) {
-	defer close(c.done)
-	defer func() { _ = w.Stop() }()
-	for e := range w.Updates() {
-		if e == nil {
-			continue
-		}
-		var value []byte
-		if e.Operation() == jetstream.KeyValuePut {
-			value = e.Value()
-		}
-		c.mu.Lock()
-		c.writes++
-		// A key not in memory is read from the bucket when asked for: only keys in memory
-		// need the news.
-		if old, ok := c.entries.Peek(e.Key()); ok && old.revision < e.Revision() {
-			c.entries.Add(e.Key(), cacheEntry{value: value, revision: e.Revision(), at: e.Created()})
-		}
-		c.mu.Unlock()
+// apply brings a key in memory up to date with a write the watch delivered.
+func (c *Cache) apply(e jetstream.KeyValueEntry) {
+	if e == nil {
+		return
 	}
+	var value []byte
+	if e.Operation() == jetstream.KeyValuePut {
+		value = e.Value()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	// A key not in memory is read from the bucket when asked for: only keys in memory need the
+	// news.
+	if old, ok := c.entries.Peek(e.Key()); ok && old.revision < e.Revision() {
+		c.entries.Add(e.Key(), cacheEntry{value: value, revision: e.Revision(), at: e.Created()})
+	}
+}
+
+// forget empties the memory when the bucket was made again: its revisions start over, and
+// what it held is gone.
+func (c *Cache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	c.entries.Purge()
 }
 
 // Get returns key's value, from memory when known, else from the bucket.
@@ -117,7 +127,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 			return e.value, true, nil
 		}
 	}
-	got, err := c.kv.Get(ctx, key)
+	got, err := do(ctx, c.b, func() (jetstream.KeyValueEntry, error) { return c.b.kv.Get(ctx, key) })
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		e = cacheEntry{at: now}
@@ -137,7 +147,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 
 // Put writes key for every replica.
 func (c *Cache) Put(ctx context.Context, key string, value []byte) error {
-	rev, err := c.kv.Put(ctx, key, value)
+	rev, err := do(ctx, c.b, func() (uint64, error) { return c.b.kv.Put(ctx, key, value) })
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -147,7 +157,7 @@ func (c *Cache) Put(ctx context.Context, key string, value []byte) error {
 
 // Update changes key atomically, as Mirror.Update does.
 func (c *Cache) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
-	rev, value, err := update(ctx, c.kv, key, change)
+	rev, value, err := update(ctx, c.b, key, change)
 	if err != nil {
 		return nil, err
 	}

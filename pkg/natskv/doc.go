@@ -15,4 +15,8 @@
 //
 // Every value is written with a compare-and-set, so concurrent writers in any replica never
 // lose an update.
+//
+// Should NATS lose a bucket (a server restarted without its files, a stream deleted by hand),
+// each helper makes it again, empty, at its next call; a Mirror or a Cache also looks every
+// 15 s, and follows the new bucket from its start.
 package natskv

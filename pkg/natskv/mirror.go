@@ -18,7 +18,7 @@ import (
 // Reads are from memory and see another replica's write as soon as the watch delivers it
 // (milliseconds); a replica's own writes are seen by it at once.
 type Mirror struct {
-	kv  jetstream.KeyValue
+	b   *bucket
 	ttl time.Duration
 	now func() time.Time
 
@@ -38,8 +38,9 @@ type mirrored struct {
 // OpenMirror creates or opens the bucket (its entries expire after ttl; replicas as the
 // stream's) and returns once every entry it holds is in memory. A Mirror holds every key of
 // the bucket: use it only for buckets whose keys no caller can multiply (a Cache for others).
+// Should NATS lose the bucket, the mirror makes it again and holds what the new one holds.
 func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, now func() time.Time) (*Mirror, error) {
-	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
+	b, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Replicas: replicas})
 	if err != nil {
 		return nil, err
 	}
@@ -47,14 +48,14 @@ func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 		now = time.Now
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx)
+	w, created, err := b.watch(wctx)
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("watch %s: %w", bucket, err)
+		return nil, err
 	}
-	m := &Mirror{kv: kv, ttl: ttl, now: now, m: map[string]mirrored{}, stop: stop, done: make(chan struct{})}
+	m := &Mirror{b: b, ttl: ttl, now: now, m: map[string]mirrored{}, stop: stop, done: make(chan struct{})}
 	ready := make(chan struct{})
-	go m.follow(w, ready)
+	go m.follow(wctx, w, created, ready)
 	select {
 	case <-ready:
 		return m, nil
@@ -64,62 +65,55 @@ func OpenMirror(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 	}
 }
 
-// openBucket creates or opens a key-value bucket whose entries expire after ttl.
-func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
-	if replicas < 1 {
-		replicas = 1
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
-	}
-	return kv, nil
-}
-
 // Counters is a NATS key-value bucket of values changed atomically and read only by their
 // writers (rate-limit buckets): unlike Mirror, nothing is kept in memory, so a flood of keys
 // costs the front ends no memory. Its Update is Mirror's.
-type Counters struct{ kv jetstream.KeyValue }
+type Counters struct{ b *bucket }
 
 // OpenCounters creates or opens the bucket; its entries expire after ttl.
 func OpenCounters(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (*Counters, error) {
-	kv, err := openBucket(ctx, js, bucket, ttl, replicas)
+	b, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Replicas: replicas})
 	if err != nil {
 		return nil, err
 	}
-	return &Counters{kv: kv}, nil
+	return &Counters{b: b}, nil
 }
 
 // Update changes key atomically, as Mirror.Update does.
 func (c *Counters) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
-	_, v, err := update(ctx, c.kv, key, change)
+	_, v, err := update(ctx, c.b, key, change)
 	return v, err
 }
 
 // follow applies the watch's updates until the mirror is closed; ready is closed once the
-// entries present when the watch started are applied.
-func (m *Mirror) follow(w jetstream.KeyWatcher, ready chan struct{}) {
+// entries present when the watch started are applied. A watch of a bucket made again fills a
+// new map, which replaces the mirror's once loaded.
+func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, created time.Time, ready chan struct{}) {
 	defer close(m.done)
-	defer func() { _ = w.Stop() }()
-	prune := time.NewTicker(time.Minute)
-	defer prune.Stop()
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
+	var fresh map[string]mirrored // loading a bucket made again: what it holds so far
+	apply := func(e jetstream.KeyValueEntry) {
+		switch {
+		case e == nil && fresh != nil:
+			m.mu.Lock()
+			m.m, fresh = fresh, nil
+			m.mu.Unlock()
+		case e == nil:
+			if ready != nil {
 				close(ready)
-				continue
+				ready = nil
 			}
+		case fresh != nil:
+			if e.Operation() == jetstream.KeyValuePut {
+				fresh[e.Key()] = mirrored{value: e.Value(), revision: e.Revision(), at: e.Created()}
+			} else {
+				delete(fresh, e.Key())
+			}
+		default:
 			m.apply(e.Key(), e.Value(), e.Revision(), e.Operation() != jetstream.KeyValuePut, e.Created())
-		case <-prune.C:
-			m.prune()
 		}
 	}
+	again := func() { fresh = map[string]mirrored{} }
+	m.b.follow(ctx, w, created, nil, apply, again, m.prune)
 }
 
 func (m *Mirror) apply(key string, value []byte, rev uint64, deleted bool, at time.Time) {
@@ -160,7 +154,7 @@ func (m *Mirror) Get(key string) ([]byte, bool) {
 
 // Put writes key for every replica.
 func (m *Mirror) Put(ctx context.Context, key string, value []byte) error {
-	rev, err := m.kv.Put(ctx, key, value)
+	rev, err := do(ctx, m.b, func() (uint64, error) { return m.b.kv.Put(ctx, key, value) })
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -171,7 +165,7 @@ func (m *Mirror) Put(ctx context.Context, key string, value []byte) error {
 // Update changes key atomically: change gets the stored value (nil when there is none) and
 // returns the new one. Concurrent updates from any replica are retried, never lost.
 func (m *Mirror) Update(ctx context.Context, key string, change func(old []byte) ([]byte, error)) ([]byte, error) {
-	rev, value, err := update(ctx, m.kv, key, change)
+	rev, value, err := update(ctx, m.b, key, change)
 	if err != nil {
 		return nil, err
 	}
@@ -179,11 +173,12 @@ func (m *Mirror) Update(ctx context.Context, key string, change func(old []byte)
 	return value, nil
 }
 
-func update(ctx context.Context, kv jetstream.KeyValue, key string, change func(old []byte) ([]byte, error)) (uint64, []byte, error) {
+func update(ctx context.Context, b *bucket, key string, change func(old []byte) ([]byte, error)) (uint64, []byte, error) {
+	kv := b.kv
 	for {
 		var old []byte
 		var rev uint64
-		e, err := kv.Get(ctx, key)
+		e, err := do(ctx, b, func() (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:

@@ -13,9 +13,8 @@ import (
 // directly (no copy in memory): Idempotency-Key records, and the nonces of the platform's
 // callbacks. Create is atomic across replicas.
 type Records struct {
-	kv     jetstream.KeyValue
+	b      *bucket
 	stream jetstream.Stream // the bucket's stream, for Forget
-	bucket string
 }
 
 // ErrNoRecord is returned by Records.Get for a key without a record, ErrRecordExists by
@@ -31,24 +30,23 @@ var (
 
 // OpenRecords creates or opens the bucket; records expire ttl after their last write. With
 // maxBytes above 0, the bucket holds at most that many bytes, and refuses new records beyond
-// (ErrFull) rather than forget old ones.
+// (ErrFull) rather than forget old ones. Should NATS lose the bucket, the next call makes it
+// again, empty.
 func OpenRecords(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, maxBytes int64) (*Records, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage, Replicas: replicas, MaxBytes: maxBytes,
-	})
+	b, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Replicas: replicas, MaxBytes: maxBytes})
 	if err != nil {
-		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
+		return nil, err
 	}
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, err)
 	}
-	return &Records{kv: kv, stream: st, bucket: bucket}, nil
+	return &Records{b: b, stream: st}, nil
 }
 
 // Get returns key's record and its revision.
 func (r *Records) Get(ctx context.Context, key string) ([]byte, uint64, error) {
-	e, err := r.kv.Get(ctx, key)
+	e, err := do(ctx, r.b, func() (jetstream.KeyValueEntry, error) { return r.b.kv.Get(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, ErrNoRecord
 	}
@@ -61,7 +59,7 @@ func (r *Records) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 // Update writes key's record over the one of revision rev, and returns the new revision;
 // ErrRecordExists when the record is no longer that one (written over or removed since).
 func (r *Records) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	rev, err := r.kv.Update(ctx, key, value, rev)
+	rev, err := do(ctx, r.b, func() (uint64, error) { return r.b.kv.Update(ctx, key, value, rev) })
 	if errors.Is(err, jetstream.ErrKeyExists) { // a wrong revision, on one replica or several
 		return 0, ErrRecordExists
 	}
@@ -73,7 +71,7 @@ func (r *Records) Update(ctx context.Context, key string, value []byte, rev uint
 
 // Create writes key's record unless one exists (ErrRecordExists), and returns its revision.
 func (r *Records) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	rev, err := r.kv.Create(ctx, key, value)
+	rev, err := do(ctx, r.b, func() (uint64, error) { return r.b.kv.Create(ctx, key, value) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, ErrRecordExists
 	}
@@ -85,7 +83,7 @@ func (r *Records) Create(ctx context.Context, key string, value []byte) (uint64,
 
 // Put writes key's record.
 func (r *Records) Put(ctx context.Context, key string, value []byte) error {
-	if _, err := r.kv.Put(ctx, key, value); err != nil {
+	if _, err := do(ctx, r.b, func() (uint64, error) { return r.b.kv.Put(ctx, key, value) }); err != nil {
 		return fmt.Errorf("put %s: %w", key, refusedFull(err))
 	}
 	return nil
@@ -111,7 +109,7 @@ func refusedFull(err error) error {
 // it again; a record written over it since is kept. It leaves no delete marker: the record's
 // room in the bucket is free at once.
 func (r *Records) Forget(ctx context.Context, key string, rev uint64) error {
-	subject := "$KV." + r.bucket + "." + key
+	subject := "$KV." + r.b.cfg.Bucket + "." + key
 	if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(rev+1)); err != nil {
 		return fmt.Errorf("forget %s: %w", key, err)
 	}

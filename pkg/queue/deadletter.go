@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,7 +40,15 @@ const (
 // the push stream's bytes, and past that drops its oldest copies rather than refuse new ones:
 // a refused copy would keep its push in the queue, retried without end. What came of each
 // push (failed, the reason, the attempts) stays in the store whatever the stream dropped.
-func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) error {
+// It returns the publisher of dead letters to the stream.
+func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) (*DeadLetters, error) {
+	if err := ensureDeadLetters(ctx, js, c); err != nil {
+		return nil, err
+	}
+	return &DeadLetters{js: js, c: c}, nil
+}
+
+func ensureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream(c.Stream),
 		Description: "pushes that exhausted their delivery attempts, with the last error",
@@ -60,20 +69,27 @@ func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) er
 }
 
 // DeadLetters copies dead messages to the dead-letter stream.
-type DeadLetters struct{ js jetstream.JetStream }
-
-// NewDeadLetters returns a publisher of dead letters on js.
-func NewDeadLetters(js jetstream.JetStream) *DeadLetters { return &DeadLetters{js: js} }
+type DeadLetters struct {
+	js jetstream.JetStream
+	c  Config
+}
 
 // Copy stores msg (a message of the push stream) in the dead-letter stream with reason and
-// the platform calls made for it, and returns once the stream acknowledged it.
+// the platform calls made for it, and returns once the stream acknowledged it. When no stream
+// answers (NATS lost it), it makes the stream again and tries once more.
 func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string, attempts int) error {
 	rest := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
 	out := nats.NewMsg(DeadLetterPrefix + rest)
 	out.Data = msg.Data()
 	out.Header.Set(HeaderReason, reason)
 	out.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
-	if _, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest)); err != nil {
+	_, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if err = ensureDeadLetters(ctx, d.js, d.c); err == nil {
+			_, err = d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest))
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("dead-letter %s: %w", rest, err)
 	}
 	return nil

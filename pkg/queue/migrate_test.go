@@ -390,3 +390,72 @@ func TestKeepStreamMakesAGoneStreamAgain(t *testing.T) {
 		t.Fatalf("a push once the stream is made again: %v", err)
 	}
 }
+
+// TestDeadLetterStreamMadeAgain: the dead-letter stream is lost (NATS restarted without its
+// data). A copy would fail until the worker restarted, and every push that spent its attempts
+// would be handed back without end; the copy makes the stream again and is kept.
+func TestDeadLetterStreamMadeAgain(t *testing.T) {
+	js, c, _ := newStream(t)
+	ctx := context.Background()
+	dl, err := queue.EnsureDeadLetters(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := publisher(t, js)
+	if err := p.Publish(ctx, newPushes("portal", 1)[0], queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, queue.DeadLetterStream(c.Stream)); err != nil {
+		t.Fatal(err)
+	}
+	if err := dl.Copy(ctx, m, "gave up", 5); err != nil {
+		t.Fatalf("a dead letter after its stream was lost: %v", err)
+	}
+	st, err := js.Stream(ctx, queue.DeadLetterStream(c.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, st); n != 1 {
+		t.Fatalf("the dead-letter stream made again holds %d messages, want 1", n)
+	}
+	if got := st.CachedInfo().Config.MaxAge; got != queue.DeadLetterMaxAge {
+		t.Fatalf("made again with max age %v, want %v", got, queue.DeadLetterMaxAge)
+	}
+}
+
+// TestPlatformEventKeptAfterItsStreamWasLost: the stream of platform events is lost (NATS
+// restarted without its data). The callback would answer the platform 503 until the consumer
+// was made again, and the platform gives up on an event after a few repeats; keeping an event
+// makes the stream again at once.
+func TestPlatformEventKeptAfterItsStreamWasLost(t *testing.T) {
+	js, c, _ := newStream(t)
+	ctx := context.Background()
+	events, err := queue.OpenPlatformEvents(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, queue.PlatformEventStream(c.Stream)); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Keep(ctx, "1001", "receipt-1001", []byte("event")); err != nil {
+		t.Fatalf("an event kept after its stream was lost: %v", err)
+	}
+	st, err := js.Stream(ctx, queue.PlatformEventStream(c.Stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, st); n != 1 {
+		t.Fatalf("the stream made again holds %d events, want 1", n)
+	}
+	if got := st.CachedInfo().Config.Retention; got != jetstream.WorkQueuePolicy {
+		t.Fatalf("made again with retention %v", got)
+	}
+}

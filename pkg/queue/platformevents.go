@@ -53,7 +53,7 @@ const PlatformEventMaxHeld = 20_000
 // end at a time applies them in order (Run).
 type PlatformEvents struct {
 	js     jetstream.JetStream
-	stream string
+	stream jetstream.StreamConfig
 	cons   jetstream.Consumer
 }
 
@@ -61,7 +61,7 @@ type PlatformEvents struct {
 // of c, with its replicas, and the consumer that applies them.
 func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (*PlatformEvents, error) {
 	name := PlatformEventStream(c.Stream)
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:        name,
 		Description: "events of the platform (receipts, follows) waiting to be applied",
 		Subjects:    []string{PlatformEventPrefix + ">"},
@@ -72,7 +72,8 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 		MaxBytes:    c.MaxBytes / 8,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  PlatformEventRepeats,
-	}); err != nil {
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", name, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
@@ -89,20 +90,27 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", platformEventConsumer, err)
 	}
-	return &PlatformEvents{js: js, stream: name, cons: cons}, nil
+	return &PlatformEvents{js: js, stream: sc, cons: cons}, nil
 }
 
 // Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
 // "follow") and returns once the stream acknowledged it. id, unless "", names the event: the
 // stream stores it once however often it is kept within PlatformEventRepeats (the platform
 // repeats a push it got no timely answer for, and a keep whose acknowledgement was lost is
-// tried again).
+// tried again). When no stream answers (NATS lost it), it makes the stream again and tries
+// once more; the front end applying events makes the consumer again (its Run fails meanwhile).
 func (r *PlatformEvents) Keep(ctx context.Context, key, id string, event []byte) error {
 	var opts []jetstream.PublishOpt
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	if _, err := r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...); err != nil {
+	_, err := r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if _, err = r.js.CreateStream(ctx, r.stream); err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			_, err = r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("keep platform event %s: %w", key, err)
 	}
 	return nil
@@ -169,7 +177,7 @@ func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) (
 	it, err := r.cons.Messages(jetstream.PullPriorityGroup(platformEventGroup),
 		jetstream.PullMaxMessages(platformEventBatch), jetstream.PullExpiry(platformEventPinnedTTL/3))
 	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", r.stream, err)
+		return nil, fmt.Errorf("consume %s: %w", r.stream.Name, err)
 	}
 	var pin string
 	defer func() {
@@ -193,7 +201,7 @@ func (r *PlatformEvents) Run(ctx context.Context, out chan<- []*PlatformEvent) (
 			if errors.Is(err, jetstream.ErrPinIDMismatch) || errors.Is(err, nats.ErrTimeout) {
 				continue
 			}
-			return nil, fmt.Errorf("consume %s: %w", r.stream, err)
+			return nil, fmt.Errorf("consume %s: %w", r.stream.Name, err)
 		}
 		if p := msg.Headers().Get("Nats-Pin-Id"); p != "" {
 			pin = p
@@ -229,7 +237,7 @@ func (r *PlatformEvents) unpin(pin string) {
 	}
 	for _, g := range info.PriorityGroups {
 		if g.Group == platformEventGroup && g.PinnedClientID == pin {
-			if st, err := r.js.Stream(ctx, r.stream); err == nil {
+			if st, err := r.js.Stream(ctx, r.stream.Name); err == nil {
 				_ = st.UnpinConsumer(ctx, platformEventConsumer, platformEventGroup)
 			}
 		}

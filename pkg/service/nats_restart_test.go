@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,14 @@ import (
 	"github.com/campus-it/ucs/pkg/service"
 )
 
-// call sends a request and returns the status and the JSON answer.
-func call(t *testing.T, method, u, ctype, auth, body string) (int, map[string]any) {
+// call sends a request, with header's name and value pairs, and returns the status and the
+// JSON answer.
+func call(t *testing.T, method, u, ctype, auth, body string, header ...string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, u, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
@@ -41,9 +46,10 @@ func call(t *testing.T, method, u, ctype, auth, body string) (int, map[string]an
 
 // TestNATSRestartedWithoutItsData: the NATS server comes back at its address without its
 // JetStream files (a pod whose volume was lost). Front end and worker reconnect by themselves;
-// the front end makes the push stream again and the worker its consumer, so pushes are taken
-// and delivered again without a restart of either. (A restart that keeps the files is checked
-// first.)
+// the front end makes the push stream, the key-value buckets and the stream of platform events
+// again and the worker its consumer, so pushes are taken (with an Idempotency-Key too),
+// delivered, and their receipts applied again without a restart of either. (A restart that
+// keeps the files is checked first.)
 func TestNATSRestartedWithoutItsData(t *testing.T) {
 	dir := t.TempDir()
 	port := embeddedtest.FreePort(t)
@@ -89,11 +95,11 @@ func TestNATSRestartedWithoutItsData(t *testing.T) {
 	}
 	tok := "Bearer " + m["access_token"].(string)
 	body := `{"userId":"2020000001","type":"JML","data":{"class":"课程","info":"作业"}}`
-	pushAndWait := func(what string) {
+	pushAndWait := func(what string, header ...string) string {
 		t.Helper()
 		var id string
 		embeddedtest.Eventually(t, 40*time.Second, what+": a push accepted", func() bool {
-			st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, body)
+			st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, body, header...)
 			if st == 200 {
 				id = m["data"].(map[string]any)["ucsId"].(string)
 			}
@@ -107,6 +113,7 @@ func TestNATSRestartedWithoutItsData(t *testing.T) {
 			state, _ := m["data"].(map[string]any)["state"].(string)
 			return state == "sent" || state == "delivered"
 		})
+		return id
 	}
 	pushAndWait("before the restarts")
 
@@ -121,4 +128,26 @@ func TestNATSRestartedWithoutItsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushAndWait("after NATS restarted without them")
+	id := pushAndWait("a push with an Idempotency-Key", "Idempotency-Key", "restart-key-1")
+	if st, m := call(t, "POST", base+"/v1/infra/notification/mp", "application/json", tok, body,
+		"Idempotency-Key", "restart-key-1"); st != 200 || m["data"].(map[string]any)["ucsId"] != id {
+		t.Fatalf("the key's retry: %d %v, want 200 with ucsId %s", st, m, id)
+	}
+	sent := sim.Sent()
+	receipt := `<xml><ToUserName><![CDATA[gh_1]]></ToUserName><FromUserName><![CDATA[oRS]]></FromUserName>` +
+		`<CreateTime>` + strconv.FormatInt(time.Now().Unix(), 10) + `</CreateTime><MsgType><![CDATA[event]]></MsgType>` +
+		`<Event><![CDATA[TEMPLATESENDJOBFINISH]]></Event><MsgID>` + strconv.FormatInt(sent[len(sent)-1].MsgID, 10) +
+		`</MsgID><Status><![CDATA[success]]></Status></xml>`
+	nonce := 0
+	embeddedtest.Eventually(t, 40*time.Second, "the receipt taken", func() bool {
+		nonce++
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		q := url.Values{"signature": {simulator.Sign("cbtoken", ts, strconv.Itoa(nonce))}, "timestamp": {ts}, "nonce": {strconv.Itoa(nonce)}}
+		st, _ := call(t, "POST", base+"/v1/infra/notification/mp/callback?"+q.Encode(), "text/xml", "", receipt)
+		return st == 200
+	})
+	embeddedtest.Eventually(t, 40*time.Second, "the receipt applied", func() bool {
+		st, m := call(t, "GET", base+"/v1/infra/notification/mp/"+id, "", tok, "")
+		return st == 200 && m["data"].(map[string]any)["state"] == "delivered"
+	})
 }

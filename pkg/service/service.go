@@ -798,7 +798,8 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		conn.close()
 		return nil, err
 	}
-	if err := queue.EnsureDeadLetters(ctx, conn.js, qc); err != nil {
+	deadLetters, err := queue.EnsureDeadLetters(ctx, conn.js, qc)
+	if err != nil {
 		conn.close()
 		return nil, err
 	}
@@ -843,7 +844,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		},
 		Concurrency: cfg.Worker.Concurrency, Announce: announce.NewFinals(conn.nc).Announce,
 		AnnounceSent: announce.NewFinals(conn.nc).AnnounceSent,
-		DeadLetter:   queue.NewDeadLetters(conn.js).Copy, Metrics: m,
+		DeadLetter:   deadLetters.Copy, Metrics: m,
 		Pause: pause, Budget: budget,
 		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
 		Now:        d.Now, Logger: d.Logger,
