@@ -228,6 +228,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"clients", "list"}, "give -config FILE (the service's configuration) or -data DIR"},
 		{[]string{"-data", "x", "clients", "set-token-ttl", "a", "soon"}, `DURATION "soon"`},
 		{[]string{"-data", "x", "clients", "set-token-ttl", "a", "10s"}, "must be whole seconds from 60s to 24h"},
+		{[]string{"-data", "x", "clients", "create", "frac", "-token-ttl", "90.5s"}, "access_token_ttl: 1m30.5s, must be whole seconds from 60s to 24h"},
 		{[]string{"-data", "x", "clients", "create", "bad id!", "-scopes", "everything"}, "unknown scope \"everything\""},
 		{[]string{"-data", "x", "bindings", "import", "f", "-format", "xml"}, `-format "xml": csv or jsonl`},
 		{[]string{"-data", "x", "push", "test", "2020000001", "-client", "demo-app"}, "UCS_CLIENT_SECRET"},

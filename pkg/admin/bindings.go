@@ -109,24 +109,27 @@ func ParseImport(r io.Reader, format string) (*ImportFile, error) {
 				// a formula (no user number or openid holds one).
 				rec[i] = strings.TrimPrefix(field, "'")
 			}
-			if header {
-				header = false
-				// A first line that names a column is a header: it must name both, in either
-				// order, and the rows are read by it. Taken for data, it would bind a user
-				// "openid", or every row backwards.
-				names, named := make([]string, len(rec)), false
-				for i, field := range rec {
-					names[i] = columnName(field)
-					named = named || names[i] != ""
-				}
-				if named {
-					if len(rec) != 2 || names[0] == "" || names[1] == "" || names[0] == names[1] {
-						return nil, fmt.Errorf("line %d: a header names the two columns userid and openid, in either order, not %q", line, text)
-					}
-					swapped = names[0] == "openid"
-					continue
-				}
+			// A first line that names a column is a header: it must name both, in either order,
+			// and the rows are read by it. Taken for data, it would bind a user "openid", or
+			// every row backwards. A later one (files joined, whose columns may be the other way
+			// round) is refused: nothing is written.
+			names, named := make([]string, len(rec)), false
+			for i, field := range rec {
+				names[i] = columnName(field)
+				named = named || names[i] != ""
 			}
+			switch {
+			case named && !header:
+				return nil, fmt.Errorf("line %d: %q names a column, but only the first line may be a header (files joined?)", line, text)
+			case named:
+				header = false
+				if len(rec) != 2 || names[0] == "" || names[1] == "" || names[0] == names[1] {
+					return nil, fmt.Errorf("line %d: a header names the two columns userid and openid, in either order, not %q", line, text)
+				}
+				swapped = names[0] == "openid"
+				continue
+			}
+			header = false
 			if len(rec) != 2 {
 				f.Rejected = append(f.Rejected, Rejection{line, fmt.Sprintf("%d fields, want 2: userid,openid", len(rec))})
 				continue

@@ -214,3 +214,73 @@ func TestConfiguredBindingSeenByTheBindingPage(t *testing.T) {
 		t.Errorf("bindings delete of a configured binding: exit %d, %q: want it said that it comes back", o.code, o.stdout)
 	}
 }
+
+// TestImportRefusesAHeaderAfterTheFirstLine: two files joined (`cat a.csv b.csv`), the second
+// with its columns the other way round. Its header, taken for data, would bind a user number
+// "openid", and every row after it backwards; the import is refused, naming the line, and
+// nothing is written.
+func TestImportRefusesAHeaderAfterTheFirstLine(t *testing.T) {
+	cfgPath, dir, st := bindingsEnv(t)
+	ctx := context.Background()
+	p := dir + "/joined.csv"
+	body := "userid,openid\n2023000001,oJoinedA0000000000000000001\n" +
+		"openid,userid\noJoinedB0000000000000000002,2023000002\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := runAdmin(t, nil, "-config", cfgPath, "bindings", "import", p)
+	if o.code == admin.ExitOK || !strings.Contains(o.stderr, "line 3") {
+		t.Fatalf("import of joined files: exit %d, want a refusal naming line 3\n%s%s", o.code, o.stdout, o.stderr)
+	}
+	for _, u := range []string{"2023000001", "openid", "oJoinedB0000000000000000002", "2023000002"} {
+		if b, err := st.Binding(ctx, u); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("user number %q bound to %q (%v) by a refused import", u, b.OpenID, err)
+		}
+	}
+}
+
+// TestDisabledClientOfTheFileStaysDisabled: a client of the configuration file disabled with
+// the commands stays disabled when its entry in the file changes (an edit ends no incident's
+// lock-out), and `clients disable` says so, and how it ends.
+func TestDisabledClientOfTheFileStaysDisabled(t *testing.T) {
+	cfgPath, _, st := bindingsEnv(t)
+	ctx := context.Background()
+	base, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(scopes string) {
+		t.Helper()
+		y := string(base) + "oauth:\n  clients:\n    - client_id: portal\n      client_secret: portal-secret-0123456789\n" +
+			"      grants: [client_credentials]\n      scopes: [" + scopes + "]\n"
+		if err := os.WriteFile(cfgPath, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := service.LoadClients(ctx, st, c.OAuth.Clients); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("notification.mp")
+	o := runAdmin(t, nil, "-config", cfgPath, "clients", "disable", "portal")
+	if o.code != admin.ExitOK || !strings.Contains(o.stdout, "stays disabled, even when its entry there changes, until `clients enable`") {
+		t.Fatalf("disable: exit %d\n%s%s", o.code, o.stdout, o.stderr)
+	}
+	load("notification.mp, fake_api")
+	c, err := st.Client(ctx, "portal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Scopes) != 2 || !c.Disabled {
+		t.Fatalf("after its entry changed: scopes %v, disabled %v; want the new scopes, still disabled", c.Scopes, c.Disabled)
+	}
+	if o := runAdmin(t, nil, "-config", cfgPath, "clients", "enable", "portal"); o.code != admin.ExitOK {
+		t.Fatalf("enable: exit %d %s", o.code, o.stderr)
+	}
+	if c, err := st.Client(ctx, "portal"); err != nil || c.Disabled {
+		t.Fatalf("after enable: disabled %v (%v)", c.Disabled, err)
+	}
+}

@@ -310,7 +310,13 @@ func setDisabled(name string, disabled bool, summary string) *command {
 				} else {
 					fmt.Fprintf(w, "Enabled client %s: every front end accepts it again within %s.\n", c.ID, oauth.ClientsReload)
 				}
-				fromFile(w, c)
+				if c.Source == store.SourceConfig && disabled {
+					// The store keeps a disabled client so when its entry changes: an edit of
+					// the file ends no incident's lock-out by the way.
+					fmt.Fprintln(w, "This client comes from the configuration file: it stays disabled, even when its entry there changes, until `clients enable`.")
+				} else {
+					fromFile(w, c)
+				}
 			})
 			return nil
 		},

@@ -63,7 +63,8 @@ func (a *app) platformClient() (*platform.Client, *config.Config, error) {
 	if pl.APIBase == "" || pl.AppID == "" || pl.Secret == "" {
 		return nil, nil, errors.New("platform.api_base, appid and secret are required to reach the account")
 	}
-	c, err := platform.New(platform.Config{APIBase: pl.APIBase, AppID: pl.AppID, Secret: pl.Secret, HTTPClient: a.env.HTTPClient, Now: a.env.Now})
+	// The platform client's own HTTP client: each call times out after 10 s, as the workers'.
+	c, err := platform.New(platform.Config{APIBase: pl.APIBase, AppID: pl.AppID, Secret: pl.Secret, Now: a.env.Now})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,11 +2,13 @@ package admin_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/campus-it/ucs/pkg/admin"
 	"github.com/campus-it/ucs/pkg/platform/simulator"
@@ -107,5 +109,33 @@ func TestPlatformTemplatesStandalone(t *testing.T) {
 	o := mustRun(t, "platform", "templates", "-data", stackDir)
 	if !strings.Contains(o.stdout, "tpl-TDL") || strings.Contains(o.stdout, "problem:") {
 		t.Fatalf("%s", o.stdout)
+	}
+}
+
+// TestPlatformCallsTimeOutAfter10s: each call of the admin commands to the platform times out
+// after 10 s, as the guide says (not the 15 s of the client that talks to the front end).
+func TestPlatformCallsTimeOutAfter10s(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // a platform that never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	yaml := "public_url: https://ucs.example.edu\nplatform:\n  api_base: " + srv.URL + "\n  appid: wx-admin\n  secret: admin-secret-0123456789\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	o := runAdmin(t, nil, "-config", path, "platform", "templates")
+	took := time.Since(start)
+	if o.code != admin.ExitFailure {
+		t.Fatalf("exit %d, want 1: %s %s", o.code, o.stdout, o.stderr)
+	}
+	if took < 9*time.Second || took > 12*time.Second {
+		t.Errorf("platform templates against a platform that does not answer gave up after %s, want 10 s (%s)",
+			took.Round(100*time.Millisecond), strings.TrimSpace(o.stderr))
 	}
 }

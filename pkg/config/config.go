@@ -139,7 +139,8 @@ type MongoDB struct {
 type OAuth struct {
 	// Realm is the realm name in the OpenID Connect paths and the issuer. Default campus.
 	Realm string `yaml:"realm"`
-	// AccessTokenTTL is the default lifetime of access tokens. Default 7200s; 60s to 24h.
+	// AccessTokenTTL is the default lifetime of access tokens. Default 7200s; whole seconds from
+	// 60s to 24h.
 	AccessTokenTTL Duration `yaml:"access_token_ttl"`
 	// SigningAlg is the JWT algorithm of new tokens: ES256 (default) or RS256.
 	SigningAlg string `yaml:"signing_alg"`
@@ -773,7 +774,7 @@ func (c *Config) validateOAuth(p *problems) {
 		p.add("oauth.realm: %q must be letters, digits, - or _", o.Realm)
 	}
 	if !validTTL(o.AccessTokenTTL) {
-		p.add("oauth.access_token_ttl: %s, must be 60s to 24h", o.AccessTokenTTL.D())
+		p.add("oauth.access_token_ttl: %s, must be whole seconds from 60s to 24h", o.AccessTokenTTL.D())
 	}
 	if o.SigningAlg != "ES256" && o.SigningAlg != "RS256" {
 		p.add("oauth.signing_alg: %q, must be ES256 or RS256", o.SigningAlg)
@@ -882,7 +883,7 @@ func (cl Client) check(prefix string, p *problems) {
 		}
 	}
 	if cl.AccessTokenTTL != 0 && !validTTL(cl.AccessTokenTTL) {
-		p.add("%saccess_token_ttl: %s, must be 60s to 24h", prefix, cl.AccessTokenTTL.D())
+		p.add("%saccess_token_ttl: %s, must be whole seconds from 60s to 24h", prefix, cl.AccessTokenTTL.D())
 	}
 	if cl.RefreshTokens != nil && !*cl.RefreshTokens && slices.Contains(cl.Grants, "refresh_token") {
 		p.add("%s: refresh_tokens is false but grants lists refresh_token", at)
@@ -1075,7 +1076,11 @@ func (e *Error) Error() string {
 // MaxAccessTokenTTL is the longest lifetime an access token may be given.
 const MaxAccessTokenTTL = 24 * time.Hour
 
-func validTTL(d Duration) bool { return d.D() >= time.Minute && d.D() <= MaxAccessTokenTTL }
+// validTTL reports whether d is an access token lifetime: whole seconds (a token's exp and
+// expires_in are), from a minute to MaxAccessTokenTTL.
+func validTTL(d Duration) bool {
+	return d.D() >= time.Minute && d.D() <= MaxAccessTokenTTL && d.D()%time.Second == 0
+}
 
 func validName(s string) bool {
 	if s == "" || len(s) > 64 {

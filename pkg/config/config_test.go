@@ -94,7 +94,7 @@ worker: {concurrency: -1, max_attempts: 5000, backoff_initial: 5ms, backoff_max:
   nats.max_age: 12h0m0s, at least 24h (an Idempotency-Key is kept 24h, and the stream must remember it as long)
   mongodb.uri: required (or set MONGODB_URI)
   mongodb.database: "bad name" must be letters, digits, - or _
-  oauth.access_token_ttl: 5s, must be 60s to 24h
+  oauth.access_token_ttl: 5s, must be whole seconds from 60s to 24h
   oauth.signing_alg: "HS256", must be ES256 or RS256
   oauth.clients[0].client_secret: 5 characters, at least 16
   oauth.clients[0].grants: unknown grant "implicit"
