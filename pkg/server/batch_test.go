@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -931,5 +932,37 @@ func TestSlowBodyIsStillAnswered(t *testing.T) {
 		if want := 2 - i; resp.StatusCode != http.StatusOK || e.streamPushes() != before+want {
 			t.Fatalf("%s, a slow body: %d %s; %d pushes stored, want %d", c.path, resp.StatusCode, raw, e.streamPushes()-before, want)
 		}
+	}
+}
+
+// TestResultsLookupBodyLimit: a results lookup of 1,000 malformed ids of 64 characters is
+// answered, each not_found; a body over the 129,536 bytes the description states is refused
+// with 413, and the description says so.
+func TestResultsLookupBodyLimit(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	lookup := func(n int) answer {
+		ids := make([]string, 1000)
+		for i := range ids {
+			ids[i] = strings.Repeat("x", n)
+		}
+		b, _ := json.Marshal(map[string]any{"ucsIds": ids})
+		return e.doWith("POST", "/v1/infra/notification/mp/results", tok, string(b), nil)
+	}
+	a := lookup(64)
+	var got struct {
+		Data struct {
+			Results []map[string]any `json:"results"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(a.body, &got); a.status != 200 || err != nil || len(got.Data.Results) != 1000 || got.Data.Results[999]["state"] != "not_found" {
+		t.Fatalf("1,000 ids of 64 characters: %d %.300s", a.status, a.body)
+	}
+	if a := lookup(140); a.status != 413 || !bytes.Contains(a.body, []byte("larger than 129536 bytes")) {
+		t.Fatalf("1,000 ids of 140 characters: %d %.300s, want 413", a.status, a.body)
+	}
+	spec := e.do("GET", server.OpenAPIPath, "", "", "")
+	if !bytes.Contains(spec.body, []byte("at most 129,536 bytes")) || !bytes.Contains(spec.body, []byte("129,536 bytes for a results lookup")) {
+		t.Fatal("the description does not state the results lookup's body limit")
 	}
 }

@@ -187,3 +187,31 @@ func TestBindConsentAfterSessionsEndedElsewhere(t *testing.T) {
 		t.Errorf("after every other sign-in session of %s was ended, the phone's consent form still bound it to %s", userID, bd.OpenID)
 	}
 }
+
+// TestBindSignInKeepsSignInOfAnotherTab: a sign-in begun from the binding page (/bind/signin,
+// outside the realm's path) leaves a sign-in open in another tab of the same browser going:
+// both are bound to the one browser cookie, which the binding page's sign-in finds rather than
+// replaces.
+func TestBindSignInKeepsSignInOfAnotherTab(t *testing.T) {
+	e := newBindEnv(t)
+	b := phone(t)
+	// Tab A: the account page's sign-in shows the login form.
+	acct := get(t, b, e.base+"/auth/realms/campus/account?kc_idp_hint=local")
+	if acct.status != http.StatusOK || !strings.Contains(acct.body, `name="password"`) {
+		t.Fatalf("account page's login form: %d %s", acct.status, acct.body)
+	}
+	// Tab B: the binding page's sign-in begins (its login form shown, not sent).
+	p := e.authorizedAs(t, b, followerA)
+	if !strings.Contains(p.body, `href="/bind/signin?idp=local"`) {
+		t.Fatalf("binding page: %s", p.body)
+	}
+	if login := get(t, b, e.base+"/bind/signin?idp=local"); login.status != http.StatusOK {
+		t.Fatalf("binding page's login form: %d %s", login.status, login.body)
+	}
+	// Back in tab A, the user signs in.
+	got := submit(t, b, acct, url.Values{"username": {userID}, "password": {userPass}})
+	if got.status != http.StatusOK || got.url.Path != "/auth/realms/campus/account" {
+		t.Fatalf("tab A's sign-in after the binding page's began in tab B: %d at %s, want the account page: %.300s",
+			got.status, got.url.Path, got.body)
+	}
+}

@@ -57,7 +57,7 @@ func TestHeadOnEveryGet(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	once := []string{"/v1/infra/notification/mp/callback", realm + "/broker/cas/endpoint", realm + "/protocol/openid-connect/logout",
+	once := []string{"/v1/infra/notification/mp/callback", realm + "/broker/cas/endpoint", realm + "/login-actions/signed-in", realm + "/protocol/openid-connect/logout",
 		"/bind/platform", "/bind/signed-in"}
 	for _, p := range paths {
 		if slices.Contains(once, p) {

@@ -54,7 +54,8 @@ type SignIn struct {
 
 const (
 	cookieSession = "UCS_SESSION"
-	cookieBrowser = "UCS_BROWSER"
+	// cookieBrowser binds a sign-in to the browser it began in, over the whole site (newFlow).
+	cookieBrowser = "UCS_BROWSER_ID"
 	// authRequestTTL is how long a user may take to sign in and consent.
 	authRequestTTL = 10 * time.Minute
 )
@@ -71,6 +72,7 @@ func (s *Server) signInRoutes() {
 	s.e.GET(r+"/login-actions/authenticate", s.stepOpened, browserPage)
 	s.e.GET(r+"/login-actions/consent", s.stepOpened, browserPage)
 	s.getOnce(r+"/broker/cas/endpoint", s.casCallback, browserPage)
+	s.getOnce(r+"/login-actions/signed-in", s.casSignedIn, browserPage)
 	s.e.GET(oidc+"/userinfo", s.userinfo, s.userinfoBearer)
 	s.e.POST(oidc+"/userinfo", s.userinfo, identityBody, formBearer, s.userinfoBearer)
 	s.getOnce(oidc+"/logout", s.logout, browserPage)
@@ -266,7 +268,11 @@ func (s *Server) newFlow(c echo.Context, ar *store.AuthRequest) {
 	if browser == "" {
 		browser = oauth.NewSecret()
 	}
-	s.setCookie(c, cookieBrowser, browser, 0)
+	// The whole site's, unlike the other cookies: a sign-in begun from the binding page
+	// (/bind/signin) must find the value a sign-in open in another tab is bound to, not make
+	// another in its place.
+	c.SetCookie(&http.Cookie{Name: cookieBrowser, Value: browser, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.secureCookies()})
 	now := s.now()
 	switch {
 	case ar.Bind != "":
@@ -514,6 +520,43 @@ func (s *Server) casCallback(c echo.Context) error {
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
+	// The ticket is used up: the browser goes on at an address without it, which a reload or
+	// the back button opens again (the consent page), where the ticket's would be refused.
+	ar.Passed, ar.Session = append(slices.Clone(ar.Passed), store.StepLogin), se.Key
+	next, err := s.flowURL("signed-in", ar)
+	if err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// casSignedIn goes on with a request whose user the campus sign-on just confirmed (casCallback
+// sends the browser here): the consent page, or the answer to the client or page that asked.
+// Opened again, it answers the same while the request is not finished and the session that
+// signed in is this browser's.
+func (s *Server) casSignedIn(c echo.Context) error {
+	ar, ok, err := s.openedRequest(c)
+	if !ok {
+		return err
+	}
+	key := oauth.Hash(cookieValue(c, cookieSession))
+	if !slices.Contains(ar.Passed, store.StepLogin) || !sameSecret(key, ar.Session) {
+		return s.expiredPage(c)
+	}
+	ctx := c.Request().Context()
+	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(ctx, ar.ID); {
+	case err != nil:
+		return s.redirectErrorInternal(c, ar, err)
+	case finished:
+		return s.expiredPage(c)
+	}
+	se, err := s.cfg.SignIn.Store.Session(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return s.expiredPage(c) // signed out, or ended, since
+	case err != nil:
+		return s.redirectErrorInternal(c, ar, err)
+	}
 	return s.afterLogin(c, ar, se)
 }
 
@@ -587,7 +630,10 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 	}
 	// The consent step takes only this request as it is now: signed in, by this session, which
 	// does not end idle while the user may still answer.
-	ar.Passed, ar.Session = append(slices.Clone(ar.Passed), store.StepLogin), se.Key
+	if !slices.Contains(ar.Passed, store.StepLogin) {
+		ar.Passed = append(slices.Clone(ar.Passed), store.StepLogin)
+	}
+	ar.Session = se.Key
 	s.cfg.OAuth.Hold(c.Request().Context(), se, ar.Expires)
 	action, err := s.flowURL("consent", ar)
 	if err != nil {

@@ -430,3 +430,35 @@ func TestCrossSitePostAuthorizeSeesTheSession(t *testing.T) {
 		t.Fatalf("the POST authorization request (OIDC Core §3.1.2.1) of the same signed-in user got no code: %s", got.RawQuery)
 	}
 }
+
+// TestCASConsentPageOpenedAgain: the consent page after a sign-in at the campus sign-on, reloaded
+// or come back to with the back button (it is no-store, so the browser asks again), shows the
+// consent page again, without the used ticket being sent to the campus sign-on (which refuses
+// it: "Campus sign-on failed", and a failed sign-in counted against the address). Once the
+// request is finished, it is the expired page.
+func TestCASConsentPageOpenedAgain(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	casForm := get(t, b, e.authURL("portal", "rl", "kc_idp_hint", "cas"))
+	if !strings.HasPrefix(casForm.url.String(), e.cas.URL()+"/login") {
+		t.Fatalf("not sent to CAS: %s", casForm.url)
+	}
+	consent := submit(t, b, casForm, url.Values{"username": {"2020000042"}, "password": {"cas-password"}})
+	if consent.status != http.StatusOK || !strings.Contains(consent.body, `name="accept"`) {
+		t.Fatalf("consent page: %d %s %.200s", consent.status, consent.url, consent.body)
+	}
+	if strings.Contains(consent.url.RawQuery, "ticket=") {
+		t.Fatalf("the consent page's address holds the ticket: %s", consent.url)
+	}
+	again := get(t, b, consent.url.String())
+	if again.status != http.StatusOK || !strings.Contains(again.body, `name="accept"`) {
+		t.Fatalf("the consent page opened again: %d %.300s, want the consent page", again.status, again.body)
+	}
+	done := submit(t, b, again, url.Values{"accept": {"yes"}})
+	if _, errc := e.exchange(t, "portal", callback(t, done).Get("code")); errc != "" {
+		t.Fatalf("the code of the consent given on the page opened again: %s", errc)
+	}
+	if late := get(t, b, consent.url.String()); late.status != http.StatusBadRequest || !strings.Contains(late.body, "expired") {
+		t.Fatalf("the consent page opened after the request finished: %d %.300s, want the expired page", late.status, late.body)
+	}
+}
