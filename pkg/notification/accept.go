@@ -62,7 +62,7 @@ func (s *Service) pushOnce(ctx context.Context, k *keyed, msg push.Message) (str
 		return "", errors.New("the Idempotency-Key record of a push has no ucsId")
 	}
 	if still, err := k.republish(ctx, msg.ClientID, map[int]push.Message{0: msg}); len(still) > 0 {
-		return "", publishError(err)
+		return unconfirmedID(rec.IDs[0], publishError(err))
 	}
 	return rec.IDs[0], nil
 }
@@ -219,12 +219,16 @@ func (s *Service) replayBatch(ctx context.Context, client string, items []Item, 
 		}
 	}
 	still, err := k.republish(ctx, client, msgs)
+	// Published again and not confirmed: stored perhaps, all of them, as a first request's.
+	b.Unconfirmed = errors.Is(err, queue.ErrUnconfirmed)
 	for i := range b.Items {
 		r := &b.Items[i]
 		switch {
 		case r.Err != nil:
 		case slices.Contains(still, i) && items[i].Err != nil:
 			r.Err = items[i].Err
+		case slices.Contains(still, i) && b.Unconfirmed:
+			r.UcsID, r.Err = rec.IDs[i], ErrItemUnconfirmed
 		case slices.Contains(still, i):
 			r.Err = ErrNotTaken
 		default:

@@ -40,3 +40,63 @@ func TestUnconfirmedPushNamesItsUcsID(t *testing.T) {
 		t.Fatalf("the stream holds %d pushes, want the one", n)
 	}
 }
+
+// TestUnconfirmedKeyedRetryNamesItsUcsID: a keyed push the queue refused (503, nothing stored)
+// is sent again with its Idempotency-Key, and this time the queue stores it but neither its
+// acknowledgement nor the read-back answers. As for a first request, the 503 names the ucsId
+// the push may be stored under: the one the key recorded, which it is delivered under.
+func TestUnconfirmedKeyedRetryNamesItsUcsID(t *testing.T) {
+	e, proxy := newEnvBehindProxy(t)
+	tok := e.token("pusher", pushSecret)
+	key := map[string]string{"Idempotency-Key": "unconfirmed-retry"}
+	restore := e.refuseEveryPush()
+	first := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), key)
+	restore()
+	if first.status != 503 {
+		t.Fatalf("first push into a refusing queue: %d %s", first.status, first.body)
+	}
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("PUB ucs.push.mp.")) })
+	a := e.doWith("POST", "/v1/infra/notification/mp", tok, goodItemN(1), key)
+	proxy.Release()
+	if n := e.streamPushes(); n != 1 {
+		t.Fatalf("the stream holds %d pushes, want the one the retry stored", n)
+	}
+	data, _ := a.json(t)["data"].(map[string]any)
+	id, _ := data["ucsId"].(string)
+	if a.status != 503 || id == "" {
+		t.Fatalf("the retry stored without its acknowledgement: %d %s; want 503 naming the ucsId it may be stored under", a.status, a.body)
+	}
+	if st := e.doWith("GET", "/v1/infra/notification/mp/"+id, tok, "", nil); st.status != 200 {
+		t.Fatalf("lookup of %q: %d %s", id, st.status, st.body)
+	}
+}
+
+// TestUnconfirmedKeyedBatchRetry: the same for a batch. Every good item has its ucsId and the
+// error "unconfirmed: …", as for a first request, not "no item was accepted": the batch may be
+// stored, and is then delivered.
+func TestUnconfirmedKeyedBatchRetry(t *testing.T) {
+	e, proxy := newEnvBehindProxy(t)
+	tok := e.token("pusher", pushSecret)
+	key := map[string]string{"Idempotency-Key": "unconfirmed-batch-retry"}
+	body := batchBody(goodItemN(1), goodItemN(2))
+	restore := e.refuseEveryPush()
+	first := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	restore()
+	if first.status != 503 {
+		t.Fatalf("first batch into a refusing queue: %d %s", first.status, first.body)
+	}
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("Nats-Batch-Commit")) })
+	a := e.doWith("POST", "/v1/infra/notification/mp/batch", tok, body, key)
+	proxy.Release()
+	if n := e.streamPushes(); n != 2 {
+		t.Fatalf("the stream holds %d pushes, want the two the retry stored", n)
+	}
+	if a.status != 503 || bytes.Contains(a.body, []byte("no item was accepted")) {
+		t.Fatalf("the retry stored without its acknowledgement: %d %s", a.status, a.body)
+	}
+	for _, r := range a.batch(t).Results {
+		if r.UcsID == "" || len(r.Errors) != 1 || !strings.HasPrefix(r.Errors[0], "unconfirmed:") {
+			t.Errorf("item %d: %+v; want its ucsId and the error unconfirmed: …", r.Index, r)
+		}
+	}
+}
