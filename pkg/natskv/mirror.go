@@ -93,11 +93,12 @@ func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, created tim
 	var fresh map[string]mirrored // loading a bucket made again: what it holds so far
 	apply := func(e jetstream.KeyValueEntry) {
 		switch {
-		case e == nil && fresh != nil:
-			m.mu.Lock()
-			m.m, fresh = fresh, nil
-			m.mu.Unlock()
 		case e == nil:
+			if fresh != nil {
+				m.mu.Lock()
+				m.m, fresh = fresh, nil
+				m.mu.Unlock()
+			}
 			if ready != nil {
 				close(ready)
 				ready = nil
