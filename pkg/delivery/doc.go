@@ -61,6 +61,11 @@
 // the store has it); the messages wait at the gate, or in the queue for another worker, shown
 // queued with the cause and the operator's action.
 //
+// The gate (pause, then send budget) comes before the attempt's record, and the call after it:
+// a message whose record was written while a pause began, or which held its budget token more
+// than 100 ms (a slow or unreachable store), is taken back and goes through the gate again, so
+// that neither a pause nor platform.max_rate is passed when the store answers again.
+//
 // A redelivered message whose history shows its attempts used up, the last one failed (its
 // worker stopped before the final record), fails and is dead-lettered without another call. A
 // history whose last attempt was under way leaves that call's outcome unknown: the call is made

@@ -494,6 +494,10 @@ func (w *Worker) gate(ctx context.Context, r *push.Result, inDoubt, first bool) 
 	}
 }
 
+// budgetFresh is how long a send budget's token lasts while the attempt's record is written:
+// above a store's usual answer, and a tenth of the second over which the budget holds.
+const budgetFresh = 100 * time.Millisecond
+
 // heartbeat is how often a message a worker is still handling is reported in progress: well
 // inside the shortest ack wait (5 s).
 const heartbeat = 2 * time.Second
@@ -945,6 +949,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		}
 		return res, res == nil
 	}
+	regated := false // the message went through the gate again for a record that took long
 	for {
 		if res, again := pastAge(); res != nil {
 			return *res
@@ -958,6 +963,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		} else if gerr != nil {
 			return attemptResult{out: Snooze("send budget: "+gerr.Error(), w.cfg.StoreRetry)}
 		}
+		gated := w.cfg.Now()
 		if res, again := pastAge(); res != nil {
 			return *res
 		} else if again {
@@ -990,6 +996,20 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		case err != nil:
 			r.Attempts--
 			return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+		}
+		// The gate let the message through before its record was written. A pause may have
+		// begun since; and budget tokens held through a slow or unreachable store would all be
+		// spent at once when it answers, past the rate. So a paused message, or one whose
+		// budget token is older than budgetFresh, is taken back and goes through the gate
+		// again (for a slow record once: a store slow throughout must not hold it for ever).
+		_, paused := w.paused()
+		if stale := w.cfg.Budget != nil && !regated && w.cfg.Now().Sub(gated) > budgetFresh; paused || stale {
+			regated = regated || stale
+			if err := w.takeBack(ctx, msg, r, r.LastError, time.Time{}, inDoubt, since); err != nil {
+				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
+			}
+			first = false // its record is written
+			continue
 		}
 		called := w.cfg.Now()
 		id, err := w.send(ctx, tm)
