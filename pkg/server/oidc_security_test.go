@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -905,5 +906,44 @@ func TestCodeReplayWithAnotherRedirectURIRevokes(t *testing.T) {
 	}
 	if _, errc := e.refresh(t, "portal", tok["refresh_token"].(string)); errc != "invalid_grant" {
 		t.Errorf("the replayed code's refresh token still refreshes: %q", errc)
+	}
+}
+
+// TestClientSecretNeverPutInAURL: a client's back end posts its credentials to the logout
+// endpoint without a refresh token, or to the authorization endpoint, with no cookie. Neither
+// answer copies client_secret into a URL, where a GET would carry it into every proxy's access
+// log: the logout is a client's, refused for its missing refresh token; the authorization
+// request goes on as a GET without the secret.
+func TestClientSecretNeverPutInAURL(t *testing.T) {
+	e := newSignInEnv(t)
+	stop := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(endpoint string, form url.Values) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.issuer+"/protocol/openid-connect/"+endpoint, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := stop.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, resp.Header, b.String()
+	}
+	status, header, body := post("logout", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret}})
+	if loc := header.Get("Location"); strings.Contains(loc, rpSecret) || strings.Contains(body, rpSecret) {
+		t.Fatalf("logout: the answer (%d) carries the client secret: Location %q", status, loc)
+	}
+	if status != http.StatusBadRequest || !strings.Contains(body, "invalid_request") {
+		t.Fatalf("logout with a client's credentials and no refresh token: %d %s, want 400 invalid_request", status, body)
+	}
+	status, header, body = post("auth", url.Values{"client_id": {"portal"}, "client_secret": {rpSecret}, "response_type": {"code"},
+		"scope": {"openid"}, "redirect_uri": {rpRedirect}, "state": {"s"}})
+	loc := header.Get("Location")
+	if status != http.StatusSeeOther || strings.Contains(loc, rpSecret) || strings.Contains(body, rpSecret) {
+		t.Fatalf("auth: %d, Location %q; want 303 without the client secret", status, loc)
+	}
+	if u, err := url.Parse(loc); err != nil || u.Query().Get("client_id") != "portal" || u.Query().Get("state") != "s" {
+		t.Fatalf("auth: Location %q lost the request's parameters", loc)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -151,7 +152,10 @@ func requestParams(c echo.Context) url.Values {
 // againAsGet answers a POST to the OpenID Connect endpoint (auth, logout) that came from a
 // client's page on another site, which carries none of this server's cookies (SameSite=Lax):
 // 303 to the same request as a GET, a top-level navigation, which carries them.
+// A client secret posted with it is left out: it would travel in a URL, into access logs.
 func (s *Server) againAsGet(c echo.Context, endpoint string, q url.Values) error {
+	q = maps.Clone(q)
+	q.Del("client_secret")
 	return c.Redirect(http.StatusSeeOther, s.realmPath()+"/protocol/openid-connect/"+endpoint+"?"+q.Encode())
 }
 
@@ -859,7 +863,9 @@ func (s *Server) logout(c echo.Context) error {
 	if c.Request().Method == http.MethodPost && q.Has("confirm") && !oauth.Repeated(q) {
 		return s.logoutConfirmed(c, q.Get("confirm"))
 	}
-	if c.Request().Method == http.MethodPost && q.Has("refresh_token") {
+	if c.Request().Method == http.MethodPost && (q.Has("refresh_token") || q.Has("client_secret") || c.Request().Header.Get("Authorization") != "") {
+		// A client's own logout, Keycloak's back-channel one: credentials are a client's, never
+		// a browser's (one without a refresh token is refused, and its secret goes nowhere).
 		return s.clientLogout(c)
 	}
 	lr, e := s.cfg.OAuth.ParseLogout(q)
