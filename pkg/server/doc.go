@@ -3,7 +3,8 @@
 // the platform's callback, the binding page, the account and operations pages, the
 // metadata dictionary, the OpenAPI description and its page, and health. The OAuth 2.0 and
 // OpenID Connect protocol lives in package oauth; this package adapts requests and pages to it.
-// Every GET route also answers HEAD.
+// Every GET route also answers HEAD, but those that use up a one-time value or end a session
+// (getOnce), where HEAD is 405.
 //
 // # Push and lookup
 //
