@@ -122,16 +122,26 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		// Issued before the client was last disabled, or to a deleted client of the same id.
 		return errorf(ErrInvalidToken, "the token was issued before its client was disabled or registered again")
 	}
-	if c.SID == "" {
-		return s.clientTokenLive(c)
-	}
-	if s.Revoked != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, gone, err0 := s.Revoked.Get(ctx, revokedTokenKey(c.ID))
-		if err0 == nil && gone {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// The token's own revocation (revokeAccess), whatever its kind.
+	var errOwn error
+	if s.Revoked != nil && c.ID != "" {
+		var gone bool
+		if _, gone, errOwn = s.Revoked.Get(ctx, revokedTokenKey(c.ID)); errOwn == nil && gone {
 			return errorf(ErrInvalidToken, "the token was revoked")
 		}
+	}
+	if c.SID == "" {
+		// A client's token (client credentials). The store records no revocation of single
+		// access tokens: one the shared revocations cannot tell of (NATS unreachable, when no
+		// push is taken either) is accepted.
+		if errOwn != nil {
+			s.Logger.Warn("reading revocations failed; accepting a client's token", "err", errOwn)
+		}
+		return nil
+	}
+	if s.Revoked != nil {
 		_, ended, err1 := s.Revoked.Get(ctx, revokedSessionKey(c.SID))
 		if err1 == nil && ended {
 			return errorf(ErrInvalidToken, "the sign-in session of the token ended")
@@ -147,9 +157,9 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		if err3 == nil && gone {
 			return errorf(ErrInvalidToken, "the user revoked this application's access")
 		}
-		if err := errors.Join(err0, err1, err2, err3); err != nil {
+		if err := errors.Join(errOwn, err1, err2, err3); err != nil {
 			// The shared revocations cannot be read: the store, which records every one of
-			// them too, answers instead.
+			// them too but a single access token's, answers instead.
 			s.Logger.Warn("reading revocations failed; asking the store", "err", err)
 			inStore = true
 		}
@@ -157,7 +167,7 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 	if !inStore || s.Store == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := s.Store.SessionBySID(ctx, c.SID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -178,26 +188,6 @@ func (s *Service) live(c *Claims, inStore bool) *Error {
 		if err == nil && !at.IsZero() && !issued.After(at) {
 			return errorf(ErrInvalidToken, "the user revoked this application's access")
 		}
-	}
-	return nil
-}
-
-// clientTokenLive checks a token without a sign-in session (client credentials) against its
-// own revocation, which every replica reads from memory. Should the shared revocations be
-// unreadable (NATS unreachable: no push is taken then either), the token is accepted: the store
-// records no revocation of single access tokens.
-func (s *Service) clientTokenLive(c *Claims) *Error {
-	if s.Revoked == nil || c.ID == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, gone, err := s.Revoked.Get(ctx, revokedTokenKey(c.ID))
-	switch {
-	case err != nil:
-		s.Logger.Warn("reading revocations failed; accepting a client's token", "err", err)
-	case gone:
-		return errorf(ErrInvalidToken, "the token was revoked")
 	}
 	return nil
 }

@@ -42,14 +42,16 @@ const (
 // push (failed, the reason, the attempts) stays in the store whatever the stream dropped.
 // It returns the publisher of dead letters to the stream.
 func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) (*DeadLetters, error) {
-	if err := ensureDeadLetters(ctx, js, c); err != nil {
-		return nil, err
+	sc := deadLetterConfig(c)
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 	}
-	return &DeadLetters{js: js, c: c}, nil
+	return &DeadLetters{js: js, stream: sc}, nil
 }
 
-func ensureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) error {
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// deadLetterConfig is the configuration of the dead-letter stream of c.Stream.
+func deadLetterConfig(c Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:        DeadLetterStream(c.Stream),
 		Description: "pushes that exhausted their delivery attempts, with the last error",
 		Subjects:    []string{DeadLetterPrefix + ">"},
@@ -61,36 +63,39 @@ func ensureDeadLetters(ctx context.Context, js jetstream.JetStream, c Config) er
 		Discard:     jetstream.DiscardOld,
 		// A redelivered dead message is copied once: the copy's id is its ucsId.
 		Duplicates: 10 * time.Minute,
-	})
-	if err != nil {
-		return fmt.Errorf("ensure stream %s: %w", DeadLetterStream(c.Stream), err)
 	}
-	return nil
 }
 
 // DeadLetters copies dead messages to the dead-letter stream.
 type DeadLetters struct {
-	js jetstream.JetStream
-	c  Config
+	js     jetstream.JetStream
+	stream jetstream.StreamConfig
 }
 
 // Copy stores msg (a message of the push stream) in the dead-letter stream with reason and
-// the platform calls made for it, and returns once the stream acknowledged it. When no stream
-// answers (NATS lost it), it makes the stream again and tries once more.
+// the platform calls made for it, and returns once the stream acknowledged it (making the
+// stream again should NATS have lost it: publishMaking).
 func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string, attempts int) error {
 	rest := strings.TrimPrefix(msg.Subject(), SubjectPrefix)
 	out := nats.NewMsg(DeadLetterPrefix + rest)
 	out.Data = msg.Data()
 	out.Header.Set(HeaderReason, reason)
 	out.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
-	_, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest))
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		if err = ensureDeadLetters(ctx, d.js, d.c); err == nil {
-			_, err = d.js.PublishMsg(ctx, out, jetstream.WithMsgID(rest))
-		}
-	}
-	if err != nil {
+	if err := publishMaking(ctx, d.js, d.stream, out, jetstream.WithMsgID(rest)); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", rest, err)
 	}
 	return nil
+}
+
+// publishMaking publishes out to the stream sc and returns once it acknowledged it. When no
+// stream answers (NATS lost it: a server restarted without its files, a stream deleted by
+// hand), it makes the stream again, empty, and publishes once more.
+func publishMaking(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, out *nats.Msg, opts ...jetstream.PublishOpt) error {
+	_, err := js.PublishMsg(ctx, out, opts...)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if _, err = js.CreateOrUpdateStream(ctx, sc); err == nil {
+			_, err = js.PublishMsg(ctx, out, opts...)
+		}
+	}
+	return err
 }

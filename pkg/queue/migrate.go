@@ -335,7 +335,7 @@ func (mg *migration) restoreBound(ctx context.Context) {
 // ucs.dead.mp.batch.<block>[.<i>].
 func (mg *migration) deadLetter(ctx context.Context, raw *jetstream.RawStreamMsg, i int, data []byte, why error) error {
 	if !mg.dead {
-		if err := ensureDeadLetters(ctx, mg.js, mg.c); err != nil {
+		if _, err := EnsureDeadLetters(ctx, mg.js, mg.c); err != nil {
 			return err
 		}
 		mg.dead = true

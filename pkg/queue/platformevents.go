@@ -97,20 +97,16 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 // "follow") and returns once the stream acknowledged it. id, unless "", names the event: the
 // stream stores it once however often it is kept within PlatformEventRepeats (the platform
 // repeats a push it got no timely answer for, and a keep whose acknowledgement was lost is
-// tried again). When no stream answers (NATS lost it), it makes the stream again and tries
-// once more; the front end applying events makes the consumer again (its Run fails meanwhile).
+// tried again). Should NATS have lost the stream, it is made again (publishMaking); the front
+// end applying events makes the consumer again (its Run fails meanwhile).
 func (r *PlatformEvents) Keep(ctx context.Context, key, id string, event []byte) error {
 	var opts []jetstream.PublishOpt
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	_, err := r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...)
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		if _, err = r.js.CreateStream(ctx, r.stream); err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			_, err = r.js.Publish(ctx, PlatformEventPrefix+key, event, opts...)
-		}
-	}
-	if err != nil {
+	out := nats.NewMsg(PlatformEventPrefix + key)
+	out.Data = event
+	if err := publishMaking(ctx, r.js, r.stream, out, opts...); err != nil {
 		return fmt.Errorf("keep platform event %s: %w", key, err)
 	}
 	return nil
