@@ -58,6 +58,8 @@ type clientSet struct {
 	ids  []string // in the order of registration
 	// disabled are the ids of registered clients an operator disabled: they are not in byID.
 	disabled map[string]bool
+	// secrets holds the hash of every registered client's secret (IsSecret).
+	secrets map[[32]byte]bool
 }
 
 // Registration is a client as registered (configuration: oauth.clients; the store's clients).
@@ -98,8 +100,10 @@ func NewClients(regs []Registration, defaultTTL time.Duration) *Clients {
 // Replace makes regs the registry: from now on every request sees them, and tokens of a
 // client no longer among them, or disabled, are refused.
 func (r *Clients) Replace(regs []Registration) {
-	set := &clientSet{byID: make(map[string]*Client, len(regs)), disabled: map[string]bool{}}
+	set := &clientSet{byID: make(map[string]*Client, len(regs)), disabled: map[string]bool{},
+		secrets: make(map[[32]byte]bool, len(regs))}
 	for _, c := range regs {
+		set.secrets[c.SecretHash] = true
 		if c.Disabled {
 			set.disabled[c.ID] = true
 			continue
@@ -138,6 +142,10 @@ func (r *Clients) Lookup(id string) (*Client, bool) {
 	c, ok := r.set.Load().byID[id]
 	return c, ok
 }
+
+// IsSecret reports whether s is a registered client's secret: a client id refused as unknown
+// that is one is a secret sent in the id's place (swapped Basic credentials), and is not logged.
+func (r *Clients) IsSecret(s string) bool { return r.set.Load().secrets[sha256.Sum256([]byte(s))] }
 
 // Disabled reports whether id is a registered client an operator disabled.
 func (r *Clients) Disabled(id string) bool { return r.set.Load().disabled[id] }

@@ -183,14 +183,18 @@ func (s *Service) refuseClient(ctx context.Context, r ClientRequest, id, why str
 }
 
 // clientAuthFailed logs at warn and counts a client that did not authenticate, with the client
-// id it claimed (cut short: it is the caller's text) and its address, never the secret.
+// id it claimed (cut short: it is the caller's text) and its address, never the secret: an
+// unknown id that is a client's secret, sent in the id's place, is not logged either.
 func (s *Service) clientAuthFailed(r ClientRequest, id, why string) {
 	s.Metrics.SecurityEvent(metrics.EventClientAuthFailed)
 	if s.Logger == nil {
 		return
 	}
-	if n := 64; len(id) > n {
-		id = strings.ToValidUTF8(id[:n], "") + "…"
+	switch _, known := s.Clients.Lookup(id); {
+	case !known && s.Clients.IsSecret(id):
+		id = "(a client secret, not logged)"
+	case len(id) > 64:
+		id = strings.ToValidUTF8(id[:64], "") + "…"
 	}
 	s.Logger.Warn("client authentication refused: "+why, "event", metrics.EventClientAuthFailed, "client", id, "addr", r.Addr)
 }

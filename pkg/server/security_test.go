@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
@@ -72,6 +73,10 @@ func TestSecurityEventsLoggedAndCounted(t *testing.T) {
 	if st := token(url.Values{"grant_type": {"client_credentials"}}, "Z2F0ZXdheTolWlo="); st != 401 { // gateway:%ZZ
 		t.Fatalf("malformed Basic: %d", st)
 	}
+	// The secret in the id's place and the id in the secret's (a swapped curl -u).
+	if st := token(url.Values{"grant_type": {"client_credentials"}}, base64.StdEncoding.EncodeToString([]byte(rpSecret+":portal"))); st != 401 {
+		t.Fatalf("swapped Basic credentials: %d", st)
+	}
 
 	for _, c := range []struct {
 		event string
@@ -80,7 +85,7 @@ func TestSecurityEventsLoggedAndCounted(t *testing.T) {
 	}{
 		{"login_failed", 2, []string{"client=portal"}},
 		{"csrf_refused", 3, nil},
-		{"client_auth_failed", 3, nil},
+		{"client_auth_failed", 4, nil},
 	} {
 		recs := logs.events(t, c.event)
 		if len(recs) != c.n {
@@ -109,7 +114,7 @@ func TestSecurityEventsLoggedAndCounted(t *testing.T) {
 	for _, r := range logs.events(t, "client_auth_failed") {
 		clients[r["client"].(string)] = true
 	}
-	if !clients["gateway"] || !clients["nobody"] {
+	if !clients["gateway"] || !clients["nobody"] || !clients["(a client secret, not logged)"] {
 		t.Errorf("client authentication failures name the client: %v", clients)
 	}
 	out := logs.String()
