@@ -111,11 +111,19 @@ func (v *Verifier) claims(tok string) (*Claims, *Error) {
 	return c, nil
 }
 
-// parseAccess verifies an access token's signature (the algorithm pinned), issuer and expiry,
-// and that it is an access token.
+// parseAccess verifies an access token's signature, issuer and expiry, and that it is an
+// access token. Every published key set verifies, each with its own algorithm pinned: a token
+// signed before oauth.signing_alg changed, or by a front end whose setting differs during a
+// rolling restart, holds while its key is published, as in Keycloak.
 func (s *Service) parseAccess(tok string) (*Claims, *Error) {
-	c := &Claims{}
-	err := s.Keys.Parse(tok, c, jwt.WithIssuer(s.Issuer), jwt.WithTimeFunc(s.Now))
+	var c *Claims
+	var err error
+	for _, ks := range s.KeySets() {
+		c = &Claims{}
+		if err = ks.Parse(tok, c, jwt.WithIssuer(s.Issuer), jwt.WithTimeFunc(s.Now)); err == nil || errors.Is(err, jwt.ErrTokenExpired) {
+			break
+		}
+	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return nil, errorf(ErrInvalidToken, "the access token expired")
