@@ -396,7 +396,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: duration must be a string like 7200s or a number of seconds", n.Line)
 	}
-	if secs, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+	if secs, err := strconv.ParseInt(n.Value, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
+			return fmt.Errorf("line %d: %s seconds is too long a duration", n.Line, n.Value)
+		}
 		*d = Duration(time.Duration(secs) * time.Second)
 		return nil
 	}

@@ -580,3 +580,28 @@ func TestAckWaitWithinDuplicateCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeSecondsRefused: a duration written as a whole number of seconds too large for
+// a Go duration must be refused naming its key, not wrap around to a small value that passes
+// the range checks. 18446744083 s wraps to about 9.3 s.
+func TestHugeSecondsRefused(t *testing.T) {
+	for _, c := range []struct{ yaml, key string }{
+		{"shutdown_grace: 18446744083\n", "shutdown_grace"},
+		{"worker: {ack_wait: 18446744083}\n", "worker.ack_wait"},
+		{"shutdown_grace: 99999999999999999999\n", "shutdown_grace"},
+	} {
+		cfg, err := config.Parse([]byte("nats: {url: 'nats://127.0.0.1:4222'}\nmongodb: {uri: 'mongodb://127.0.0.1:27017'}\n" + c.yaml))
+		if err != nil {
+			if !strings.Contains(err.Error(), "line") {
+				t.Errorf("%q: refused without naming where: %v", c.yaml, err)
+			}
+			continue
+		}
+		cfg.Defaults()
+		err = cfg.Validate(config.RoleAPI)
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%q accepted: shutdown_grace=%s ack_wait=%s access_token_ttl=%s (Validate: %v)", c.yaml,
+				cfg.ShutdownGrace.D(), cfg.Worker.AckWait.D(), cfg.OAuth.AccessTokenTTL.D(), err)
+		}
+	}
+}

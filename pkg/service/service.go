@@ -115,7 +115,9 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 				d.Logger.Warn("disconnected from nats", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { d.Logger.Info("reconnected to nats", "url", c.ConnectedUrlRedacted()) }),
+		// The address only: a user part of nats.url may be a token, which ConnectedUrlRedacted
+		// leaves in place (it hides only a password).
+		nats.ReconnectHandler(func(c *nats.Conn) { d.Logger.Info("reconnected to nats", "addr", c.ConnectedAddr()) }),
 	}
 	if d.NATSInProcess != nil {
 		opts = append(opts, nats.InProcessServer(d.NATSInProcess))
