@@ -790,7 +790,7 @@ func TestWorkerGraceAndAutoscaling(t *testing.T) {
 
 // checkGrace wants the pod's terminationGracePeriodSeconds to be at least minGrace and to
 // cover the container's preStop sleep, shutdown_grace, within which the program stops after
-// SIGTERM, and the 4 s it may then take to close its connections: otherwise the kubelet kills
+// SIGTERM, and the 4.5 s it may then take to close its connections: otherwise the kubelet kills
 // it while it still finishes what it holds.
 func checkGrace(t *testing.T, d object, c map[string]any, cfg *config.Config) {
 	t.Helper()
@@ -800,7 +800,7 @@ func checkGrace(t *testing.T, d object, c map[string]any, cfg *config.Config) {
 	}
 	preStop, _ := dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)
 	stop := int(math.Ceil(cfg.ShutdownGrace.D().Seconds()))
-	const closing = 4
+	const closing = 5 // 4.5 s, rounded up
 	if grace < minGrace || grace < preStop+stop+closing {
 		t.Errorf("%s: terminationGracePeriodSeconds %d; the program stops within shutdown_grace %s after a preStop of %d s, and closes within %d s more: want at least %d",
 			d, grace, cfg.ShutdownGrace.D(), preStop, closing, max(minGrace, preStop+stop+closing))

@@ -108,6 +108,9 @@ func (n *NATS) URL() string { return n.srv.ClientURL() }
 // (nats.InProcessServer): no socket, no system call per message.
 func (n *NATS) InProcess() nats.InProcessConnProvider { return n.srv }
 
+// Clients is how many client connections the server holds.
+func (n *NATS) Clients() int { return n.srv.NumClients() }
+
 // Shutdown stops the server and waits for it.
 func (n *NATS) Shutdown() {
 	n.srv.Shutdown()

@@ -93,6 +93,18 @@ func OpenPlatformEvents(ctx context.Context, js jetstream.JetStream, c Config) (
 	return &PlatformEvents{js: js, stream: sc, cons: cons}, nil
 }
 
+// HandOutAgain makes every event handed out and not done with (applied, or handed back) due
+// at once, rather than after PlatformEventAckWait: for a front end that knows no other one
+// holds any, because its NATS server started with it (the standalone stack). A NATS server
+// that restarts forgets the events handed back just before its stop, and hands them out again
+// only once their ack wait has passed.
+func (r *PlatformEvents) HandOutAgain(ctx context.Context) error {
+	if _, err := r.js.ResetConsumer(ctx, r.stream.Name, platformEventConsumer); err != nil {
+		return fmt.Errorf("reset consumer %s: %w", platformEventConsumer, err)
+	}
+	return nil
+}
+
 // Keep stores an event (as the front end encodes it) under key (a receipt's msgid, or
 // "follow") and returns once the stream acknowledged it. id, unless "", names the event: the
 // stream stores it once however often it is kept within PlatformEventRepeats (the platform

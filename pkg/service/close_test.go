@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/embedded"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/service"
 )
@@ -107,4 +108,29 @@ func serving(t *testing.T, cfg *config.Config) (api *service.API, base string, s
 		return r.StatusCode == http.StatusOK
 	})
 	return api, base, stop
+}
+
+// Close returns only once its NATS connection has closed: what the program published last (the
+// acknowledgements and hand-backs of the platform events it held) has reached NATS before the
+// program ends, not left in a buffer the process takes with it.
+func TestCloseEndsItsNATSConnection(t *testing.T) {
+	n, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Shutdown)
+	for i := range 5 {
+		cfg := &config.Config{
+			NATS:    config.NATS{URL: n.URL()},
+			MongoDB: config.MongoDB{URI: embeddedtest.MongoURI(t), Database: embeddedtest.DBName(t)},
+		}
+		api, _, stop := serving(t, cfg)
+		if err := stop(); err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		api.Close()
+		if c := n.Clients(); c != 0 {
+			t.Fatalf("round %d: Close returned with %d connections to NATS still open", i, c)
+		}
+	}
 }

@@ -94,6 +94,7 @@ type connections struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	st     *store.Store
+	closed chan struct{} // closed when nc is
 }
 
 func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*connections, error) {
@@ -104,6 +105,7 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	if err != nil {
 		return nil, err
 	}
+	closed := make(chan struct{})
 	opts := []nats.Option{nats.Name(name),
 		nats.MaxReconnects(-1),
 		// No publish is kept for later while the connection is down: a push answered 503
@@ -118,6 +120,7 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 		// The address only: a user part of nats.url may be a token, which ConnectedUrlRedacted
 		// leaves in place (it hides only a password).
 		nats.ReconnectHandler(func(c *nats.Conn) { d.Logger.Info("reconnected to nats", "addr", c.ConnectedAddr()) }),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 	}
 	if d.NATSInProcess != nil {
 		opts = append(opts, nats.InProcessServer(d.NATSInProcess))
@@ -150,7 +153,7 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 		_ = st.Close(context.Background())
 		return nil, err
 	}
-	return &connections{nc: nc, js: js, stream: stream, st: st}, nil
+	return &connections{nc: nc, js: js, stream: stream, st: st, closed: closed}, nil
 }
 
 // pending reads the messages of the stream the workers have not finished: those their
@@ -192,9 +195,20 @@ func (c *connections) consumerPending(ctx context.Context, name string) (float64
 }
 
 func (c *connections) close() {
+	// Drain only begins the close: the acknowledgements and hand-backs published last (a
+	// receipt applied as the program stops, the events it gives back) reach NATS before the
+	// program ends, or NATS holds them for another program only after their ack wait. Bounded,
+	// for a NATS that does not answer.
 	if err := c.nc.Drain(); err != nil {
 		c.nc.Close()
 	}
+	t := time.NewTimer(natsCloseWait)
+	select {
+	case <-c.closed:
+	case <-t.C:
+		c.nc.Close()
+	}
+	t.Stop()
 	// A store that does not answer is let go after a while: a stopping program must end
 	// within its grace period, not wait out the driver's server selection.
 	ctx, cancel := context.WithTimeout(context.Background(), storeCloseWait)
@@ -204,6 +218,9 @@ func (c *connections) close() {
 
 // storeCloseWait bounds the disconnect from the store when a program stops.
 const storeCloseWait = time.Second
+
+// natsCloseWait bounds the drain of the NATS connection when a program stops.
+const natsCloseWait = 500 * time.Millisecond
 
 // API is the front end with its connections.
 type API struct {
@@ -722,6 +739,11 @@ func (a *API) ApplyKeptEvents(ctx context.Context) error {
 	return err
 }
 
+// HandOutEventsAgain makes the platform events an earlier process was handed and did not finish
+// due at once (queue.PlatformEvents.HandOutAgain): only for a front end that is the only one and
+// whose NATS server started with it, before Serve.
+func (a *API) HandOutEventsAgain(ctx context.Context) error { return a.events.HandOutAgain(ctx) }
+
 // refreshKeys picks up keys another replica rotated, and rotates them when they are due.
 func (a *API) refreshKeys(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
@@ -1017,8 +1039,8 @@ func (w *Worker) Close() {
 const closeWait = 20 * time.Second
 
 // closeMargin is how long past the shutdown grace Close still waits for deliveries. With the
-// writer's and the store's own bounds (closeFlushWait, storeCloseWait), a stop takes at most
-// shutdown_grace + 4 s, under the 5 s the shipped manifests leave.
+// writer's, NATS's and the store's own bounds (closeFlushWait, natsCloseWait, storeCloseWait), a
+// stop takes at most shutdown_grace + 4.5 s, under the 5 s the shipped manifests leave.
 const closeMargin = 2 * time.Second
 
 // Resume ends a pause of sending (after the platform's daily quota) for every worker.

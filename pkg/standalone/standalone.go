@@ -256,7 +256,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	} else {
 		deps.Metrics = metrics.New(deps.Registry)
 	}
-	if cfg.NATS.URL == "" {
+	ownNATS := cfg.NATS.URL == ""
+	if ownNATS {
 		n, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"),
 			User: seed.info.NATS.User, Password: seed.info.NATS.Password})
 		if err != nil {
@@ -314,6 +315,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.API = api
 	api.DrainDelay = 0 // no load balancer in front
 	s.closers = append(s.closers, api.Close)
+	// A NATS server the stack started, with no other front end: the receipts the last run took
+	// as it stopped, which that server forgot were handed back, are applied now, not after
+	// their ack wait.
+	if ownNATS {
+		if err := api.HandOutEventsAgain(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if ferret != nil {
 		if err := ferret.IndexIDs(ctx, cfg.MongoDB.Database); err != nil {
 			return nil, err
