@@ -92,6 +92,16 @@ func Migrate(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Lo
 		}
 		legacy = len(info.State.Subjects) > 0
 	}
+	// From now on the stream takes no push of the earlier layout: a front end of the earlier
+	// version still running answers 503, not a ucsId a push left on a legacy subject after the
+	// moves below would carry, which no lookup finds. What the legacy subjects hold stays
+	// readable, and is moved.
+	if present := streamConfig(c).Subjects; !slices.Equal(cfg.Subjects, present) {
+		cfg.Subjects = present
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return 0, fmt.Errorf("migrate stream %s: take the earlier layout's subjects away: %w", c.Stream, err)
+		}
+	}
 	mg := &migration{js: js, st: st, c: c, log: log}
 	moved, err := mg.run(ctx, legacy)
 	if err != nil {
@@ -117,12 +127,10 @@ type migration struct {
 	dead   bool  // the dead-letter stream is there
 }
 
-// run moves the chunks, then the singles, then the chunks again (front ends of the earlier
-// version may still publish them while the singles are moved), then deletes the chunks'
-// consumer.
+// run moves the chunks, then the singles, then deletes the chunks' consumer.
 func (mg *migration) run(ctx context.Context, legacy bool) (int, error) {
 	moved := 0
-	for _, filter := range []string{legacyChunks, legacySingles, legacyChunks} {
+	for _, filter := range []string{legacyChunks, legacySingles} {
 		if filter == legacyChunks && !legacy {
 			continue
 		}

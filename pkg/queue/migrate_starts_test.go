@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -14,61 +13,49 @@ import (
 	"github.com/campus-it/ucs/pkg/queue"
 )
 
-// TestMigrateChunkPublishedWhileMigrating: during a rolling upgrade a front end of the earlier
-// version still publishes batches as chunks on ucs.push.batch.<block> while a new program
-// migrates the stream. A chunk stored after Migrate's chunk pass (while it moves the singles)
-// is moved too, before EnsureStream drops the chunks' subject from the stream's configuration.
-func TestMigrateChunkPublishedWhileMigrating(t *testing.T) {
+// TestMigrateTakesNoPushOfTheEarlierLayoutOnceStarted: during a rolling upgrade a front end of
+// the earlier version still publishes singles on ucs.push.mp.<ucsId> and batches as chunks on
+// ucs.push.batch.<block> while a new program migrates the stream. From the migration's start
+// the stream takes neither (the earlier front end answers 503, handing out no ucsId), so that
+// no push is left on a legacy subject where no lookup finds it; every push stored before is
+// moved.
+func TestMigrateTakesNoPushOfTheEarlierLayoutOnceStarted(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
 	st, c := legacyStream(t, js, 0)
-
 	// Enough singles that moving them takes a while.
 	singles := newPushes("portal", 1500)
 	publishSingles(t, js, singles)
+	chunk := newPushes("exams.office", 5)
+	publishChunk(t, js, "EARLY", chunk)
 
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
-		n, err := queue.Migrate(ctx, js, c, nil)
-		done <- result{n, err}
+		_, err := queue.Migrate(ctx, js, c, nil)
+		done <- err
 	}()
-	// Once the first single is moved, the chunk pass is over: an old front end publishes a batch.
-	embeddedtest.Eventually(t, 20*time.Second, "the singles pass starts", func() bool {
-		_, err := st.GetLastMsgForSubject(ctx, queue.Subject(singles[0].ClientID, singles[0].UcsID))
+	embeddedtest.Eventually(t, 20*time.Second, "the moves start", func() bool {
+		_, err := st.GetLastMsgForSubject(ctx, queue.Subject(chunk[0].ClientID, chunk[0].UcsID))
 		return err == nil
 	})
-	chunk := newPushes("exams.office", 5)
-	publishChunk(t, js, "LATE", chunk)
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	// The earlier front end's publishes, while the pushes are moved.
+	late := msgOf("portal", push.NewID(time.Now()))
+	b, _ := late.Encode()
+	if _, err := js.Publish(ctx, "ucs.push.mp."+late.UcsID, b); err == nil {
+		t.Errorf("a single of the earlier layout stored during the migration")
+	}
+	if _, err := js.Publish(ctx, "ucs.push.batch.LATE", []byte("[]")); err == nil {
+		t.Errorf("a chunk of the earlier layout stored during the migration")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
 		t.Fatal(err)
 	}
-
-	// The next start of any program.
-	if _, err := queue.Migrate(ctx, js, c, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
-		t.Fatal(err)
-	}
-	lost := 0
-	for _, m := range chunk {
-		if _, err := st.GetLastMsgForSubject(ctx, queue.Subject(m.ClientID, m.UcsID)); errors.Is(err, jetstream.ErrMsgNotFound) {
-			lost++
-		}
-	}
-	if lost > 0 {
-		_, err := st.GetLastMsgForSubject(ctx, "ucs.push.batch.LATE")
-		held := err == nil
-		t.Fatalf("%d of %d pushes of a chunk published during the migration are not on their subjects after the next start (chunk still in the stream on ucs.push.batch.LATE: %v); the chunks' subject is no longer in the stream's configuration, so no later start moves it",
-			lost, len(chunk), held)
+	requireMoved(t, st, append(slices.Clone(singles), chunk...))
+	if n := legacyLeft(t, st); n != 0 {
+		t.Fatalf("%d messages left on legacy subjects", n)
 	}
 }
 

@@ -119,7 +119,15 @@ func TestMigrateKeepsDedupedPushes(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want the one copy", n)
 	}
 
-	// The legacy message again, as a run that stopped before deleting it leaves it.
+	// The legacy message again, as a run that stopped before deleting it leaves it (the
+	// legacy subject, which the migration took away, given back for the publish).
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{
+		Name: "S", Subjects: []string{"ucs.push.mp.>"}, Retention: jetstream.WorkQueuePolicy,
+		AllowDirect: true, MaxMsgsPerSubject: 1, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew,
+		Duplicates: 10 * time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := js.Publish(ctx, "ucs.push.mp."+single.UcsID, b); err != nil {
 		t.Fatal(err)
 	}
