@@ -248,17 +248,43 @@ func (t *TokenBuckets) fromMemory(key string) (*lease, bool, time.Duration) {
 	return l, false, 0
 }
 
-// Empty reports, from memory only, whether key's shared bucket was found empty, and for how
-// long still. A replica that has not asked for the key lately does not know.
-func (t *TokenBuckets) Empty(key string) (bool, time.Duration) {
+// Empty reports whether key's bucket of rate r has no token now, and for how long still,
+// taking none. It answers from memory when this replica knows (it holds tokens of the key, or
+// found its shared bucket empty), and otherwise reads the shared bucket, writing nothing: a
+// bucket other replicas emptied is empty here too. An error means the shared bucket could not
+// be read.
+func (t *TokenBuckets) Empty(ctx context.Context, key string, r Rate) (bool, time.Duration, error) {
 	now := t.now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	l, ok := t.leases.Peek(key)
-	if !ok || !now.Before(l.emptyUntil) || (l.tokens > 0 && now.Before(l.until)) {
-		return false, 0
+	switch {
+	case ok && l.tokens > 0 && now.Before(l.until):
+		t.mu.Unlock()
+		return false, 0, nil
+	case ok && now.Before(l.emptyUntil):
+		t.mu.Unlock()
+		return true, l.emptyUntil.Sub(now), nil
 	}
-	return true, l.emptyUntil.Sub(now)
+	t.mu.Unlock()
+	var wait time.Duration
+	_, err := t.kv.Update(ctx, key, func(old []byte) ([]byte, error) {
+		if old == nil {
+			return nil, errNothingTaken // never used, or expired: full
+		}
+		var st bucketState
+		if err := json.Unmarshal(old, &st); err != nil {
+			return nil, fmt.Errorf("token bucket %s: %w", key, err)
+		}
+		now = t.now()
+		if _, got, w := st.take(now, r, 1); got == 0 {
+			wait = w
+		}
+		return nil, errNothingTaken
+	})
+	if err != nil && !errors.Is(err, errNothingTaken) {
+		return false, 0, err
+	}
+	return wait > 0, wait, nil
 }
 
 // Wait takes one token from key's bucket, waiting as long as it takes, or returns ctx's error

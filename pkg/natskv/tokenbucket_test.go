@@ -50,8 +50,18 @@ func TestTokenBucketsShared(t *testing.T) {
 	if got := take(100, "k1"); got != 40 {
 		t.Fatalf("a burst of 40 over two replicas: %d granted", got)
 	}
-	if empty, wait := a.Empty("k1"); !empty || wait <= 0 || wait > 100*time.Millisecond {
-		t.Fatalf("after the burst: empty %v for %v", empty, wait)
+	if empty, wait, err := a.Empty(ctx, "k1", r); err != nil || !empty || wait <= 0 || wait > 100*time.Millisecond {
+		t.Fatalf("after the burst: empty %v for %v (%v)", empty, wait, err)
+	}
+	// A replica that never asked for the key reads the shared bucket, taking nothing.
+	c := natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{Now: clk.Now})
+	for range 2 {
+		if empty, wait, err := c.Empty(ctx, "k1", r); err != nil || !empty || wait <= 0 || wait > 100*time.Millisecond {
+			t.Fatalf("at another replica, after the burst: empty %v for %v (%v)", empty, wait, err)
+		}
+	}
+	if empty, _, err := c.Empty(ctx, "never", r); err != nil || empty {
+		t.Fatalf("a key never used: empty %v (%v)", empty, err)
 	}
 	if got := take(10, "k2"); got != 10 {
 		t.Fatalf("another key: %d of 10", got)
@@ -114,9 +124,6 @@ func TestTokenBucketsBounded(t *testing.T) {
 		if n := tb.Leases(); n > 50 {
 			t.Fatalf("%d leases in memory, bound 50", n)
 		}
-	}
-	if empty, _ := tb.Empty("first"); empty {
-		t.Fatal("the first key's lease should have been dropped")
 	}
 	if ok, _, _ := tb.Take(ctx, "first", r); ok {
 		t.Fatal("a dropped lease let a token through that the shared bucket does not have")

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math"
 	"net"
@@ -130,13 +131,19 @@ func (g *Guard) failureRate() natskv.Rate {
 // failureKey is the bucket of an address's failures.
 func failureKey(addr string) string { return "fail." + addressPart(addr) }
 
-// Slowed answers 429 while addr is over its rate of failures, from memory: the login form asks
-// before it checks a password, so that a slowed address learns nothing of its guesses.
-func (g *Guard) Slowed(addr string) *Error {
+// Slowed answers 429 while addr is over its rate of failures, at any front end: the login form
+// asks before it checks a password, so that a slowed address learns nothing of its guesses.
+// A record that cannot be read does not slow: an outage of NATS must not stop sign-ins.
+func (g *Guard) Slowed(ctx context.Context, addr string) *Error {
 	if g == nil || g.BruteForce.Disabled || addr == "" {
 		return nil
 	}
-	if empty, wait := g.Buckets.Empty(failureKey(addr)); empty {
+	empty, wait, err := g.Buckets.Empty(ctx, failureKey(addr), g.failureRate())
+	if err != nil {
+		g.Logger.Warn("reading failed sign-ins of an address failed; not slowing it", "err", err)
+		return nil
+	}
+	if empty {
 		return tooMany(wait, "failed sign-ins from this address")
 	}
 	return nil
@@ -179,21 +186,30 @@ func (g *Guard) UserLocked(ctx context.Context, user string) bool {
 	return ok && json.Unmarshal(v, &f) == nil && g.Now().UnixMilli() < f.NotBefore
 }
 
-// UserFailed counts a failed sign-in of user, who must be a user of the directory (a made-up
-// name gets no record), and locks the user for a while as Keycloak does: after every Failures
-// failures the wait grows by WaitIncrement, up to MaxWait; two failures closer than
-// QuickLoginCheck impose at least MinQuickLoginWait; failures are forgotten after FailureReset
-// without one.
-func (g *Guard) UserFailed(ctx context.Context, user string) {
+// UserAttempt is UserLocked for a user of the directory (a made-up name gets no record), who
+// is about to be checked: unless the user is locked, the attempt is counted as a failure at
+// once, in one atomic update of the shared record, and UserSucceeded forgets it if the password
+// was right. So guesses sent at once are counted before any is checked, and none past the
+// lock is checked, however many are in flight at however many front ends.
+//
+// A failure locks the user for a while as Keycloak does: after every Failures failures the
+// wait grows by WaitIncrement, up to MaxWait; two failures closer than QuickLoginCheck impose
+// at least MinQuickLoginWait; failures are forgotten after FailureReset without one.
+func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 	if g == nil || g.BruteForce.Disabled {
-		return
+		return false
 	}
 	bf := g.BruteForce
-	now := g.Now()
+	var now time.Time
 	_, err := g.Failures.Update(ctx, userKey(user), func(old []byte) ([]byte, error) {
+		now, locked = g.Now(), false // read at each try
 		var f failures
 		if old != nil {
 			_ = json.Unmarshal(old, &f)
+		}
+		if now.UnixMilli() < f.NotBefore {
+			locked = true
+			return nil, errLocked // not counted, nothing written
 		}
 		var delta time.Duration
 		if f.Last > 0 {
@@ -214,10 +230,15 @@ func (g *Guard) UserFailed(ctx context.Context, user string) {
 		}
 		return json.Marshal(f)
 	})
-	if err != nil {
-		g.Logger.Warn("recording a failed sign-in failed", "err", err)
+	if err != nil && !errors.Is(err, errLocked) {
+		g.Logger.Warn("counting a sign-in attempt failed; not locking", "err", err)
+		return false
 	}
+	return locked
 }
+
+// errLocked ends the update of a locked user's record without a write.
+var errLocked = errors.New("locked")
 
 // UserSucceeded forgets the failures of a user who signed in, when there are any.
 func (g *Guard) UserSucceeded(ctx context.Context, user string) {

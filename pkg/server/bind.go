@@ -235,7 +235,7 @@ func (s *Server) bindPlatformReturn(c echo.Context) error {
 	// whose codes are refused too often is slowed (429) before one is made, as at the campus
 	// sign-on's return.
 	g, addr := s.cfg.OAuth.Guard, c.RealIP()
-	if e := g.Slowed(addr); e != nil {
+	if e := g.Slowed(c.Request().Context(), addr); e != nil {
 		return s.tooManyPage(c, e)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)

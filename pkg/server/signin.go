@@ -447,11 +447,19 @@ func (s *Server) loginLocal(c echo.Context) error {
 	// same answer as a wrong password, and the password is checked all the same (no timing
 	// tells them apart). An address that fails too often is slowed (429) before any check.
 	ctx, g, addr, dir := c.Request().Context(), s.cfg.OAuth.Guard, c.RealIP(), s.cfg.SignIn.Directory
-	if e := g.Slowed(addr); e != nil {
+	if e := g.Slowed(ctx, addr); e != nil {
 		return s.tooManyPage(c, e)
 	}
-	// Read for every name alike (a made-up one has no record): no timing tells users apart.
-	known, blocked := dir.Exists(user), g.UserLocked(ctx, user)
+	// A user of the directory has the attempt counted before the check (forgotten if the
+	// password is right), so that guesses sent at once cannot pass the lock; a made-up name
+	// has its (absent) record read.
+	known := dir.Exists(user)
+	var blocked bool
+	if known {
+		blocked = g.UserAttempt(ctx, user)
+	} else {
+		blocked = g.UserLocked(ctx, user)
+	}
 	if ok := dir.Check(user, c.FormValue("password")); !ok || blocked {
 		if blocked {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: blocked after repeated failures",
@@ -459,9 +467,6 @@ func (s *Server) loginLocal(c echo.Context) error {
 		} else {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: wrong user number or password",
 				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
-			if known {
-				g.UserFailed(ctx, user)
-			}
 		}
 		if e := g.AddressFailed(ctx, addr); e != nil {
 			return s.tooManyPage(c, e)
@@ -488,7 +493,7 @@ func (s *Server) casCallback(c echo.Context) error {
 	// Each ticket costs a call to the campus sign-on: an address that fails too often is slowed
 	// (429) before one is made, as at the login form.
 	g, addr := s.cfg.OAuth.Guard, c.RealIP()
-	if e := g.Slowed(addr); e != nil {
+	if e := g.Slowed(c.Request().Context(), addr); e != nil {
 		return s.tooManyPage(c, e)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 15*time.Second)

@@ -268,6 +268,7 @@ func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes 
 	if err != nil {
 		return fmt.Errorf("put consent: %w", err)
 	}
+	defer s.consents.lock(id)()
 	_, err = s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
 		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID, "given": now}, "$setOnInsert": bson.M{"at": now}},
 		options.Update().SetUpsert(true))
@@ -280,6 +281,7 @@ func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes 
 // UseGrant records that clientID received tokens of scope for userID at at.
 func (s *Store) UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error {
 	id := grantID(userID, clientID)
+	defer s.consents.lock(id)()
 	_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id}, bson.M{
 		"$set":         bson.M{"userid": userID, "client": clientID, "scope": scope},
 		"$max":         bson.M{"last_used": at},
@@ -309,7 +311,10 @@ func (s *Store) RevokeGrant(ctx context.Context, userID, clientID string, at, ke
 	if err != nil {
 		return fmt.Errorf("revoke grant: %w", err)
 	}
-	if _, err := s.col(colConsents).DeleteOne(ctx, bson.M{"_id": id}); err != nil {
+	unlock := s.consents.lock(id)
+	_, err = s.col(colConsents).DeleteOne(ctx, bson.M{"_id": id})
+	unlock()
+	if err != nil {
 		return fmt.Errorf("revoke grant: %w", err)
 	}
 	return nil

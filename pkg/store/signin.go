@@ -260,11 +260,15 @@ func (s *Store) PutAuthCode(ctx context.Context, c AuthCode) error {
 	c.At = at
 	// The grant's record keeps the latest code's stamp, which a revocation's covers
 	// (oauth.Service.RevokeGrant), whatever the clock of the front end that issued it.
-	if _, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": grantID(c.UserID, c.ClientID)}, bson.M{
+	id := grantID(c.UserID, c.ClientID)
+	unlock := s.consents.lock(id)
+	_, err = s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id}, bson.M{
 		"$set":         bson.M{"userid": c.UserID, "client": c.ClientID},
 		"$max":         bson.M{"issued": at},
 		"$setOnInsert": bson.M{"at": at, "scopes": []string{}},
-	}, options.Update().SetUpsert(true)); err != nil {
+	}, options.Update().SetUpsert(true))
+	unlock()
+	if err != nil {
 		return fmt.Errorf("insert code: %w", err)
 	}
 	if _, err := s.col(colAuthCodes).InsertOne(ctx, c); err != nil {
@@ -372,8 +376,10 @@ func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) er
 // key (once, however often it is called); ErrNotFound when the session has ended. Either the
 // client is recorded before the session ends, and EndSession's answer names it, or the session
 // had ended when it was recorded, and the answer is ErrNotFound: each is one atomic update of
-// the session's document.
+// the session's document, made under the session's lock, as its end is (the embedded server
+// reads and then writes).
 func (s *Store) AddSessionClient(ctx context.Context, key, clientID string) error {
+	defer s.sessions.lock(key)()
 	var before Session
 	err := s.col(colSessions).FindOneAndUpdate(ctx, bson.M{"_id": key}, bson.M{"$addToSet": bson.M{"clients": clientID}}).Decode(&before)
 	switch {
@@ -450,7 +456,10 @@ func (s *Store) RevokeFamily(ctx context.Context, id string) error {
 
 // upsertFamily applies update to family id, creating it if need be. Of two calls that create
 // it at once one meets the other's record (a duplicate key): it is applied again, to that one.
+// It holds the family's lock: on the embedded server, which reads and then writes, a token
+// stored at the moment of a revocation would otherwise write the family back unrevoked.
 func (s *Store) upsertFamily(ctx context.Context, id string, update bson.M) error {
+	defer s.users.lock(familyLock(id))()
 	var err error
 	for range 2 {
 		_, err = s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": id}, update, options.Update().SetUpsert(true))

@@ -80,6 +80,9 @@ type Store struct {
 	// an update as read, change and write back (the embedded FerretDB), a renewal could
 	// otherwise write back a session ended a moment before.
 	sessions userLocks
+	// consents orders the writes of one grant's record (consent, use, latest code, revocation),
+	// for the same reason.
+	consents userLocks
 }
 
 // clientOptions are the driver's options for o: majority writes unless the URI names a write
@@ -228,9 +231,12 @@ var signInCollections = []string{colAuthRequests, colAuthCodes, colSessions, col
 var renewedInPlace = map[string]func(id string) string{
 	colUserSessions:  func(id string) string { return id },
 	colRevokedGrants: revokedGrantLock,
+	colFamilies:      familyLock,
 }
 
 func revokedGrantLock(id string) string { return "grant\x00" + id }
+
+func familyLock(id string) string { return "family\x00" + id }
 
 func isNotImplemented(err error) bool {
 	var ce mongo.CommandError
@@ -480,7 +486,7 @@ func (s *Store) keepTokensOfLiveSessions(ctx context.Context, docs []sweptSignIn
 		if _, err := s.col(colRefresh).UpdateOne(ctx, bson.M{"_id": d.ID}, bson.M{"$max": bson.M{"kept": end}}); err != nil {
 			return nil, fmt.Errorf("keep a refresh token of a live session: %w", err)
 		}
-		if _, err := s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": d.Family}, bson.M{"$max": bson.M{"expires": end}}); err != nil {
+		if err := s.upsertFamily(ctx, d.Family, bson.M{"$max": bson.M{"expires": end}}); err != nil {
 			return nil, fmt.Errorf("keep the family of a refresh token of a live session: %w", err)
 		}
 	}
