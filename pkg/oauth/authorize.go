@@ -110,6 +110,11 @@ func ValidateAuthRequest(ar *AuthRequest, clients *Clients, idps []string, defau
 		return back(ErrUnauthorizedClient, "this client may not use the authorization code grant")
 	}
 	scopes := strings.Fields(ar.Scope)
+	if len(scopes) == 0 {
+		// No scope asked for: every scope the client is registered for, as Keycloak applies a
+		// client's default scopes (RFC 6749 §3.3's pre-defined default), openid among them.
+		scopes = slices.Clone(client.Scopes)
+	}
 	for _, sc := range scopes {
 		if !client.MayAsk(sc) {
 			return back(ErrInvalidScope, "a requested scope is not allowed for this client")
