@@ -3,6 +3,7 @@ package push
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -128,20 +129,21 @@ func checkAccepted(t *testing.T, body []byte, req Request) {
 	}
 
 	var std struct {
-		UserID string            `json:"userId"`
-		Type   string            `json:"type"`
-		URL    *string           `json:"url"`
-		Data   map[string]string `json:"data"`
+		UserID string             `json:"userId"`
+		Type   string             `json:"type"`
+		URL    *string            `json:"url"`
+		Data   map[string]*string `json:"data"`
 	}
 	if err := json.Unmarshal(body, &std); err != nil {
 		t.Fatalf("encoding/json rejects an accepted body: %v", err)
 	}
+	maps.DeleteFunc(std.Data, func(_ string, v *string) bool { return v == nil }) // null: not given
 	if std.UserID != req.UserID || std.Type != string(req.Type) || (std.URL != nil && *std.URL != req.URL) || len(std.Data) != len(req.Data) {
 		t.Fatalf("encoding/json reads %+v, Parse %+v", std, req)
 	}
 	for k, v := range std.Data {
-		if req.Data[k] != keyword.Clean(v) {
-			t.Fatalf("data.%s: encoding/json reads %q, Parse %q", k, v, req.Data[k])
+		if req.Data[k] != keyword.Clean(*v) {
+			t.Fatalf("data.%s: encoding/json reads %q, Parse %q", k, *v, req.Data[k])
 		}
 	}
 }

@@ -695,6 +695,14 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 		case -2:
 			b.add("data."+f.Name, RuleKindDuplicate, ruleDuplicate)
 		default:
+			if b.members[at[i]].val.kind == kindNull {
+				// null is not given, as for url and time: an optional field is left out (many
+				// JSON writers put null for a member not set), a required one is missing.
+				if at[i] = -1; f.Required {
+					b.add("data."+f.Name, RuleKindRequired, ruleRequired)
+				}
+				continue
+			}
 			n := len(b.problems)
 			clean[i] = b.checkText(f.Name, b.members[at[i]].val, f)
 			if kinds != nil && kinds[i] != nil && len(b.problems) == n {

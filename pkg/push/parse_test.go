@@ -309,7 +309,10 @@ func parseCases() []parseCase {
 			"data.content: contains a line break", "data.content: contains a control character",
 			"data.content: contains emoji", "data.content: 23 characters, at most 20"}},
 		{name: "number value", body: `{"userId":"u1","type":"TDL","data":{"type":1,"list":"a","step":"b","content":"c"}}`, want: []string{"data.type: must be a string"}},
-		{name: "null header", body: `{"userId":"u1","type":"TDL","data":{"header":null,"type":"t","list":"a","step":"b","content":"c"}}`, want: []string{"data.header: must be a string"}},
+		{name: "null header", body: `{"userId":"u1","type":"TDL","data":{"header":null,"type":"t","list":"a","step":"b","content":"c"}}`,
+			req: &Request{UserID: "u1", Type: TypeTDL, Data: map[string]string{"type": "t", "list": "a", "step": "b", "content": "c"}}},
+		{name: "null remark and header", body: `{"userId":"u1","type":"TDL","data":{"header":null,"type":"t","list":"a","step":"b","content":"c","remark":null}}`},
+		{name: "null main item", body: `{"userId":"u1","type":"TDL","data":{"type":"t","list":null,"step":"b","content":"c"}}`, want: []string{"data.list: required"}},
 		{name: "missing main items", body: tdl(without(d, "list", "content")), want: []string{"data.list: required", "data.content: required"}},
 		{name: "unknown data keys", body: tdl(with(d, "zz", "1", "foo", "2", "a b", "3")), want: []string{
 			`data."a b": not a field of type TDL`, "data.foo: not a field of type TDL", "data.zz: not a field of type TDL"}},

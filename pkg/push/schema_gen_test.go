@@ -244,9 +244,11 @@ func generatePushSchema() []byte {
 			{"allOf", []any{obj{{"pattern", countPattern(mainItemMaxRunes)}}}},
 		}},
 		{"extraItem", obj{
-			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters (removed characters not counted); the platform no longer shows them.", extraItemMaxRunes)},
-			{"$ref", "#/$defs/text"},
-			{"pattern", countPattern(extraItemMaxRunes)},
+			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters (removed characters not counted); the platform no longer shows them. null means not given.", extraItemMaxRunes)},
+			{"anyOf", []any{
+				obj{{"type", "null"}},
+				obj{{"$ref", "#/$defs/text"}, {"pattern", countPattern(extraItemMaxRunes)}},
+			}},
 		}},
 	}
 	for _, t := range typeTable {
@@ -315,9 +317,9 @@ func generatePushSchema() []byte {
 				}},
 			}},
 			{"data", obj{
-				{"description", "Template content; its fields depend on type."},
+				{"description", "Template content; its fields depend on type. An optional field given as null is not given."},
 				{"type", "object"},
-				{"additionalProperties", obj{{"$ref", "#/$defs/text"}}},
+				{"additionalProperties", obj{{"anyOf", []any{obj{{"type", "null"}}, obj{{"$ref", "#/$defs/text"}}}}}},
 			}},
 		}},
 		{"allOf", allOf},

@@ -437,6 +437,29 @@ func TestPushAcceptedAndQueued(t *testing.T) {
 	}
 }
 
+// TestPushTakesNullAsNotGiven: a JSON writer that puts null for a member not set (Jackson's
+// and Json.NET's default, a Go *string) writes null for url, time and the optional header and
+// remark: each is taken as not given, and the push queued without them.
+func TestPushTakesNullAsNotGiven(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("pusher", pushSecret)
+	body := `{"userId":"2020000001","type":"TDL","url":null,"time":null,"data":{"header":null,"type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请待您审批","remark":null}}`
+	a := e.do("POST", "/v1/infra/notification/mp", "application/json", tok, body)
+	if a.status != 200 {
+		t.Fatalf("null url, time, header and remark: %d %s", a.status, a.body)
+	}
+	id := a.json(t)["data"].(map[string]any)["ucsId"].(string)
+	st, _ := e.js.Stream(context.Background(), e.cfg.NATS.Stream)
+	raw, err := st.GetLastMsgForSubject(context.Background(), "ucs.push.mp.pusher."+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := push.DecodeMessage(raw.Data)
+	if err != nil || len(msg.Data) != 4 || msg.URL != "" || msg.Time != 0 {
+		t.Fatalf("queued %+v %v; want the four main items and nothing else", msg, err)
+	}
+}
+
 func TestPushRefusedChangesNothing(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("pusher", pushSecret)
