@@ -22,6 +22,10 @@ func (s *Server) securityEvent(c echo.Context, event, msg string, attrs ...any) 
 // line must not grow with what an attacker posts.
 const maxLoggedName = 64
 
+// notAUser stands in the log for a name typed at the login form that is no user's: it may be a
+// password typed in the wrong field.
+const notAUser = "(not a user; not logged)"
+
 // loggedName is name cut to maxLoggedName characters.
 func loggedName(name string) string {
 	n := 0

@@ -461,12 +461,17 @@ func (s *Server) loginLocal(c echo.Context) error {
 		blocked = g.UserLocked(ctx, user)
 	}
 	if ok := dir.Check(user, c.FormValue("password")); !ok || blocked {
+		// A name that is no user's is not logged: it may be a password typed in the wrong field.
+		shown := notAUser
+		if known {
+			shown = loggedName(user)
+		}
 		if blocked {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: blocked after repeated failures",
-				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
+				"user", shown, "client", ar.ClientID, "idp", "local")
 		} else {
 			s.securityEvent(c, metrics.EventLoginFailed, "sign-in refused: wrong user number or password",
-				"user", loggedName(user), "client", ar.ClientID, "idp", "local")
+				"user", shown, "client", ar.ClientID, "idp", "local")
 		}
 		if e := g.AddressFailed(ctx, addr); e != nil {
 			return s.tooManyPage(c, e)
