@@ -383,7 +383,9 @@ func TestCASCallbackSlowedAddress(t *testing.T) {
 			t.Fatalf("a return from the slowed address: %d", status)
 		}
 	}
-	if after := validations.Load(); after != n || n-before != int64(refused)+1 {
+	// Each refused ticket was validated, and the return answered 429 was at most: the one that
+	// went over the limit is validated unless the shared count already said so.
+	if after := validations.Load(); after != n || n-before < int64(refused) || n-before > int64(refused)+1 {
 		t.Fatalf("validations at the campus sign-on: %d for %d refused tickets, then %d more from the slowed address", n-before, refused, after-n)
 	}
 }

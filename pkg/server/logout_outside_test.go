@@ -182,9 +182,11 @@ func TestCodeExchangeRacingLogout(t *testing.T) {
 		close(release)
 		t.Fatal("the exchange never recorded the session's client")
 	}
-	// The user signs out meanwhile (the interface's logout: redirect_uri, no confirmation).
+	// The user signs out meanwhile (the interface's logout: redirect_uri, no confirmation). The
+	// end of the session waits for the session's lock, which the stalled record holds; the
+	// stall ends a moment after the logout began.
+	time.AfterFunc(200*time.Millisecond, func() { close(release) })
 	out := get(t, b, e.issuer+"/protocol/openid-connect/logout?redirect_uri="+url.QueryEscape(rpRedirect))
-	close(release)
 	if out.status != http.StatusFound {
 		t.Fatalf("logout: %d %s", out.status, out.body)
 	}
