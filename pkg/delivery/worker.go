@@ -1398,7 +1398,9 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	// waits at the gate (a pause that cannot be set sends it the ordinary retry's way, which
 	// counts it there); a send that never went out counts nothing.
 	called := !errors.As(err, new(*platform.NotSentError))
-	if cur, paused := w.cfg.Pause.Paused(); paused {
+	// A pause in force that lasts as long stands; a shorter one (the per-minute limit) gives
+	// way to this one (the daily quota, a refusal of the account), which Set keeps.
+	if cur, paused := w.cfg.Pause.Paused(); paused && !cur.Until.Before(st.Until) {
 		if called {
 			w.cfg.Metrics.Delivery(metrics.OutcomeRetry, "")
 		}

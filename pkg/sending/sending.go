@@ -9,6 +9,7 @@ package sending
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -77,18 +78,37 @@ func (p *Pause) Paused() (PauseState, bool) {
 	return st, true
 }
 
-// Set pauses sending for every worker until st.Until.
+// Set pauses sending for every worker until st.Until, unless a pause in force lasts longer:
+// of two refusals met at once (the per-minute limit by one worker, the daily quota or a
+// refusal of the account by another), the longer pause stands, whichever is written last.
 func (p *Pause) Set(ctx context.Context, st PauseState) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return p.m.Put(ctx, pauseKey, b)
+	_, err = p.m.Update(ctx, pauseKey, func(old []byte) ([]byte, error) {
+		var cur PauseState
+		if old != nil && json.Unmarshal(old, &cur) == nil && cur.Until.After(st.Until) && cur.Until.After(p.now()) {
+			return nil, errLongerPause
+		}
+		return b, nil
+	})
+	if errors.Is(err, errLongerPause) {
+		return nil
+	}
+	return err
 }
 
-// Resume ends a pause for every worker at once.
+// errLongerPause ends an update that leaves a longer pause in force.
+var errLongerPause = errors.New("a longer pause is in force")
+
+// Resume ends a pause for every worker at once, however long.
 func (p *Pause) Resume(ctx context.Context) error {
-	return p.Set(ctx, PauseState{Until: time.Unix(0, 0), Reason: "resumed"})
+	b, err := json.Marshal(PauseState{Until: time.Unix(0, 0), Reason: "resumed"})
+	if err != nil {
+		return err
+	}
+	return p.m.Put(ctx, pauseKey, b)
 }
 
 // Close stops following the bucket.
