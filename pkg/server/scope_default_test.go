@@ -33,7 +33,7 @@ func TestAuthorizationWithoutScopeGetsTheClientsScopes(t *testing.T) {
 	// The exchange exactly as the interface shows it: POST {base_url}/v1/token, credentials in the form.
 	f := url.Values{"grant_type": {"authorization_code"}, "client_id": {"portal"}, "client_secret": {rpSecret},
 		"code": {q.Get("code")}, "redirect_uri": {rpRedirect}}
-	req, _ := http.NewRequest("POST", e.base+"/v1/token", strings.NewReader(f.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/token", strings.NewReader(f.Encode()))
 	req.Header.Set("Content-Type", form)
 	st, _, tok := sendReq(t, req)
 	if st != 200 {
