@@ -165,7 +165,8 @@ func TestReceiptsTakenAsTheStackStopsAppliedAfterTheRestart(t *testing.T) {
 		}
 		tok := token(t, s.Info.BaseURL, standalone.DemoClient, clientSecret(t, s.Info, standalone.DemoClient))
 		ids = append(ids, pushTo(t, s.Info.BaseURL, tok, standalone.DemoUsers[0], todo))
-		// The stop comes at different points of the send and its receipt.
+		embeddedtest.Eventually(t, 20*time.Second, "the platform took the send", func() bool { return s.Sim.Stats().Accepted == 1 })
+		// The stop comes at different points of the receipt's way.
 		time.Sleep(time.Duration(i) * 2 * time.Millisecond)
 		sigterm()
 		s.Close()
