@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,15 +83,7 @@ func TestSlowedAddressAtAnotherFrontEnd(t *testing.T) {
 	loginB := get(t, b, onReplica(t, e.authURL("trusted", "sb"), other))
 	loginA := get(t, b, e.authURL("trusted", "sa"))
 	// Guessing client secrets at A until A slows the address.
-	for i := 0; ; i++ {
-		a := grant(t, e.base, "gateway", "guess-"+strconv.Itoa(i), "")
-		if a.status == http.StatusTooManyRequests {
-			break
-		}
-		if a.status != http.StatusUnauthorized || i > 1100 {
-			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
-		}
-	}
+	guessUntilSlowed(t, e.base, "gateway", "")
 	// The same address, at once (no time passes on the clock), posts a login form at B.
 	if p := submit(t, b, loginB, url.Values{"username": {userID}, "password": {userPass}}); p.status != http.StatusTooManyRequests {
 		t.Errorf("front end B checked the password of an address A slows: %d %.120q", p.status, p.location)

@@ -81,19 +81,9 @@ func TestAddressSlowed(t *testing.T) {
 		e.clock.Advance(300 * time.Millisecond)
 	}
 	e.clock.Advance(time.Hour)
-	var slowed answer
-	for i := range 1100 {
-		a := grant(t, e.url, "pusher", "guess-"+strconv.Itoa(i), "10.7.0.2")
-		if a.status == http.StatusTooManyRequests {
-			slowed = a
-			if i < 1000 {
-				t.Fatalf("slowed after %d failures, the burst is 1000", i)
-			}
-			break
-		}
-		if a.status != http.StatusUnauthorized {
-			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
-		}
+	n, slowed := guessUntilSlowed(t, e.url, "pusher", "10.7.0.2")
+	if n < 1000 {
+		t.Fatalf("slowed after %d failures, the burst is 1000", n)
 	}
 	if ra, err := strconv.Atoi(slowed.header.Get("Retry-After")); err != nil || ra < 1 || !strings.Contains(string(slowed.body), "too_many_requests") {
 		t.Fatalf("a guessing address: %d, Retry-After %q, %s", slowed.status, slowed.header.Get("Retry-After"), slowed.body)
@@ -278,15 +268,7 @@ func TestLoginFormSlowedAddress(t *testing.T) {
 			t.Fatalf("made-up user names left %d failure records", n)
 		}
 	}
-	for i := 0; ; i++ {
-		a := grant(t, e.base, "gateway", "guess-"+strconv.Itoa(i), "")
-		if a.status == http.StatusTooManyRequests {
-			break
-		}
-		if a.status != http.StatusUnauthorized || i > 1100 {
-			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
-		}
-	}
+	guessUntilSlowed(t, e.base, "gateway", "")
 	fields := url.Values{"username": {userID}, "password": {userPass}}
 	for _, h := range hidden.FindAllStringSubmatch(login.body, -1) {
 		fields.Set(h[1], html.UnescapeString(h[2]))
@@ -388,4 +370,22 @@ func TestCASCallbackSlowedAddress(t *testing.T) {
 	if after := validations.Load(); after != n || n-before < int64(refused) || n-before > int64(refused)+1 {
 		t.Fatalf("validations at the campus sign-on: %d for %d refused tickets, then %d more from the slowed address", n-before, refused, after-n)
 	}
+}
+
+// guessUntilSlowed sends wrong secrets of client to the token endpoint at base, from addr (""
+// for the connection's own), until the address is answered 429, and returns how many were
+// refused before it and that answer. Past 1,100 guesses, or at any other answer, it fails t.
+func guessUntilSlowed(t *testing.T, base, client, addr string) (int, answer) {
+	t.Helper()
+	for i := range 1101 {
+		a := grant(t, base, client, "guess-"+strconv.Itoa(i), addr)
+		if a.status == http.StatusTooManyRequests {
+			return i, a
+		}
+		if a.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d %s", i, a.status, a.body)
+		}
+	}
+	t.Fatalf("1100 wrong secrets of %s from one address, none answered 429", client)
+	return 0, answer{}
 }
