@@ -486,7 +486,10 @@ func (s *Store) keepTokensOfLiveSessions(ctx context.Context, docs []sweptSignIn
 		if _, err := s.col(colRefresh).UpdateOne(ctx, bson.M{"_id": d.ID}, bson.M{"$max": bson.M{"kept": end}}); err != nil {
 			return nil, fmt.Errorf("keep a refresh token of a live session: %w", err)
 		}
-		if err := s.upsertFamily(ctx, d.Family, bson.M{"$max": bson.M{"expires": end}}); err != nil {
+		unlock := s.users.lock(familyLock(d.Family)) // the family's writers hold it (upsertFamily)
+		_, err := s.col(colFamilies).UpdateOne(ctx, bson.M{"_id": d.Family}, bson.M{"$max": bson.M{"expires": end}})
+		unlock()
+		if err != nil {
 			return nil, fmt.Errorf("keep the family of a refresh token of a live session: %w", err)
 		}
 	}
