@@ -413,3 +413,40 @@ func TestAddressRefusedWorkerNotReady(t *testing.T) {
 		return false
 	})
 }
+
+// TestResumeWhileMongoDBIsDown: the pause lives in NATS alone, and `worker -resume` ends it
+// while MongoDB is away too (an account refused during a store outage), touching nothing else.
+func TestResumeWhileMongoDBIsDown(t *testing.T) {
+	natsURL := embeddedtest.NATS(t)
+	// Nothing listens at MongoDB's address; a short server selection keeps a failure quick.
+	deadMongo := fmt.Sprintf("mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=2000", embeddedtest.FreePort(t))
+	cfgPath := filepath.Join(t.TempDir(), "worker.yaml")
+	yaml := fmt.Sprintf("nats: {url: %q}\nmongodb: {uri: %q}\nplatform:\n  api_base: http://127.0.0.1:1\n  appid: wxresume\n  secret: wxresumesecret\n  callback_token: cbt\n", natsURL, deadMongo)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	p, err := sending.OpenPause(ctx, js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Set(ctx, sending.PauseState{Until: time.Now().Add(time.Hour), Reason: "48001 api unauthorized",
+		Action: "enable the template message feature for the account, then run `worker -resume`"}); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the pause is set", func() bool { _, paused := p.Paused(); return paused })
+	if err := run(ctx, slog.New(slog.DiscardHandler), options{path: cfgPath, resume: true}); err != nil {
+		t.Fatalf("worker -resume with MongoDB down: %v", err)
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "the pause is ended", func() bool { _, paused := p.Paused(); return !paused })
+	if _, err := js.Stream(ctx, config.DefaultStream); err == nil {
+		t.Error("worker -resume made the push stream: it should touch nothing but the pause")
+	}
+}

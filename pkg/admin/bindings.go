@@ -368,7 +368,13 @@ func bindingsExport() *command {
 			out := a.env.Stdout
 			var fh *os.File
 			if output != "-" {
-				if fh, err = os.Create(output); err != nil {
+				// Every user number with its openid: for the operator's eyes only (0600, as the
+				// service's own files), however loose the shell's umask.
+				if fh, err = os.OpenFile(output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+					return err
+				}
+				if err = fh.Chmod(0o600); err != nil { // a file that was there keeps its mode
+					_ = fh.Close()
 					return err
 				}
 				defer func() { _ = fh.Close() }() // the success path checks its own close below

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,5 +283,34 @@ func TestDisabledClientOfTheFileStaysDisabled(t *testing.T) {
 	}
 	if c, err := st.Client(ctx, "portal"); err != nil || c.Disabled {
 		t.Fatalf("after enable: disabled %v (%v)", c.Disabled, err)
+	}
+}
+
+// TestExportFileOnlyForItsOwner: an export holds every user number with its openid. Written
+// with -o under an operator's usual umask, into a new file or over one readable by all, it is
+// readable by its owner alone.
+func TestExportFileOnlyForItsOwner(t *testing.T) {
+	cfgPath, dir, st := bindingsEnv(t)
+	if _, err := st.Bind(context.Background(), "2022000001", "oPerm000000000000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	fresh, existing := dir+"/bindings.csv", dir+"/earlier.csv"
+	if err := os.WriteFile(existing, []byte("userid,openid\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fresh, existing} {
+		mustRun(t, "-config", cfgPath, "bindings", "export", "-o", p)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is written with mode %v, want 0600", p, fi.Mode().Perm())
+		}
+		if b, _ := os.ReadFile(p); !strings.Contains(string(b), "2022000001") {
+			t.Errorf("%s lacks the binding: %q", p, b)
+		}
 	}
 }

@@ -105,7 +105,29 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	if err != nil {
 		return nil, err
 	}
-	closed := make(chan struct{})
+	nc, js, closed, err := connectNATS(cfg, d, name)
+	if err != nil {
+		_ = st.Close(context.Background())
+		return nil, err
+	}
+	// A stream left by an earlier version is converted first; nothing in it is lost.
+	if _, err := queue.Migrate(ctx, js, QueueConfig(cfg), d.Logger); err != nil {
+		nc.Close()
+		_ = st.Close(context.Background())
+		return nil, err
+	}
+	stream, err := queue.EnsureStream(ctx, js, QueueConfig(cfg))
+	if err != nil {
+		nc.Close()
+		_ = st.Close(context.Background())
+		return nil, err
+	}
+	return &connections{nc: nc, js: js, stream: stream, st: st, closed: closed}, nil
+}
+
+// connectNATS connects to NATS; closed is closed when the connection is.
+func connectNATS(cfg *config.Config, d Deps, name string) (nc *nats.Conn, js jetstream.JetStream, closed chan struct{}, err error) {
+	closed = make(chan struct{})
 	opts := []nats.Option{nats.Name(name),
 		nats.MaxReconnects(-1),
 		// No publish is kept for later while the connection is down: a push answered 503
@@ -125,35 +147,20 @@ func connect(ctx context.Context, cfg *config.Config, d Deps, name string) (*con
 	if d.NATSInProcess != nil {
 		opts = append(opts, nats.InProcessServer(d.NATSInProcess))
 	}
-	nc, err := nats.Connect(cfg.NATS.URL, opts...)
+	nc, err = nats.Connect(cfg.NATS.URL, opts...)
 	if err != nil {
-		_ = st.Close(context.Background())
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			// url.Error quotes the URL, and so does the error it wraps, with any password in it:
 			// left out.
 			err = errors.New("a server's URL does not parse")
 		}
-		return nil, fmt.Errorf("connect to nats: %w", err)
+		return nil, nil, nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
+	if js, err = jetstream.New(nc); err != nil {
 		nc.Close()
-		_ = st.Close(context.Background())
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	// A stream left by an earlier version is converted first; nothing in it is lost.
-	if _, err := queue.Migrate(ctx, js, QueueConfig(cfg), d.Logger); err != nil {
-		nc.Close()
-		_ = st.Close(context.Background())
-		return nil, err
-	}
-	stream, err := queue.EnsureStream(ctx, js, QueueConfig(cfg))
-	if err != nil {
-		nc.Close()
-		_ = st.Close(context.Background())
-		return nil, err
-	}
-	return &connections{nc: nc, js: js, stream: stream, st: st, closed: closed}, nil
+	return nc, js, closed, nil
 }
 
 // pending reads the messages of the stream the workers have not finished: those their
@@ -1046,12 +1053,13 @@ const closeMargin = 2 * time.Second
 // Resume ends a pause of sending (after the platform's daily quota) for every worker.
 func Resume(ctx context.Context, cfg *config.Config, d Deps) error {
 	d.fill()
-	conn, err := connect(ctx, cfg, d, "ucs-admin")
+	// The pause lives in NATS alone: ended while MongoDB is away too, and nothing else touched.
+	nc, js, _, err := connectNATS(cfg, d, "ucs-admin")
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	pause, err := sending.OpenPause(ctx, conn.js, cfg.NATS.Replicas, d.Now)
+	defer nc.Close()
+	pause, err := sending.OpenPause(ctx, js, cfg.NATS.Replicas, d.Now)
 	if err != nil {
 		return err
 	}
