@@ -532,6 +532,35 @@ func TestBlacklistedRecipientFailsAtOnce(t *testing.T) {
 	}
 }
 
+// TestContentRefusalsFailAtOnce: the platform's refusals of a message's content (47001 data
+// format error, seen for a keyword value of the wrong format; 45002 content too large; 40039
+// and 40048 a link too long or on a domain not taken) get the same answer however often the
+// same body is sent: the push fails with its first call and the platform's code, rather than
+// being sent max_attempts times and ending "gave up".
+func TestContentRefusalsFailAtOnce(t *testing.T) {
+	r := newRig(t)
+	for _, tc := range []struct {
+		code int
+		msg  string
+	}{
+		{platform.CodeDataFormat, "data format error rid: 66569ae3-6fe89688-274b3e3b"},
+		{platform.CodeContentSize, "content size out of limit"},
+		{platform.CodeURLSize, "invalid url size"},
+		{platform.CodeURLDomain, "invalid url domain"},
+	} {
+		sender := &refusingSender{Sender: r.pc, refuse: true, code: tc.code, msg: tc.msg}
+		stop := r.startWorkerWith(quick, func(cfg *delivery.Config) { cfg.Platform = sender })
+		res := r.waitState(r.publish("u-follows", "JML", jml), push.StateFailed)
+		stop()
+		sender.mu.Lock()
+		calls := sender.calls
+		sender.mu.Unlock()
+		if want := strconv.Itoa(tc.code) + " "; calls != 1 || res.Attempts != 1 || !strings.HasPrefix(res.Reason, want) {
+			t.Errorf("%d: %d platform calls, %d attempts, reason %q; want 1, 1 and a reason starting %q", tc.code, calls, res.Attempts, res.Reason, want)
+		}
+	}
+}
+
 // othersDeliver checks that one worker's own pause (for why) set no shared pause p, then starts
 // another worker, which delivers first and four more pushes, each with one attempt (the paused
 // worker's handing back counted none), and returns its stop.

@@ -54,10 +54,20 @@ const (
 	// CodeArgumentInvalid is 47003: a template keyword value (or another
 	// argument) breaks the template's rules.
 	CodeArgumentInvalid = 47003
+	// CodeDataFormat is 47001: the platform could not take the body's content (seen for a
+	// keyword value of the wrong format, such as a date in a time keyword).
+	CodeDataFormat = 47001
+	// CodeContentSize is 45002: the content is larger than the platform takes.
+	CodeContentSize = 45002
+	// CodeURLSize is 40039 and CodeURLDomain 40048: the message's link is too long, or on a
+	// domain the platform does not take.
+	CodeURLSize   = 40039
+	CodeURLDomain = 40048
 )
 
 // permanentCodes are the answers that no retry can change: the recipient is
-// wrong, or the content breaks the template's rules. (A template id the
+// wrong, or the content (its keyword values, size or link) is refused, and the same
+// body sent again gets the same answer. (A template id the
 // platform does not know, 40037, is the configuration's fault, not the
 // message's: see AccountProblem.) The text is used when the platform sent no
 // message of its own.
@@ -67,13 +77,18 @@ var permanentCodes = map[int]string{
 	CodeUserRefused:      "user refuse to accept the msg",
 	CodeBlacklisted:      "require remove blacklist",
 	CodeArgumentInvalid:  "argument invalid",
+	CodeDataFormat:       "data format error",
+	CodeContentSize:      "content size out of limit",
+	CodeURLSize:          "invalid url size",
+	CodeURLDomain:        "invalid url domain",
 }
 
 // Permanent reports whether err is an answer of the platform that must never
 // be retried: 43004 (the user does not follow the account), 40003 (invalid
-// openid), 43101 (the user refuses messages), 43019 (the user is on the account's blacklist)
-// and 47003 (argument invalid). reason is a short readable text that starts with
-// the code, e.g. "43004 require subscribe".
+// openid), 43101 (the user refuses messages), 43019 (the user is on the account's blacklist),
+// 47003 (argument invalid), 47001 (data format error), 45002 (content too large), 40039 and
+// 40048 (the link too long, or on a domain not taken). reason is a short readable text that
+// starts with the code, e.g. "43004 require subscribe".
 //
 // Everything else is retryable and answers ok=false: -1 (busy), 45009
 // (quota), HTTP 5xx, timeouts, connection errors, unparsable answers and
