@@ -147,8 +147,9 @@ type OAuth struct {
 	// KeyRotation is how long a signing key signs before it is replaced (a new key is
 	// published 2 minutes before it signs, and front ends read the keys every minute). The
 	// previous key stays in the JWKS and accepted until the next rotation, so every token it
-	// signed (lifetimes are at most 24h) stays valid until it expires. Default 720h; at least
-	// 24h.
+	// signed (lifetimes are at most 24h) stays valid until it expires, and an ID token stays
+	// verifiable as an id_token_hint for as long as its session lives. Default 720h; at least
+	// 24h and at least session_ttl.
 	KeyRotation Duration `yaml:"key_rotation"`
 	// SessionTTL is the longest a sign-in session lasts; refresh tokens end with it. Default
 	// 10h; 5m to 720h.
@@ -784,6 +785,11 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	if o.KeyRotation.D() < 24*time.Hour {
 		p.add("oauth.key_rotation: %s, at least 24h", o.KeyRotation.D())
+	} else if o.KeyRotation.D() < o.SessionTTL.D() {
+		// A key is known until the rotation after the one that retires it, at least
+		// key_rotation after its last signature; a session's first ID token, an application's
+		// id_token_hint at logout, must verify as long as the session lives.
+		p.add("oauth.key_rotation: %s, at least session_ttl (%s): an ID token must verify as long as its session lives, for the application's logout", o.KeyRotation.D(), o.SessionTTL.D())
 	}
 	if o.SessionTTL.D() < 5*time.Minute || o.SessionTTL.D() > 720*time.Hour {
 		p.add("oauth.session_ttl: %s, must be 5m to 720h", o.SessionTTL.D())

@@ -476,6 +476,9 @@ func TestRefusedBeforeItBreaksLater(t *testing.T) {
 		{"bindings:\n  - {userid: '2020000001', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n  - {userid: '2020000002', openid: oAAAAAAAAAAAAAAAAAAAAAAAAAA1}\n",
 			"bindings[1].openid: appears twice"},
 		{"mongodb: {retention: 1193047h}\n", "mongodb.retention: 1193047h0m0s, at most"},
+		// A key dropped while a session lives would refuse its application's logout by the
+		// sign-in's ID token.
+		{"oauth: {key_rotation: 24h, session_ttl: 72h, refresh_token_ttl: 72h}\n", "oauth.key_rotation: 24h0m0s, at least session_ttl (72h0m0s)"},
 		// The platform no longer shows the old industry templates' first and remark.
 		{"platform: {templates: {TDL: {template_id: t1, fields: {content: remark, type: keyword1}}}}\n",
 			"platform.templates.TDL.fields.content: a main item cannot go to remark"},
