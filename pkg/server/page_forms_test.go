@@ -239,3 +239,33 @@ func openAsPage(t *testing.T, b *http.Client, u string) (page, string) {
 	}
 	return read(t, resp), resp.Header.Get("Content-Type")
 }
+
+// TestFinishedLoginFormPostedAgainSignsNoOneIn: on a shared computer a student signs in to an
+// application with the login form (the code went back: the request is finished) and signs out.
+// The next person goes Back to the login step and lets the browser send the form again, with
+// the student's user number and password: the answer is the expired page, no password is
+// checked, and the browser holds no session afterwards.
+func TestFinishedLoginFormPostedAgainSignsNoOneIn(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser(t)
+	login := get(t, b, e.authURL("trusted", "st"))
+	if !strings.Contains(login.body, `name="password"`) {
+		t.Fatalf("login page: %d %.200s", login.status, login.body)
+	}
+	creds := url.Values{"username": {userID}, "password": {userPass}}
+	callback(t, submit(t, b, login, creds))
+	acc := e.account(t, b)
+	if out := e.accountPost(t, b, "/sessions/end", url.Values{"sid": {acc.own()}, "csrf": {acc.csrf}}); out.status != http.StatusOK {
+		t.Fatalf("sign-out: %d %.200s", out.status, out.body)
+	}
+	if p := get(t, b, e.issuer+"/account"); !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("after the sign-out the account page asks for no password: %d %.200s", p.status, p.body)
+	}
+	again := submit(t, b, login, creds)
+	if again.status != http.StatusBadRequest || !strings.Contains(again.body, "Sign-in expired") {
+		t.Errorf("the finished request's form posted again: %d %.200s, want the expired page", again.status, again.body)
+	}
+	if p := get(t, b, e.issuer+"/account"); !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("the finished request's form posted again signed the browser in: the account page asks for no password: %d %.200s", p.status, p.body)
+	}
+}

@@ -442,6 +442,14 @@ func (s *Server) loginLocal(c echo.Context) error {
 	if ar.IDP != "local" || s.cfg.SignIn.Directory == nil {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused", "此次登录不使用登录表单。 This sign-in does not use the login form.", "invalid_request")
 	}
+	// A finished request's form posted again (Back and the browser's resubmission, on a shared
+	// computer after its user signed out) has no password checked and signs no one in.
+	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(c.Request().Context(), ar.ID); {
+	case err != nil:
+		return s.redirectErrorInternal(c, ar, err)
+	case finished:
+		return s.expiredPage(c)
+	}
 	user := strings.TrimSpace(c.FormValue("username"))
 	// Keycloak's brute-force detection locks a user, never an address: a locked user gets the
 	// same answer as a wrong password, and the password is checked all the same (no timing
