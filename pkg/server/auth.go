@@ -16,7 +16,7 @@ const claimsKey = "ucs.claims"
 func (s *Server) bearer(req oauth.Requirement) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			claims, oerr := s.cfg.Verifier.Verify(c.Request().Header.Get("Authorization"), req)
+			claims, oerr := s.verify(c.Request(), req)
 			if oerr != nil {
 				return &Error{Code: CodeUnauthorized, Message: oerr.Description, Header: http.Header{"Www-Authenticate": {s.challenge(oerr, req)}}}
 			}
@@ -33,7 +33,7 @@ func (s *Server) bearer(req oauth.Requirement) echo.MiddlewareFunc {
 func (s *Server) userinfoBearer(next echo.HandlerFunc) echo.HandlerFunc {
 	req := oauth.Requirement{Scope: oauth.ScopeOpenID}
 	return func(c echo.Context) error {
-		claims, oerr := s.cfg.Verifier.Verify(c.Request().Header.Get("Authorization"), req)
+		claims, oerr := s.verify(c.Request(), req)
 		switch {
 		case oerr == nil:
 			c.Set(claimsKey, claims)
@@ -45,6 +45,16 @@ func (s *Server) userinfoBearer(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return &Error{Code: CodeUnauthorized, Message: oerr.Description, Header: http.Header{"Www-Authenticate": {s.challenge(oerr, req)}}}
 	}
+}
+
+// verify checks r's access token against req. An Authorization header given more than once
+// (RFC 9110 §5.3 allows one) is refused as malformed, whichever line comes first: a proxy that
+// looked at one line and this server at the other would disagree on who is asking.
+func (s *Server) verify(r *http.Request, req oauth.Requirement) (*oauth.Claims, *oauth.Error) {
+	if v := r.Header.Values("Authorization"); len(v) > 1 {
+		return nil, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the Authorization header is given more than once", Status: http.StatusUnauthorized}
+	}
+	return s.cfg.Verifier.Verify(r.Header.Get("Authorization"), req)
 }
 
 // challenge is the WWW-Authenticate value of a bearer token refused with oerr (RFC 6750 §3).

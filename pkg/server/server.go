@@ -8,7 +8,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,9 +179,41 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
+	s.e.Pre(plainPath)
 	s.e.Use(middleware.Recover(), s.answerWithin)
 	s.routes()
 	return s, nil
+}
+
+// plainPath routes a path whose letters, digits, '-', '_' or '~' came percent-encoded
+// (/v1/%74oken) as the same path written plainly: RFC 3986 §6.2.2.2 makes them one URI, and echo
+// routes on the path as sent once it holds escapes. Other escapes ('.', '/' and the rest of
+// the reserved characters) stay as sent.
+func plainPath(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if u := c.Request().URL; u.RawPath != "" {
+			var b strings.Builder
+			for i := 0; i < len(u.RawPath); i++ {
+				if ch := u.RawPath[i]; ch == '%' && i+2 < len(u.RawPath) {
+					if v, err := strconv.ParseUint(u.RawPath[i+1:i+3], 16, 8); err == nil && unreserved(byte(v)) {
+						b.WriteByte(byte(v))
+						i += 2
+						continue
+					}
+				}
+				b.WriteByte(u.RawPath[i])
+			}
+			u.RawPath = b.String()
+			if u.RawPath == (&url.URL{Path: u.Path}).EscapedPath() {
+				u.RawPath = ""
+			}
+		}
+		return next(c)
+	}
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '~'
 }
 
 // answerWithin bounds the work of a request to Config.RequestWait, inside the HTTP server's

@@ -1045,6 +1045,9 @@ func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error
 		// RFC 6749 §3.2, which RFC 7009 and RFC 7662 build on: a parameter is given once.
 		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "a parameter is given more than once", Status: 400})
 	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the Authorization header is given more than once", Status: 400})
+	}
 	id, sec, basic := r.BasicAuth()
 	return oauth.ClientRequest{Form: r.PostForm, BasicID: id, BasicSecret: sec, Basic: basic, Addr: c.RealIP()}, true, nil
 }
