@@ -14,7 +14,7 @@ import (
 
 // rawAnswer sends req as written, header lines a Go client would not write included, and reads
 // the answer.
-func rawAnswer(t *testing.T, base, req string) (*http.Response, string) {
+func rawAnswer(t *testing.T, base, req string) (rawReply, string) {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
@@ -31,7 +31,13 @@ func rawAnswer(t *testing.T, base, req string) (*http.Response, string) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	return resp, string(b)
+	return rawReply{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
+}
+
+// rawReply is what a test reads of rawAnswer's answer besides its body.
+type rawReply struct {
+	StatusCode int
+	Header     http.Header
 }
 
 // TestTwoAuthorizationHeadersRefused: a request may carry one Authorization header (RFC 9110
