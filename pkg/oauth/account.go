@@ -240,6 +240,15 @@ func (s *Service) Hold(ctx context.Context, se store.Session, until time.Time) {
 	s.touch(ctx, se, idle)
 }
 
+// Release ends a Hold of session se once its consent page is answered (accepted or refused):
+// the session ends idle refresh_token_ttl from now, as after any use, not when the sign-in
+// request would have.
+func (s *Service) Release(ctx context.Context, se store.Session) {
+	if err := s.Store.ReleaseSession(ctx, se.Key, s.IdleEnd(se)); err != nil {
+		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)
+	}
+}
+
 func (s *Service) touch(ctx context.Context, se store.Session, idle time.Time) {
 	if err := s.Store.TouchSession(ctx, se.Key, idle); err != nil {
 		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)

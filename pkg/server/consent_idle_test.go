@@ -87,3 +87,42 @@ func TestCodeOfAnsweredAuthorizationExchanges(t *testing.T) {
 		t.Fatalf("a code issued 30 s ago, in answer to the consent just given, was refused: %s (the session ended idle 10 minutes after the sign-in although the authorization it answered is a use)", errc)
 	}
 }
+
+// TestConsentAnsweredEndsTheHold: with refresh_token_ttl at 60 s, a user consents 5 s into the
+// consent page and the application redeems the code; then nothing uses the session. The hold
+// that kept the session while the page waited ends with the answer: the access token ends no
+// later than the session would end idle, the session ends 60 s after that last use, and
+// another application's prompt=none minutes later gets no code. A refusal ends the hold too.
+func TestConsentAnsweredEndsTheHold(t *testing.T) {
+	for _, accept := range []bool{true, false} {
+		e := newSignInEnvWith(t, nil, shortIdle)
+		b := browser(t)
+		login := get(t, b, e.authURL("portal", "st"))
+		consent := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		if !strings.Contains(consent.body, `name="accept"`) {
+			t.Fatalf("consent page: %d %s", consent.status, consent.body)
+		}
+		e.clock.Advance(5 * time.Second)
+		if accept {
+			tok, errc := e.exchange(t, "portal", callback(t, submit(t, b, consent, url.Values{"accept": {"yes"}})).Get("code"))
+			if errc != "" {
+				t.Fatal(errc)
+			}
+			if ttl := tok["expires_in"].(float64); ttl > 60 {
+				t.Errorf("access token: expires_in %v s, refresh_expires_in %v s: past the session's idle end (60 s)", ttl, tok["refresh_expires_in"])
+			}
+			e.clock.Advance(5 * time.Minute)
+			if st := userinfo(t, e.issuer, tok["access_token"].(string)); st == http.StatusOK {
+				t.Error("the access token is accepted 5 minutes after the session's last use (idle limit 60 s)")
+			}
+		} else {
+			if q := callback(t, submit(t, b, consent, url.Values{})); q.Get("error") != "access_denied" {
+				t.Fatalf("refusal: %v", q)
+			}
+			e.clock.Advance(5 * time.Minute)
+		}
+		if q := callback(t, get(t, b, e.authURL("trusted", "st2", "prompt", "none"))); q.Get("code") != "" || q.Get("error") != "login_required" {
+			t.Errorf("accept %v: prompt=none 5 minutes after the session's last use (idle limit 60 s) answered %v, want login_required", accept, q)
+		}
+	}
+}

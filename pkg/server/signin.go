@@ -718,6 +718,7 @@ func (s *Server) consent(c echo.Context) error {
 		if ok, err := s.finishOnce(c, ar); !ok {
 			return err
 		}
+		s.cfg.OAuth.Release(ctx, se) // the page no longer waits
 		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
 	}
 	if ar.MaxAge != nil && se.AuthTime.Before(ar.At) && !oauth.FreshFor(*ar.MaxAge, se.AuthTime, s.now()) {
@@ -741,13 +742,18 @@ func (s *Server) consent(c echo.Context) error {
 }
 
 // finish issues the code and sends the browser back to the client. Answering the authorization
-// is a use of the session: its idle end moves on, past the code's lifetime.
+// is a use of the session: its idle end moves on, past the code's lifetime; one that held the
+// session for its consent page (ar.Session) ends the hold.
 func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
 	ctx := c.Request().Context()
 	if ok, err := s.finishOnce(c, ar); !ok {
 		return err
 	}
-	s.cfg.OAuth.Touch(ctx, se)
+	if ar.Session == se.Key {
+		s.cfg.OAuth.Release(ctx, se)
+	} else {
+		s.cfg.OAuth.Touch(ctx, se)
+	}
 	code, err := s.cfg.OAuth.IssueCode(ctx, oauth.CodeGrant{
 		ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, Nonce: ar.Nonce, Scope: ar.Scope, CodeChallenge: ar.CodeChallenge,
 		UserID: se.UserID, SessionKey: se.Key, SID: se.SID, AuthTime: se.AuthTime,

@@ -372,6 +372,23 @@ func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) er
 	return nil
 }
 
+// ReleaseSession sets the idle end of the live session whose cookie hashes to key to idle,
+// earlier or later: the end of a hold (oauth.Service.Hold) that kept the session while its
+// consent page waited, once the page is answered.
+func (s *Store) ReleaseSession(ctx context.Context, key string, idle time.Time) error {
+	defer s.sessions.lock(key)()
+	if _, err := s.Session(ctx, key); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"idle": idle}}); err != nil {
+		return fmt.Errorf("release session: %w", err)
+	}
+	return nil
+}
+
 // AddSessionClient records that clientID received tokens in the session whose cookie hashes to
 // key (once, however often it is called); ErrNotFound when the session has ended. Either the
 // client is recorded before the session ends, and EndSession's answer names it, or the session
