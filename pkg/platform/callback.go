@@ -185,10 +185,12 @@ func (a *CallbackAuth) PairKey(ts, nonce string, mark []byte) string {
 	return NonceKey(ts, nonce)
 }
 
-// NonceMark is what the record of a (timestamp, nonce) pair holds for an event push with body:
-// a hash of the body. The platform repeats a push it got no timely "success" for as it was,
-// the same query and body: a pair already taken with the same mark is that repeat, and is
-// taken again (an event applied twice changes nothing); with another mark, it is a replay.
+// NonceMark is what the record of a (timestamp, nonce) pair holds for an event push whose
+// signed content is event (Open's: the body in plain mode, the decrypted event in safe mode,
+// where the XML around the signed Encrypt is signed by no one): a hash of it. The platform
+// repeats a push it got no timely "success" for as it was: a pair already taken with the same
+// mark is that repeat, and is taken again (an event applied twice changes nothing); with
+// another mark, it is a replay.
 func NonceMark(body []byte) []byte {
 	sum := sha256.Sum256(body)
 	return []byte("event " + base64.RawURLEncoding.EncodeToString(sum[:]))
@@ -197,6 +199,11 @@ func NonceMark(body []byte) []byte {
 // AddressCheckMark is what the record of a pair taken by an address check holds: no event
 // push's mark, so that the check's signed query cannot sign one.
 var AddressCheckMark = []byte("address check")
+
+// EventPairMark is what the bare record of a pair (NonceKey) holds once an event push took it
+// in safe mode, where the push's own record is under PairKey: an address check that meets it
+// is a replay of the push's query.
+var EventPairMark = []byte("event pair")
 
 // ParseEvent reads an authenticated event and checks what applying it needs: a receipt has a
 // msgid and a status, a follow its follower and a time no later than now and CallbackWindow

@@ -44,13 +44,27 @@ const answerWithin = 4 * time.Second
 const platformWait = 5 * time.Second
 
 // takeNonce records that the pair (ts, nonce) was used, once for every front end, with mark
-// (platform.NonceMark of an event push's body, platform.AddressCheckMark for an address
-// check), under platform.CallbackAuth.PairKey. A pair taken before by an event push with the
-// same mark is the platform repeating the same push (it got no timely answer), or this push
-// trying again, and is taken again; any other pair taken before is a replay, refused. A record whose write failed may have been
-// written all the same: the platform's repeat then finds its own mark.
+// (platform.NonceMark of an event push's signed content, platform.AddressCheckMark for an
+// address check), under platform.CallbackAuth.PairKey. A pair taken before by an event push
+// with the same mark is the platform repeating the same push (it got no timely answer), or
+// this push trying again, and is taken again; any other pair taken before is a replay,
+// refused. A record whose write failed may have been written all the same: the platform's
+// repeat then finds its own mark.
+//
+// In safe mode an event push's pair is kept under its mark, and is taken bare as well
+// (platform.EventPairMark): its query carries the plain signature too, and must not pass for
+// an address check's.
 func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string, mark []byte) error {
-	key := s.cb.PairKey(ts, nonce, mark)
+	if s.cb.SignsBody() && !bytes.Equal(mark, platform.AddressCheckMark) {
+		if err := s.takePair(ctx, c, ts, platform.NonceKey(ts, nonce), platform.EventPairMark); err != nil {
+			return err
+		}
+	}
+	return s.takePair(ctx, c, ts, s.cb.PairKey(ts, nonce, mark), mark)
+}
+
+// takePair is takeNonce's record under key.
+func (s *Server) takePair(ctx context.Context, c echo.Context, ts, key string, mark []byte) error {
 	_, err := s.cfg.Nonces.Create(ctx, key, mark)
 	if errors.Is(err, natskv.ErrRecordExists) {
 		var held []byte
@@ -87,6 +101,7 @@ func (s *Server) callbackVerify(c echo.Context) error {
 	if err := s.takeNonce(ctx, c, ts, nonce, platform.AddressCheckMark); err != nil {
 		return err
 	}
+	c.Response().Header().Set("X-Content-Type-Options", "nosniff") // the platform's string, never a page
 	return c.String(http.StatusOK, q.Get("echostr"))
 }
 
@@ -119,7 +134,9 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if err != nil {
 		return errf(CodeBadRequest, err.Error())
 	}
-	err = s.keepEvent(ctx, c, ts, nonce, platform.NonceMark(body), ev)
+	// The mark is of what the signature covers: in safe mode the encrypted event, not the XML
+	// around it, which a replay may reshape.
+	err = s.keepEvent(ctx, c, ts, nonce, platform.NonceMark(plain), ev)
 	if err == nil {
 		return c.String(http.StatusOK, "success")
 	}

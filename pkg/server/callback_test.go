@@ -695,3 +695,63 @@ func TestSafeModeReceiptsSharingAPairAreBothApplied(t *testing.T) {
 		})
 	}
 }
+
+// nonceRecords is how many (timestamp, nonce) records the front ends keep.
+func (e *env) nonceRecords() uint64 {
+	e.t.Helper()
+	st, err := e.js.Stream(context.Background(), "KV_"+service.CallbackNoncesBucket)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	si, err := st.Info(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return si.State.Msgs
+}
+
+// TestSafeModeReplayWithReshapedEnvelope: in safe mode msg_signature covers the Encrypt value,
+// not the XML around it. A captured push posted again within the window with its envelope
+// reshaped (spaces, another element) is the same push: taken as the platform's repeat, with
+// no new record of its pair, however often it comes.
+func TestSafeModeReplayWithReshapedEnvelope(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Platform.EncodingAESKey, c.Platform.AppID = aesKey, safeAppID
+	})
+	q, body := e.safePost(t, safeAppID, "captured", followEvent("oA", "subscribe", e.clock.Now().Unix()))
+	if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+		t.Fatalf("the push itself: %d %s", a.status, a.body)
+	}
+	before := e.nonceRecords()
+	for i := range 20 {
+		reshaped := strings.Replace(body, "<xml>", "<xml>"+strings.Repeat(" ", i+1), 1)
+		if i%2 == 1 {
+			reshaped = strings.Replace(body, "</xml>", "<Pad"+strconv.Itoa(i)+"/></xml>", 1)
+		}
+		e.callback(q, reshaped)
+	}
+	if grown := e.nonceRecords() - before; grown != 0 {
+		t.Fatalf("one captured push posted again 20 times with its envelope reshaped: %d new records of its pair, want none", grown)
+	}
+}
+
+// TestSafeModePushQueryAsAddressCheckRefused: a safe-mode push's query carries the plain
+// signature beside msg_signature. Once the push took its pair, the query replayed as an
+// address check (GET with an echostr of the replayer's choosing) is refused, as in plain mode.
+func TestSafeModePushQueryAsAddressCheckRefused(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Platform.EncodingAESKey, c.Platform.AppID = aesKey, safeAppID
+	})
+	q, body := e.safePost(t, safeAppID, "captured2", followEvent("oA", "subscribe", e.clock.Now().Unix()))
+	if a := e.callback(q, body); a.status != 200 {
+		t.Fatalf("the push itself: %d %s", a.status, a.body)
+	}
+	a := e.do("GET", callbackPath+"?"+q+"&echostr="+url.QueryEscape("<html><script>alert(1)</script></html>"), "", "", "")
+	if a.status != http.StatusConflict {
+		t.Fatalf("a used push query replayed as an address check: %d %q, want 409", a.status, a.body)
+	}
+	// The platform's repeat of the push itself is still taken.
+	if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
+		t.Fatalf("the platform's repeat of the push: %d %s", a.status, a.body)
+	}
+}
