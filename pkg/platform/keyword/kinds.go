@@ -240,7 +240,7 @@ func allRunes(s string, ok func(rune) bool) bool {
 
 func isASCIIDigit(r rune) bool  { return r >= '0' && r <= '9' }
 func isASCIILetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
-func isHan(r rune) bool         { return unicode.Is(unicode.Han, r) }
+func isHan(r rune) bool         { return unicode.Is(unicode.Han, r) || unicode.Is(newerHan, r) }
 
 // isSymbol is a printable character that is not Chinese, a letter or a digit.
 func isSymbol(r rune) bool {

@@ -212,3 +212,24 @@ func TestKindsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestNewerHanIsChinese: the ideographs of Extension I (Unicode 15.1, newer than Go's tables),
+// which the rules take as characters, are Chinese for the kinds that count Chinese too: a
+// phrase, a car number's first place, a name of at most 10 of them.
+func TestNewerHanIsChinese(t *testing.T) {
+	const extI = "\U0002EBF0"
+	for _, c := range []struct {
+		kind, value string
+		want        bool
+	}{
+		{"phrase", extI, true},
+		{"phrase", "已" + extI, true},
+		{"car_number", extI + "A12345", true},
+		{"name", strings.Repeat(extI, 10), true},
+		{"name", strings.Repeat(extI, 11), false},
+	} {
+		if got := Valid(c.kind, c.value); got != c.want {
+			t.Errorf("Valid(%q, %+q) = %v, want %v", c.kind, c.value, got, c.want)
+		}
+	}
+}
