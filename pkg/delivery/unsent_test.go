@@ -45,6 +45,35 @@ func TestUnreachablePlatformGivesUpAtMaxAttempts(t *testing.T) {
 	if strings.Contains(res.Reason, "may have sent") {
 		t.Errorf("a send refused at the connection reached no platform, but the reason says: %q", res.Reason)
 	}
+	// The caller reads what happened, not the operator's network.
+	host := strings.TrimPrefix(front.URL, "http://")
+	for _, text := range []string{res.Reason, res.LastError} {
+		if strings.Contains(text, host) || strings.Contains(text, "dial tcp") || !strings.Contains(text, "the platform could not be reached: connection refused") {
+			t.Errorf("a caller reads %q: want the platform unreachable said, without its address", text)
+		}
+	}
+}
+
+// TestNoTokenReasonHidesTheNetwork: the worker reaches no token endpoint (its platform address,
+// an egress relay of the operator's, refuses connections): the push's lastError, which its
+// caller reads, says so without the address or the transport's error chain.
+func TestNoTokenReasonHidesTheNetwork(t *testing.T) {
+	r := newRig(t)
+	front := httptest.NewServer(http.NotFoundHandler())
+	closed := front.URL
+	front.Close()
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform = r.platformAt(closed) })
+	id := r.publish("u-follows", "JML", jml)
+	var res push.Result
+	embeddedtest.Eventually(t, 10*time.Second, id+" held for want of a token", func() bool {
+		cur, err := r.st.Current(context.Background(), id)
+		res = cur
+		return err == nil && cur.LastError != ""
+	})
+	if strings.Contains(res.LastError, strings.TrimPrefix(closed, "http://")) || strings.Contains(res.LastError, "dial tcp") ||
+		!strings.HasPrefix(res.LastError, "no access token: the platform could not be reached: connection refused") {
+		t.Errorf("lastError %q: want the missing token and the unreachable platform said, without its address", res.LastError)
+	}
 }
 
 // TestAccountRefusalAtTheTokenEndpointCountsNoAttempt: the platform's token endpoint refuses the

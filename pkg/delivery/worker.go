@@ -393,7 +393,8 @@ func (w *Worker) selfPause(err error) (sending.PauseState, bool) {
 		return sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}, true
 	}
 	if _, _, account := platform.AccountProblem(err); !account && errors.As(err, new(*platform.NotSentError)) {
-		return sending.PauseState{Until: now.Add(w.cfg.TokenPauseFor), Reason: "no access token: " + err.Error()}, true
+		w.cfg.Logger.Warn("no access token could be had from the platform", "err", err)
+		return sending.PauseState{Until: now.Add(w.cfg.TokenPauseFor), Reason: "no access token: " + platform.Reason(err)}, true
 	}
 	return sending.PauseState{}, false
 }
@@ -1040,7 +1041,8 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// No call went out (no access token to be had) and no pause holds the message: the
 			// attempt does not count, and the message comes back after a while.
 			inDoubt = wasInDoubt
-			why := err.Error()
+			w.cfg.Logger.Warn("no access token could be had from the platform", "ucsId", r.UcsID, "err", err)
+			why := "no access token: " + platform.Reason(err)
 			if err := w.takeBack(ctx, msg, r, why, time.Time{}, inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
@@ -1054,7 +1056,10 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		case permanent:
 			res.out = failedAs(code, reason)
 		default:
-			res.out = Retry(err.Error(), 0)
+			res.out = Retry(platform.Reason(err), 0)
+			if code == "network" || code == "timeout" {
+				w.cfg.Logger.Info("the platform's answer did not come", "ucsId", r.UcsID, "err", err)
+			}
 			// A refusal says this call was not taken, but not whether an earlier one in doubt
 			// was; a call that got no answer may have been.
 			switch {

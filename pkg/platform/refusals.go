@@ -3,7 +3,9 @@ package platform
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
+	"syscall"
 )
 
 // HTTPError is an answer of the platform with an HTTP status other than 2xx: the request did
@@ -137,4 +139,30 @@ func ErrorLabel(err error) string {
 		return "http"
 	}
 	return "network"
+}
+
+// Reason is err as the push's caller reads it (a result's lastError): the platform's own
+// answers, an errcode or an HTTP status, as they are; for a call that got no answer, what
+// happened, without the addresses and error chains of the network between the workers and
+// the platform, which are the operator's, for the log.
+func Reason(err error) string {
+	var pe *Error
+	var he *HTTPError
+	var ne net.Error
+	var dns *net.DNSError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &pe), errors.As(err, &he):
+		return err.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "the platform did not answer in time"
+	case errors.As(err, &dns):
+		return "the platform could not be reached: its name was not resolved"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the platform could not be reached: connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "the platform could not be reached: connection reset"
+	}
+	return "the platform could not be reached"
 }
