@@ -116,36 +116,59 @@ var classes = []Class{
 	{Name: "not_a_character", Treatment: Refuse, Noun: "code point that is not a character",
 		DescZH: "非字符（U+FFFE、U+FFFF、U+FDD0–U+FDEF 等）、未分配的码位和代理项：拒收",
 		DescEN: "noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF, …), unassigned code points and surrogates: refused",
-		Table:  cut(rangetable.Merge(unicode.Cn, unicode.Cs), newerHan.R32[0])},
+		Table:  cut(rangetable.Merge(unicode.Cn, unicode.Cs), newer...)},
 }
 
-// newerHan are the CJK ideographs Unicode assigned after the version of Go's tables
-// (unicode.Version 15.0.0), which those tables take for unassigned code points: CJK Unified
-// Ideographs Extension I (Unicode 15.1, U+2EBF0–U+2EE5D), characters of the Table of General
-// Standard Chinese Characters (通用规范汉字表) that personal names use.
+// newer are the characters Unicode assigned after the version of Go's tables
+// (unicode.Version 15.0.0), which those tables take for unassigned code points: the 627 of
+// Unicode 15.1, the ideographic description characters U+2FFC–U+2FFF, the CJK stroke U+31EF
+// and CJK Unified Ideographs Extension I (newerHan).
+var newer = []unicode.Range32{{Lo: 0x2FFC, Hi: 0x2FFF, Stride: 1}, {Lo: 0x31EF, Hi: 0x31EF, Stride: 1}, newerHan.R32[0]}
+
+// newerHan is CJK Unified Ideographs Extension I (Unicode 15.1, U+2EBF0–U+2EE5D), characters of
+// the Table of General Standard Chinese Characters (通用规范汉字表) that personal names use.
 var newerHan = &unicode.RangeTable{R32: []unicode.Range32{{Lo: 0x2EBF0, Hi: 0x2EE5D, Stride: 1}}}
 
-// cut returns t without the code points of c, which lie in ranges of t of stride 1 (as the
+// cut returns t without the code points of cs, which lie in ranges of t of stride 1 (as the
 // unassigned code points around a block do): the ranges are split, not visited code point by
 // code point, which for the unassigned code points would mean some 800,000 of them at start.
-func cut(t *unicode.RangeTable, c unicode.Range32) *unicode.RangeTable {
-	out := &unicode.RangeTable{R16: t.R16, LatinOffset: t.LatinOffset}
-	for _, r := range t.R32 {
-		if r.Hi < c.Lo || r.Lo > c.Hi {
-			out.R32 = append(out.R32, r)
-			continue
-		}
-		if r.Stride != 1 {
-			panic("keyword: cut from a range of stride other than 1")
-		}
-		if r.Lo < c.Lo {
-			out.R32 = append(out.R32, unicode.Range32{Lo: r.Lo, Hi: c.Lo - 1, Stride: 1})
-		}
-		if r.Hi > c.Hi {
-			out.R32 = append(out.R32, unicode.Range32{Lo: c.Hi + 1, Hi: r.Hi, Stride: 1})
+// Nothing of Latin-1 is cut.
+func cut(t *unicode.RangeTable, cs ...unicode.Range32) *unicode.RangeTable {
+	out := &unicode.RangeTable{LatinOffset: t.LatinOffset}
+	for _, r := range t.R16 {
+		for _, p := range cutRange(unicode.Range32{Lo: uint32(r.Lo), Hi: uint32(r.Hi), Stride: uint32(r.Stride)}, cs) {
+			out.R16 = append(out.R16, unicode.Range16{Lo: uint16(p.Lo), Hi: uint16(p.Hi), Stride: uint16(p.Stride)})
 		}
 	}
+	for _, r := range t.R32 {
+		out.R32 = append(out.R32, cutRange(r, cs)...)
+	}
 	return out
+}
+
+// cutRange is r without the code points of cs.
+func cutRange(r unicode.Range32, cs []unicode.Range32) []unicode.Range32 {
+	pieces := []unicode.Range32{r}
+	for _, c := range cs {
+		var left []unicode.Range32
+		for _, p := range pieces {
+			if p.Hi < c.Lo || p.Lo > c.Hi {
+				left = append(left, p)
+				continue
+			}
+			if p.Stride != 1 {
+				panic("keyword: cut from a range of stride other than 1")
+			}
+			if p.Lo < c.Lo {
+				left = append(left, unicode.Range32{Lo: p.Lo, Hi: c.Lo - 1, Stride: 1})
+			}
+			if p.Hi > c.Hi {
+				left = append(left, unicode.Range32{Lo: c.Hi + 1, Hi: p.Hi, Stride: 1})
+			}
+		}
+		pieces = left
+	}
+	return pieces
 }
 
 // Classes returns a copy of the table: every class of characters the platform

@@ -20,7 +20,7 @@ func TestClassesAreWhatThePlatformRefuses(t *testing.T) {
 				in = i
 			}
 		}
-		platform := r == ' ' || unicode.IsPrint(r) || unicode.Is(newerHan, r)
+		platform := r == ' ' || unicode.IsPrint(r) || unicode.Is(&unicode.RangeTable{R32: newer}, r)
 		if platform != (in < 0) {
 			t.Fatalf("%U: platform accepts %v, but its class is %d", r, platform, in)
 		}
@@ -92,5 +92,19 @@ func TestClassesCopy(t *testing.T) {
 	cs[0].Name = "changed"
 	if classes[0].Name != "line_break" || classes[0].Table.R16[0].Lo != 0x0A || classes[0].Table.LatinOffset == 0 {
 		t.Fatal("Classes hands out the table itself")
+	}
+}
+
+// TestUnicode151Characters: every character Unicode 15.1 assigned (newer than Go's tables) is a
+// character, as Extension I's are: the ideographic description characters U+2FFC–U+2FFF and
+// the stroke U+31EF too; their unassigned neighbours are not.
+func TestUnicode151Characters(t *testing.T) {
+	for _, r := range []rune{0x2FFC, 0x2FFD, 0x2FFE, 0x2FFF, 0x31EF, 0x2EBF0, 0x2EE5D} {
+		if c := ClassOf(r); c != nil {
+			t.Errorf("ClassOf(%U) = %s, want a character", r, c.Name)
+		}
+	}
+	if c := ClassOf(0x2EE5E); c == nil || c.Name != "not_a_character" {
+		t.Errorf("ClassOf(U+2EE5E) = %v, want not_a_character", c)
 	}
 }
