@@ -327,7 +327,7 @@ func BenchmarkLogin(b *testing.B) {
 }
 
 // TestOpsNamesTheOperatorsAction: a pause for a refusal of the account says what the operator
-// must do; a pause for the daily quota says when it ends.
+// must do; a pause for the daily quota or the per-minute limit says when it ends, and its cause.
 func TestOpsNamesTheOperatorsAction(t *testing.T) {
 	var b bytes.Buffer
 	d := pages.OpsData{Paused: true, PausedUntil: time.Now().Add(time.Hour), PauseReason: "40164 invalid ip, not in whitelist",
@@ -345,5 +345,15 @@ func TestOpsNamesTheOperatorsAction(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "daily quota") || strings.Contains(b.String(), "until an operator acts") {
 		t.Fatalf("quota pause banner: %s", b.String())
+	}
+	// The per-minute limit's pause, which ends by itself within the minute, is not called the
+	// daily quota's.
+	b.Reset()
+	d.PauseReason = "45011: the platform's per-minute limit was hit"
+	if err := pages.Ops(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "45011") || strings.Contains(b.String(), "daily quota") {
+		t.Fatalf("per-minute pause banner: %s", b.String())
 	}
 }

@@ -165,9 +165,10 @@ func (mg *migration) subjects(ctx context.Context, filter string) (int, error) {
 		if err != nil {
 			return moved, fmt.Errorf("migrate stream %s: %w", stream, err)
 		}
-		read := 0
+		read, none := 0, false
 		for raw, err := range msgs {
 			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				none = true
 				break
 			}
 			if err != nil {
@@ -188,8 +189,12 @@ func (mg *migration) subjects(ctx context.Context, filter string) (int, error) {
 				return moved, fmt.Errorf("migrate stream %s: delete message %d: %w", stream, raw.Sequence, err)
 			}
 		}
-		if read == 0 {
+		switch {
+		case none:
 			return moved, nil
+		case read == 0:
+			// No answer in time is not the end of the legacy messages.
+			return moved, fmt.Errorf("migrate stream %s: %w", stream, errNoAnswer)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -465,5 +467,25 @@ func TestPlatformEventKeptAfterItsStreamWasLost(t *testing.T) {
 	}
 	if got := st.CachedInfo().Config.Retention; got != jetstream.WorkQueuePolicy {
 		t.Fatalf("made again with retention %v", got)
+	}
+}
+
+// TestMigrateWithoutAnAnswerIsNoEnd: a page of legacy messages whose read gets no answer in time
+// (the stream's leader slow or away) is not the end of them: Migrate fails, and says so,
+// rather than report the stream converted with its pushes left on the legacy subjects.
+func TestMigrateWithoutAnAnswerIsNoEnd(t *testing.T) {
+	url := embeddedtest.NATS(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	_, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	st, c := legacyStream(t, js, 0)
+	publishChunk(t, js, "BLOCKA", newPushes("exams.office", 3))
+	// The read's own wait (the connection's request time-out, 2 s) ends first; the stream
+	// answers again after it.
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("DIRECT.GET")) })
+	release := time.AfterFunc(3*time.Second, proxy.Release)
+	defer release.Stop()
+	_, err := queue.Migrate(context.Background(), js, c, nil)
+	if err == nil {
+		t.Fatalf("Migrate without an answer to its read: nil error, %d legacy messages left", legacyLeft(t, st))
 	}
 }

@@ -661,12 +661,18 @@ func (w *Waiting) Find(ctx context.Context, ucsID string) (push.Message, error) 
 	}
 	for raw, err := range msgs {
 		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
+			return push.Message{}, ErrNotWaiting
 		}
 		if err != nil {
 			return push.Message{}, fmt.Errorf("find %s in the queue: %w", ucsID, err)
 		}
 		return push.DecodeMessage(raw.Data)
 	}
-	return push.Message{}, ErrNotWaiting
+	// Neither a message nor the stream's "none": the answer did not come in time (the batch
+	// request ends its wait without an error).
+	return push.Message{}, fmt.Errorf("find %s in the queue: %w", ucsID, errNoAnswer)
 }
+
+// errNoAnswer is a batch read of the stream that ended with no answer at all: the stream said
+// neither what it holds nor that it holds nothing.
+var errNoAnswer = errors.New("the stream did not answer")

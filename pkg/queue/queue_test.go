@@ -558,3 +558,40 @@ func TestLostAcknowledgementsAreReadBackAFewAtATime(t *testing.T) {
 		t.Errorf("%d read-backs past the bound of %d", n, queue.MaxConfirms)
 	}
 }
+
+// TestFindWithoutAnAnswerIsNoAnswer: a push waits in the stream; while the stream does not
+// answer (a partition, a leader election), Find ends with an error, not ErrNotWaiting: the
+// operations page then says the queue did not answer, rather than that the push is in no queue.
+func TestFindWithoutAnAnswerIsNoAnswer(t *testing.T) {
+	url := embeddedtest.NATS(t)
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	_, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	c := queue.Config{Stream: "S", Consumer: "d", Replicas: 1, MaxBytes: 1 << 20, MaxAge: time.Hour, AckWait: 5 * time.Second}
+	ctx := context.Background()
+	st, err := queue.EnsureStream(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := queue.NewPublisherWaiting(js, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg(push.NewID(time.Now()))
+	if err := p.Publish(ctx, m, queue.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := queue.NewWaiting(js, st, c.Consumer)
+	if _, err := w.Find(ctx, m.UcsID); err != nil {
+		t.Fatalf("Find of a waiting push: %v", err)
+	}
+	if _, err := w.Find(ctx, push.NewID(time.Now())); !errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("Find of a push not in the stream: %v, want ErrNotWaiting", err)
+	}
+	proxy.HoldAnswersAfter(func(sent []byte) bool { return bytes.Contains(sent, []byte("DIRECT.GET")) })
+	defer proxy.Release()
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := w.Find(fctx, m.UcsID); err == nil || errors.Is(err, queue.ErrNotWaiting) {
+		t.Fatalf("Find while the stream does not answer: %v, want an error other than ErrNotWaiting", err)
+	}
+}
