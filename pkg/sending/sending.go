@@ -115,9 +115,9 @@ func (p *Pause) Resume(ctx context.Context) error {
 func (p *Pause) Close() { p.m.Close() }
 
 // Budget is a send budget shared by every worker through a token bucket in NATS (key-value
-// bucket ucs_sending_budget): together they send at most rate messages a second, and a
-// twentieth of a second's worth more at most, however many workers run. A worker takes a
-// twentieth of a second's worth at a time (a lease) with one compare-and-set, and spends it
+// bucket ucs_sending_budget): together they send at most rate messages a second, and one lease
+// more at most, however many workers run. A worker takes a twentieth of a second's worth at a
+// time, at least one message (a lease), with one compare-and-set, and spends it
 // within that twentieth of a second or not at all, so that the tokens the workers hold add
 // nothing to a second's sends; the bucket is touched about twenty times a second however many
 // workers share it. The bucket holds at most one lease: a quiet second is not saved up for a
