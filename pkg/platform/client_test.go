@@ -347,15 +347,56 @@ func TestTokenRefetchedBeforeItExpires(t *testing.T) {
 	if n := e.sim.Stats().TokenRequests; n != 1 {
 		t.Fatalf("%d token requests within the token's life", n)
 	}
-	// Five minutes before the end the client asks again, and the platform
-	// hands out the next token without invalidating the current one.
+	// Five minutes before the end the client asks again, behind the send, and
+	// the platform hands out the next token without invalidating the current one.
 	clk.Advance(26 * time.Minute)
 	if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
 		t.Fatal(err)
 	}
+	embeddedtest.Eventually(t, 5*time.Second, "the renewal", func() bool { return e.sim.Stats().TokenRequests == 2 })
 	st := e.sim.Stats()
 	if st.TokenRequests != 2 || st.TokenForceRefreshes != 0 || len(st.Errors) != 0 {
 		t.Errorf("stats %+v: want a second, normal token request and no errors", st)
+	}
+}
+
+// TestSendsDoNotWaitForTheRenewal: the token is renewed five minutes before its end; a slow
+// token endpoint then holds no send (a worker's handlers, each holding its share of the send
+// budget, would all call at once when the token came). Sends go on with the token in hand,
+// and one renewal runs behind them.
+func TestSendsDoNotWaitForTheRenewal(t *testing.T) {
+	clk := newClock()
+	var hold atomic.Bool
+	release := make(chan struct{})
+	e := newEnv(t, envOptions{simNow: clk.Now, clientNow: clk.Now, wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/stable_token") && hold.Load() {
+				<-release
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	ctx := context.Background()
+	if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(116 * time.Minute)
+	hold.Store(true)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if _, err := e.client.SendTemplate(sctx, exam(follower, fmt.Sprintf("ucs-renewal-%d", i))); err != nil {
+				t.Errorf("a send while the renewal is held: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(release)
+	embeddedtest.Eventually(t, 5*time.Second, "the renewal", func() bool { return e.sim.Stats().TokenRequests == 2 })
+	if st := e.sim.Stats(); st.Accepted != 21 || st.TokenRequests != 2 || len(st.Errors) != 0 {
+		t.Errorf("stats %+v: want every send taken with the token in hand and one renewal", st)
 	}
 }
 

@@ -24,6 +24,9 @@ const (
 	// goroutine waiting for it, so it does not end with the context of the
 	// goroutine that happened to start it.
 	tokenFetchTimeout = 15 * time.Second
+	// renewRetry is how long after a renewal ahead of expiry failed another is
+	// tried, while the token in hand is still good.
+	renewRetry = 10 * time.Second
 )
 
 // tokenCall is one token fetch in flight; waiters block on done.
@@ -43,7 +46,11 @@ type tokenCache struct {
 
 	mu  sync.Mutex
 	tok string
-	exp time.Time
+	exp time.Time // when tok is renewed, ahead of its expiry
+	// good is until when tok is used while its renewal runs: a little before
+	// its expiry.
+	good       time.Time
+	renewTried time.Time
 	// confirmed is a token the platform rejected and then handed out again
 	// in normal mode: only a forced refresh replaces it.
 	confirmed string
@@ -66,7 +73,15 @@ var errForceRefreshTooSoon = errors.New("the platform keeps handing out a token 
 func (tc *tokenCache) get(ctx context.Context, stale string) (string, error) {
 	for {
 		tc.mu.Lock()
-		if tc.tok != "" && tc.tok != stale && tc.now().Before(tc.exp) {
+		if now := tc.now(); tc.tok != "" && tc.tok != stale && now.Before(tc.good) {
+			// Due for renewal, and still good: it is renewed behind the sends, which
+			// do not wait for it (each holding its share of the send budget, they
+			// would all call at once when it came).
+			if !now.Before(tc.exp) && tc.inflight == nil && now.Sub(tc.renewTried) >= renewRetry {
+				tc.renewTried = now
+				tc.inflight = &tokenCall{done: make(chan struct{})}
+				go tc.run(ctx, tc.inflight, false)
+			}
 			tok := tc.tok
 			tc.mu.Unlock()
 			return tok, nil
@@ -125,6 +140,7 @@ func (tc *tokenCache) run(ctx context.Context, c *tokenCall, force bool) {
 	tc.tok = tok
 	skew := min(expiresIn/10, maxTokenSkew)
 	tc.exp = start.Add(expiresIn - skew)
+	tc.good = start.Add(expiresIn - skew/5)
 	if c.stale != "" && tok == c.stale {
 		tc.confirmed = tok
 	}
