@@ -193,16 +193,19 @@ func (s *Store) unlist(ctx context.Context, userID string, refs []SessionRef) er
 }
 
 // EndSession ends a session and takes it off its user's list; its tokens stop working with it.
-// It returns the session as it ended, with the clients recorded until then.
+// It returns the session as it ended, with the clients recorded until then, for them to be
+// told; a session another call ended first (two sign-outs at once, on one front end or two), or
+// that is gone, is returned with no clients: whoever ended it tells them, once.
 func (s *Store) EndSession(ctx context.Context, se Session) (Session, error) {
 	unlock := s.sessions.lock(se.Key)
 	var ended Session
-	err := s.col(colSessions).FindOneAndUpdate(ctx, bson.M{"_id": se.Key}, bson.M{"$set": bson.M{"ended": true}},
+	err := s.col(colSessions).FindOneAndUpdate(ctx, bson.M{"_id": se.Key, "ended": bson.M{"$ne": true}}, bson.M{"$set": bson.M{"ended": true}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&ended)
 	unlock()
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		ended = se
+		ended.Clients = nil
 	case err != nil:
 		return se, fmt.Errorf("end session: %w", err)
 	}

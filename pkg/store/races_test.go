@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -189,6 +190,51 @@ func TestConsentKeptWhileTheGrantIsUsed(t *testing.T) {
 		}
 		if len(g.Scopes) != 2 {
 			t.Errorf("round %d: the consent given while the grant was used is lost: scopes %v", r, g.Scopes)
+		}
+	}
+}
+
+// TestSessionEndedOnceTellsOnce: two sign-outs of one session at once (two tabs, or an
+// application's server-side logout with the browser's, on one front end or two): the session
+// ends once, and only the end that ended it names its clients, so that each is sent one logout
+// token.
+func TestSessionEndedOnceTellsOnce(t *testing.T) {
+	clk := clocktest.New(at(0))
+	st := embeddedtest.Store(t, clk.Now)
+	ctx := context.Background()
+	for r := range 5 {
+		se := store.Session{Key: fmt.Sprint("twice-key-", r), SID: fmt.Sprint("twice-sid-", r), UserID: "twice-user",
+			IDP: "local", AuthTime: clk.Now(), Expires: clk.Now().Add(time.Hour)}
+		if _, err := st.PutSession(ctx, se); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AddSessionClient(ctx, se.Key, "shop"); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		named := 0
+		start := make(chan struct{})
+		for range 4 {
+			wg.Go(func() {
+				<-start
+				ended, err := st.EndSession(ctx, se)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				named += len(ended.Clients)
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		if named != 1 {
+			t.Errorf("round %d: four ends of one session named its one client %d times, want once", r, named)
+		}
+		if _, err := st.Session(ctx, se.Key); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("round %d: the session lives after its ends: %v", r, err)
 		}
 	}
 }
