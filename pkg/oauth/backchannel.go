@@ -63,6 +63,9 @@ type BackchannelConfig struct {
 	MaxElapsed time.Duration
 	// Logger logs tokens given up (by client, never the token). Default: nowhere.
 	Logger *slog.Logger
+	// CloseWait is how long Close lets the senders post the tokens still queued (a stop comes
+	// just after the sign-outs it served) before it gives up the rest. Default 1 s.
+	CloseWait time.Duration
 }
 
 // Backchannel sends logout tokens to clients.
@@ -71,7 +74,8 @@ type Backchannel struct {
 	retrying chan struct{} // a place for each token being retried
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // senders and retries
+	senders  sync.WaitGroup
 	mu       sync.Mutex
 	queues   map[string]chan logoutJob // by client, with their senders; under mu
 	closed   bool                      // under mu
@@ -105,6 +109,9 @@ func NewBackchannel(cfg BackchannelConfig) *Backchannel {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CloseWait <= 0 {
+		cfg.CloseWait = time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Backchannel{cfg: cfg, retrying: make(chan struct{}, cfg.Queue), ctx: ctx, cancel: cancel, queues: map[string]chan logoutJob{}}
 }
@@ -118,8 +125,10 @@ func (b *Backchannel) queue(clientID string) chan logoutJob {
 		b.queues[clientID] = q
 		for range b.cfg.Senders {
 			b.wg.Add(1)
+			b.senders.Add(1)
 			go func() {
 				defer b.wg.Done()
+				defer b.senders.Done()
 				for j := range q {
 					b.deliver(j)
 				}
@@ -135,6 +144,7 @@ func (b *Backchannel) Send(clientID, uri, token string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		b.cfg.Logger.Warn("back-channel logout given up: the server is stopping", "client", clientID)
 		return false
 	}
 	q := b.queue(clientID)
@@ -147,8 +157,9 @@ func (b *Backchannel) Send(clientID, uri, token string) bool {
 	}
 }
 
-// Close stops taking tokens, ends the retries under way and waits for the senders to return.
-// Tokens still queued are given up.
+// Close stops taking tokens, lets the senders post those still queued for CloseWait, then ends
+// the posts and retries under way and waits for them. Each token given up is logged with its
+// client.
 func (b *Backchannel) Close() {
 	b.mu.Lock()
 	if !b.closed {
@@ -158,6 +169,14 @@ func (b *Backchannel) Close() {
 		}
 	}
 	b.mu.Unlock()
+	drained := make(chan struct{})
+	go func() { b.senders.Wait(); close(drained) }()
+	t := time.NewTimer(b.cfg.CloseWait)
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
 	b.cancel()
 	b.wg.Wait()
 }
@@ -169,6 +188,7 @@ var errClientRefused = errors.New("the client refused the logout token")
 // goroutine of its own (retry), which frees the sender for other clients' tokens.
 func (b *Backchannel) deliver(j logoutJob) {
 	if b.ctx.Err() != nil {
+		b.cfg.Logger.Warn("back-channel logout given up: the server is stopping", "client", j.client)
 		return
 	}
 	since := time.Now()
@@ -176,6 +196,9 @@ func (b *Backchannel) deliver(j logoutJob) {
 	var perm *backoff.PermanentError
 	switch {
 	case err == nil:
+		return
+	case b.ctx.Err() != nil:
+		b.cfg.Logger.Warn("back-channel logout given up: the server is stopping", "client", j.client, "attempts", 1)
 		return
 	case errors.As(err, &perm):
 		b.cfg.Logger.Warn("back-channel logout given up", "client", j.client, "attempts", 1, "err", perm.Err)
@@ -204,6 +227,7 @@ func (b *Backchannel) retry(j logoutJob, since time.Time, err error) {
 	if time.Since(since)+first < b.cfg.MaxElapsed {
 		select {
 		case <-b.ctx.Done():
+			b.cfg.Logger.Warn("back-channel logout given up: the server is stopping", "client", j.client, "attempts", attempts)
 			return
 		case <-time.After(first):
 		}
@@ -211,7 +235,11 @@ func (b *Backchannel) retry(j logoutJob, since time.Time, err error) {
 		// whatever that time.
 		bo.MaxElapsedTime = b.cfg.MaxElapsed - time.Since(since)
 		err = backoff.Retry(func() error { attempts++; return b.post(j) }, backoff.WithContext(bo, b.ctx))
-		if err == nil || b.ctx.Err() != nil {
+		switch {
+		case err == nil:
+			return
+		case b.ctx.Err() != nil:
+			b.cfg.Logger.Warn("back-channel logout given up: the server is stopping", "client", j.client, "attempts", attempts)
 			return
 		}
 	}

@@ -221,3 +221,51 @@ func TestBackchannelNoRetryPastMaxElapsed(t *testing.T) {
 		t.Fatalf("MaxElapsed %s: %d posts, the last %s after the first, which ended past it", maxElapsed, len(posts), last.Round(time.Millisecond))
 	}
 }
+
+// TestBackchannelCloseSendsWhatIsQueuedOrSaysSo: a front end stops (a rolling update) just after
+// it served sign-outs. The tokens still queued for a client that answers at once are posted
+// before Close returns; those for a client that does not answer are given up after CloseWait,
+// each logged with its client (never the token), so that an operator can tell which
+// applications were not told.
+func TestBackchannelCloseSendsWhatIsQueuedOrSaysSo(t *testing.T) {
+	var got atomic.Int32
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hangs" {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		got.Add(1)
+	}))
+	defer srv.Close()
+	defer close(hang)
+	logs := &embeddedtest.SyncBuffer{}
+	b := oauth.NewBackchannel(oauth.BackchannelConfig{Logger: slog.New(slog.NewTextHandler(logs, nil)), CloseWait: 500 * time.Millisecond})
+	const n = 20
+	for range n {
+		if !b.Send("shop", srv.URL+"/logout", "token-shop") || !b.Send("slow", srv.URL+"/hangs", "token-slow") {
+			t.Fatal("a token was not taken")
+		}
+	}
+	start := time.Now()
+	b.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Close took %s with a client that does not answer, want about CloseWait", took)
+	}
+	if got.Load() != n {
+		t.Errorf("%d of %d tokens for a client answering at once were posted before Close returned", got.Load(), n)
+	}
+	out := logs.String()
+	if given := strings.Count(out, "client=slow"); given != n {
+		t.Errorf("%d given-up tokens of the client that does not answer are logged, want %d: %s", given, n, out)
+	}
+	if strings.Contains(out, "client=shop") || strings.Contains(out, "token-") {
+		t.Errorf("the log names a token posted, or a token: %s", out)
+	}
+	if b.Send("shop", srv.URL+"/logout", "token-late") || !strings.Contains(logs.String(), "client=shop") {
+		t.Errorf("a token after Close is neither refused nor logged: %s", logs.String())
+	}
+}
