@@ -359,23 +359,19 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 // does not bring it back. Like every write of a session, it is by _id alone, which the
 // embedded store answers from its index (DESIGN.md, FerretDB).
 func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) error {
-	defer s.sessions.lock(key)()
-	if _, err := s.Session(ctx, key); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		return err
-	}
-	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$max": bson.M{"idle": idle}}); err != nil {
-		return fmt.Errorf("touch session: %w", err)
-	}
-	return nil
+	return s.setIdle(ctx, key, "$max", idle)
 }
 
 // ReleaseSession sets the idle end of the live session whose cookie hashes to key to idle,
 // earlier or later: the end of a hold (oauth.Service.Hold) that kept the session while its
 // consent page waited, once the page is answered.
 func (s *Store) ReleaseSession(ctx context.Context, key string, idle time.Time) error {
+	return s.setIdle(ctx, key, "$set", idle)
+}
+
+// setIdle writes the idle end of the live session whose cookie hashes to key with op ($max or
+// $set); an ended session is left as it is.
+func (s *Store) setIdle(ctx context.Context, key, op string, idle time.Time) error {
 	defer s.sessions.lock(key)()
 	if _, err := s.Session(ctx, key); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -383,8 +379,8 @@ func (s *Store) ReleaseSession(ctx context.Context, key string, idle time.Time) 
 		}
 		return err
 	}
-	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"idle": idle}}); err != nil {
-		return fmt.Errorf("release session: %w", err)
+	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{op: bson.M{"idle": idle}}); err != nil {
+		return fmt.Errorf("session idle end: %w", err)
 	}
 	return nil
 }
