@@ -200,11 +200,6 @@ func NonceMark(body []byte) []byte {
 // push's mark, so that the check's signed query cannot sign one.
 var AddressCheckMark = []byte("address check")
 
-// EventPairMark is what the bare record of a pair (NonceKey) holds once an event push took it
-// in safe mode, where the push's own record is under PairKey: an address check that meets it
-// is a replay of the push's query.
-var EventPairMark = []byte("event pair")
-
 // ParseEvent reads an authenticated event and checks what applying it needs: a receipt has a
 // msgid and a status, a follow its follower and a time no later than now and CallbackWindow
 // (follows apply in CreateTime order, and a later time would outrank every real event to

@@ -735,10 +735,11 @@ func TestSafeModeReplayWithReshapedEnvelope(t *testing.T) {
 	}
 }
 
-// TestSafeModePushQueryAsAddressCheckRefused: a safe-mode push's query carries the plain
-// signature beside msg_signature. Once the push took its pair, the query replayed as an
-// address check (GET with an echostr of the replayer's choosing) is refused, as in plain mode.
-func TestSafeModePushQueryAsAddressCheckRefused(t *testing.T) {
+// TestAddressCheckEchoesOnlyThePlatformsString: a query whose signature verifies (in safe mode
+// a used push's carries the plain signature too) cannot make the service's origin echo markup:
+// an echostr of other characters than the platform's is refused, changing nothing, and the echo
+// is never sniffed as a page. The platform's repeat of the push is still taken.
+func TestAddressCheckEchoesOnlyThePlatformsString(t *testing.T) {
 	e := newEnvWith(t, func(c *config.Config) {
 		c.Platform.EncodingAESKey, c.Platform.AppID = aesKey, safeAppID
 	})
@@ -746,11 +747,15 @@ func TestSafeModePushQueryAsAddressCheckRefused(t *testing.T) {
 	if a := e.callback(q, body); a.status != 200 {
 		t.Fatalf("the push itself: %d %s", a.status, a.body)
 	}
+	before := e.nonceRecords()
 	a := e.do("GET", callbackPath+"?"+q+"&echostr="+url.QueryEscape("<html><script>alert(1)</script></html>"), "", "", "")
-	if a.status != http.StatusConflict {
-		t.Fatalf("a used push query replayed as an address check: %d %q, want 409", a.status, a.body)
+	if a.status != http.StatusBadRequest || strings.Contains(string(a.body), "<script>") || e.nonceRecords() != before {
+		t.Fatalf("an address check echoing markup: %d %q, %d records of pairs more; want 400, nothing echoed or recorded", a.status, a.body, e.nonceRecords()-before)
 	}
-	// The platform's repeat of the push itself is still taken.
+	a = e.do("GET", callbackPath+"?"+q+"&echostr=5838479218127813673", "", "", "")
+	if a.status != http.StatusOK || string(a.body) != "5838479218127813673" || a.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("an address check with the platform's string: %d %q %v", a.status, a.body, a.header)
+	}
 	if a := e.callback(q, body); a.status != 200 || string(a.body) != "success" {
 		t.Fatalf("the platform's repeat of the push: %d %s", a.status, a.body)
 	}
