@@ -699,15 +699,7 @@ func TestSafeModeReceiptsSharingAPairAreBothApplied(t *testing.T) {
 // nonceRecords is how many (timestamp, nonce) records the front ends keep.
 func (e *env) nonceRecords() uint64 {
 	e.t.Helper()
-	st, err := e.js.Stream(context.Background(), "KV_"+service.CallbackNoncesBucket)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	si, err := st.Info(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return si.State.Msgs
+	return e.streamMsgsOf("KV_" + service.CallbackNoncesBucket)
 }
 
 // TestSafeModeReplayWithReshapedEnvelope: in safe mode msg_signature covers the Encrypt value,

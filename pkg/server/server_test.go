@@ -194,7 +194,13 @@ func (e *env) token(id, secret string) string {
 
 func (e *env) streamMsgs() uint64 {
 	e.t.Helper()
-	st, err := e.js.Stream(context.Background(), e.cfg.NATS.Stream)
+	return e.streamMsgsOf(e.cfg.NATS.Stream)
+}
+
+// streamMsgsOf counts the messages of stream name.
+func (e *env) streamMsgsOf(name string) uint64 {
+	e.t.Helper()
+	st, err := e.js.Stream(context.Background(), name)
 	if err != nil {
 		e.t.Fatal(err)
 	}

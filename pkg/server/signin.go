@@ -406,11 +406,8 @@ func (s *Server) stepOpened(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(c.Request().Context(), ar.ID); {
-	case err != nil:
-		return s.redirectErrorInternal(c, ar, err)
-	case finished:
-		return s.expiredPage(c)
+	if done, err := s.finishedBefore(c, ar); done {
+		return err
 	}
 	ar.Passed, ar.Session = nil, ""
 	return s.startLogin(c, ar, "")
@@ -424,6 +421,18 @@ func (s *Server) openedRequest(c echo.Context) (ar store.AuthRequest, ok bool, e
 		return ar, false, s.expiredPage(c)
 	}
 	return ar, true, nil
+}
+
+// finishedBefore answers a step of ar when ar was answered already (the expired page) or the
+// store cannot tell: done reports that it answered, with err the handler's result.
+func (s *Server) finishedBefore(c echo.Context, ar store.AuthRequest) (done bool, err error) {
+	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(c.Request().Context(), ar.ID); {
+	case err != nil:
+		return true, s.redirectErrorInternal(c, ar, err)
+	case finished:
+		return true, s.expiredPage(c)
+	}
+	return false, nil
 }
 
 // expiredPage answers a sign-in step that can no longer go on.
@@ -444,11 +453,8 @@ func (s *Server) loginLocal(c echo.Context) error {
 	}
 	// A finished request's form posted again (Back and the browser's resubmission, on a shared
 	// computer after its user signed out) has no password checked and signs no one in.
-	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(c.Request().Context(), ar.ID); {
-	case err != nil:
-		return s.redirectErrorInternal(c, ar, err)
-	case finished:
-		return s.expiredPage(c)
+	if done, err := s.finishedBefore(c, ar); done {
+		return err
 	}
 	user := strings.TrimSpace(c.FormValue("username"))
 	// Keycloak's brute-force detection locks a user, never an address: a locked user gets the
@@ -566,11 +572,8 @@ func (s *Server) casSignedIn(c echo.Context) error {
 		return s.expiredPage(c)
 	}
 	ctx := c.Request().Context()
-	switch finished, err := s.cfg.SignIn.Store.AuthRequestFinished(ctx, ar.ID); {
-	case err != nil:
-		return s.redirectErrorInternal(c, ar, err)
-	case finished:
-		return s.expiredPage(c)
+	if done, err := s.finishedBefore(c, ar); done {
+		return err
 	}
 	se, err := s.cfg.SignIn.Store.Session(ctx, key)
 	switch {
