@@ -373,9 +373,13 @@ func bindingsExport() *command {
 				if fh, err = os.OpenFile(output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 					return err
 				}
-				if err = fh.Chmod(0o600); err != nil { // a file that was there keeps its mode
-					_ = fh.Close()
-					return err
+				// A file that was there keeps its mode: set it, but only on a regular file (not
+				// on /dev/null or a terminal, which other users share).
+				if fi, serr := fh.Stat(); serr != nil || fi.Mode().IsRegular() {
+					if err = errors.Join(serr, fh.Chmod(0o600)); err != nil {
+						_ = fh.Close()
+						return err
+					}
 				}
 				defer func() { _ = fh.Close() }() // the success path checks its own close below
 				out = fh

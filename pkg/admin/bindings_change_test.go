@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -312,5 +313,38 @@ func TestExportFileOnlyForItsOwner(t *testing.T) {
 		if b, _ := os.ReadFile(p); !strings.Contains(string(b), "2022000001") {
 			t.Errorf("%s lacks the binding: %q", p, b)
 		}
+	}
+}
+
+// TestExportToASharedFileLeavesItsMode: `bindings export -o /dev/null` (an operator checking
+// that the export runs) must not make a device or pipe that other users share theirs alone.
+// A named pipe with a reader stands for it here.
+func TestExportToASharedFileLeavesItsMode(t *testing.T) {
+	cfgPath, dir, st := bindingsEnv(t)
+	if _, err := st.Bind(context.Background(), "2022000001", "oPerm000000000000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	pipe := dir + "/shared"
+	if err := syscall.Mkfifo(pipe, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pipe, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.OpenFile(pipe, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	mustRun(t, "-config", cfgPath, "bindings", "export", "-o", pipe)
+	fi, err := os.Stat(pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o666 {
+		t.Errorf("export -o to a shared pipe made it mode %v", fi.Mode().Perm())
+	}
+	if b, _ := io.ReadAll(reader); !strings.Contains(string(b), "2022000001") {
+		t.Errorf("the pipe got no binding: %q", b)
 	}
 }
