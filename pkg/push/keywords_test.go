@@ -160,3 +160,39 @@ func TestMainItemNotSentAsUnshownKeyword(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyOptionalMappedFieldNotGiven: an optional field (header, remark) given as "" is
+// accepted by push.schema.json and by the interface (the OpenAPI description's WR example sends
+// "remark": ""). Mapped to a keyword of a kind that takes no empty value, it is not given: the
+// body is accepted and the keyword not sent, rather than refused by a rule "" seems to meet. A
+// value of removed characters alone (U+200B) is empty too.
+func TestEmptyOptionalMappedFieldNotGiven(t *testing.T) {
+	p, err := NewParser(map[string]map[string]string{
+		"WR":  {"title": "thing1", "date": "date2", "content": "thing3", "remark": "thing4"},
+		"TDL": {"header": "thing9", "type": "thing1", "list": "thing2", "step": "thing3", "content": "thing4"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ body, field string }{
+		{`{"userId":"T2019001","type":"WR","data":{"header":"工作提醒","title":"提交本周周报","date":"2026-11-27","content":"请于周五前在系统中提交","remark":""}}`, "remark"},
+		{`{"userId":"u1","type":"TDL","data":{"header":"","type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请"}}`, "header"},
+		{`{"userId":"u1","type":"TDL","data":{"header":"\u200b","type":"请假审批","list":"学生请假","step":"辅导员审批","content":"张三的请假申请"}}`, "header"},
+	} {
+		if !schemaAccepts(t, []byte(c.body)) {
+			t.Fatalf("push.schema.json refuses %s", c.body)
+		}
+		req, err := p.Parse([]byte(c.body))
+		if err != nil {
+			t.Errorf("the schema accepts, the account's parser refuses:\n  %s\n  %v", c.body, err)
+			continue
+		}
+		if v, ok := req.Data[c.field]; ok {
+			t.Errorf("%s: data.%s = %q is sent; an empty optional keyword is not given", c.body, c.field, v)
+		}
+	}
+	// A required field given empty stays refused.
+	if _, err := p.Parse([]byte(`{"userId":"u1","type":"TDL","data":{"type":"请假审批","list":"学生请假","step":"辅导员审批","content":""}}`)); err == nil {
+		t.Error("an empty required content is accepted")
+	}
+}

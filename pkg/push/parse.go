@@ -704,10 +704,18 @@ func (b *bodyReader) checkData(sp *TypeSpec) map[string]string {
 				continue
 			}
 			n := len(b.problems)
-			clean[i] = b.checkText(f.Name, b.members[at[i]].val, f)
-			if kinds != nil && kinds[i] != nil && len(b.problems) == n {
-				b.checkKeyword(f.Name, b.members[at[i]].val.str, clean[i], kinds[i])
+			v := b.members[at[i]].val
+			clean[i] = b.checkText(f.Name, v, f)
+			if kinds == nil || kinds[i] == nil || len(b.problems) > n {
+				continue
 			}
+			if !f.Required && (v.str == "" || clean[i] && keyword.Clean(v.str) == "") {
+				// An optional field given empty is not given: its keyword would reach the
+				// platform empty, which no kind takes.
+				at[i] = -1
+				continue
+			}
+			b.checkKeyword(f.Name, v.str, clean[i], kinds[i])
 		}
 	}
 	if len(unknown) > 0 {
