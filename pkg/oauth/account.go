@@ -226,10 +226,9 @@ func (s *Service) IdleEnd(se store.Session) time.Time {
 // take it leaves the session to end sooner, never later.
 func (s *Service) Touch(ctx context.Context, se store.Session) { s.touch(ctx, se, s.IdleEnd(se)) }
 
-// Hold keeps session se from ending idle before until, the end of a sign-in request it is
-// answering (the user reads the consent page), or IdleEnd if that is later; never past its
-// expiry.
-func (s *Service) Hold(ctx context.Context, se store.Session, until time.Time) {
+// Hold keeps session se from ending idle before until, the end of sign-in request's time (the
+// user reads its consent page), or IdleEnd if that is later; never past its expiry.
+func (s *Service) Hold(ctx context.Context, se store.Session, request string, until time.Time) {
 	idle := s.IdleEnd(se)
 	if until.After(idle) {
 		idle = until
@@ -237,14 +236,16 @@ func (s *Service) Hold(ctx context.Context, se store.Session, until time.Time) {
 			idle = se.Expires
 		}
 	}
-	s.touch(ctx, se, idle)
+	if err := s.Store.HoldSession(ctx, se.Key, request, idle); err != nil {
+		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)
+	}
 }
 
-// Release ends a Hold of session se once its consent page is answered (accepted or refused):
-// the session ends idle refresh_token_ttl from now, as after any use, not when the sign-in
-// request would have.
-func (s *Service) Release(ctx context.Context, se store.Session) {
-	if err := s.Store.ReleaseSession(ctx, se.Key, s.IdleEnd(se)); err != nil {
+// Release ends request's Hold of session se once its consent page is answered (accepted or
+// refused): the session ends idle refresh_token_ttl from now, as after any use, not when the
+// sign-in request would have, unless another consent page of the session still holds it.
+func (s *Service) Release(ctx context.Context, se store.Session, request string) {
+	if err := s.Store.ReleaseSession(ctx, se.Key, request, s.IdleEnd(se)); err != nil {
 		s.Logger.Warn("recording a use of a sign-in session failed", "err", err)
 	}
 }

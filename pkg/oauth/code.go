@@ -37,7 +37,8 @@ type SignInStore interface {
 	EndSession(ctx context.Context, se store.Session) (store.Session, error)
 	AddSessionClient(ctx context.Context, key, clientID string) error
 	TouchSession(ctx context.Context, key string, idle time.Time) error
-	ReleaseSession(ctx context.Context, key string, idle time.Time) error
+	HoldSession(ctx context.Context, key, request string, until time.Time) error
+	ReleaseSession(ctx context.Context, key, request string, idle time.Time) error
 	UserSessions(ctx context.Context, userID string) ([]store.Session, error)
 	UseGrant(ctx context.Context, userID, clientID, scope string, at time.Time) error
 	Grant(ctx context.Context, userID, clientID string) (store.Grant, error)

@@ -126,3 +126,33 @@ func TestConsentAnsweredEndsTheHold(t *testing.T) {
 		}
 	}
 }
+
+// TestConsentAnsweredKeepsAnotherPagesHold: with refresh_token_ttl at 60 s, a user signs in to
+// one application (consent page A) and, in another tab of the same browser, opens a second
+// application (consent page B, held to its request's 10 minutes). Answering A does not end the
+// hold B still needs: B answered 3 minutes later, within its request, is taken. Refusing A
+// ends its own hold alone too.
+func TestConsentAnsweredKeepsAnotherPagesHold(t *testing.T) {
+	for _, accept := range []string{"yes", ""} {
+		e := newSignInEnvWith(t, nil, shortIdle)
+		b := browser(t)
+		login := get(t, b, e.authURL("portal", "stA"))
+		consentA := submit(t, b, login, url.Values{"username": {userID}, "password": {userPass}})
+		if !strings.Contains(consentA.body, `name="accept"`) {
+			t.Fatalf("consent page A: %d %s", consentA.status, consentA.body)
+		}
+		consentB := get(t, b, e.authURL("library", "stB"))
+		if !strings.Contains(consentB.body, `name="accept"`) {
+			t.Fatalf("consent page B: %d %s", consentB.status, consentB.body)
+		}
+		e.clock.Advance(5 * time.Second)
+		answer := url.Values{}
+		if accept != "" {
+			answer.Set("accept", accept)
+		}
+		callback(t, submit(t, b, consentA, answer))
+		e.clock.Advance(3 * time.Minute) // the user reads page B, within its request's 10 minutes
+		requireBackAtClient(t, submit(t, b, consentB, url.Values{"accept": {"yes"}}),
+			"consent B, 3 minutes into its page, after consent A was answered ("+accept+")")
+	}
+}

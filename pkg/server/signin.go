@@ -659,7 +659,7 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		ar.Passed = append(slices.Clone(ar.Passed), store.StepLogin)
 	}
 	ar.Session = se.Key
-	s.cfg.OAuth.Hold(c.Request().Context(), se, ar.Expires)
+	s.cfg.OAuth.Hold(c.Request().Context(), se, ar.ID, ar.Expires)
 	action, err := s.flowURL("consent", ar)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
@@ -721,7 +721,7 @@ func (s *Server) consent(c echo.Context) error {
 		if ok, err := s.finishOnce(c, ar); !ok {
 			return err
 		}
-		s.cfg.OAuth.Release(ctx, se) // the page no longer waits
+		s.cfg.OAuth.Release(ctx, se, ar.ID) // the page no longer waits
 		return s.redirectError(c, ar, oauth.ErrAccessDenied, "the user refused consent")
 	}
 	if ar.MaxAge != nil && se.AuthTime.Before(ar.At) && !oauth.FreshFor(*ar.MaxAge, se.AuthTime, s.now()) {
@@ -753,7 +753,7 @@ func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) 
 		return err
 	}
 	if ar.Session == se.Key {
-		s.cfg.OAuth.Release(ctx, se)
+		s.cfg.OAuth.Release(ctx, se, ar.ID)
 	} else {
 		s.cfg.OAuth.Touch(ctx, se)
 	}

@@ -149,6 +149,9 @@ type Session struct {
 	// Clients are the clients that received tokens in the session, told when it ends
 	// (back-channel logout).
 	Clients []string `bson:"clients,omitempty"`
+	// Holds are the sign-in requests (by id) whose consent page waits in this session, each
+	// with the end of its request (HoldSession), until the page is answered (ReleaseSession).
+	Holds map[string]time.Time `bson:"holds,omitempty"`
 }
 
 // RefreshToken is an issued refresh token (stored by its hash).
@@ -359,27 +362,50 @@ func (s *Store) Session(ctx context.Context, key string) (Session, error) {
 // does not bring it back. Like every write of a session, it is by _id alone, which the
 // embedded store answers from its index (DESIGN.md, FerretDB).
 func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) error {
-	return s.setIdle(ctx, key, "$max", idle)
+	return s.setIdle(ctx, key, func(Session) bson.M { return bson.M{"$max": bson.M{"idle": idle}} })
 }
 
-// ReleaseSession sets the idle end of the live session whose cookie hashes to key to idle,
-// earlier or later: the end of a hold (oauth.Service.Hold) that kept the session while its
-// consent page waited, once the page is answered.
-func (s *Store) ReleaseSession(ctx context.Context, key string, idle time.Time) error {
-	return s.setIdle(ctx, key, "$set", idle)
+// HoldSession keeps the live session whose cookie hashes to key from ending idle before until,
+// the end of sign-in request's time (its consent page waits): the idle end moves on to until,
+// never back, and the hold is recorded for ReleaseSession.
+func (s *Store) HoldSession(ctx context.Context, key, request string, until time.Time) error {
+	return s.setIdle(ctx, key, func(Session) bson.M {
+		return bson.M{"$max": bson.M{"idle": until}, "$set": bson.M{"holds." + request: until}}
+	})
 }
 
-// setIdle writes the idle end of the live session whose cookie hashes to key with op ($max or
-// $set); an ended session is left as it is.
-func (s *Store) setIdle(ctx context.Context, key, op string, idle time.Time) error {
+// ReleaseSession ends request's hold of the live session whose cookie hashes to key (its
+// consent page is answered): the idle end becomes idle, earlier or later, or the end of another
+// request's hold still waiting (another page, in another tab), whichever is later. Holds that
+// have ended are dropped with it.
+func (s *Store) ReleaseSession(ctx context.Context, key, request string, idle time.Time) error {
+	return s.setIdle(ctx, key, func(se Session) bson.M {
+		now, drop := s.now(), bson.M{"holds." + request: ""}
+		for id, until := range se.Holds {
+			switch {
+			case id == request:
+			case !until.After(now):
+				drop["holds."+id] = ""
+			case until.After(idle):
+				idle = until
+			}
+		}
+		return bson.M{"$set": bson.M{"idle": idle}, "$unset": drop}
+	})
+}
+
+// setIdle writes the idle end of the live session whose cookie hashes to key with the update
+// change gives for it as it is; an ended session is left as it is.
+func (s *Store) setIdle(ctx context.Context, key string, change func(Session) bson.M) error {
 	defer s.sessions.lock(key)()
-	if _, err := s.Session(ctx, key); err != nil {
+	se, err := s.Session(ctx, key)
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		return err
 	}
-	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, bson.M{op: bson.M{"idle": idle}}); err != nil {
+	if _, err := s.col(colSessions).UpdateOne(ctx, bson.M{"_id": key}, change(se)); err != nil {
 		return fmt.Errorf("session idle end: %w", err)
 	}
 	return nil
