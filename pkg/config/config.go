@@ -877,17 +877,17 @@ func (cl Client) check(prefix string, p *problems) {
 		p.add("%sredirect_uris: required for the authorization_code grant", prefix)
 	}
 	for _, r := range cl.RedirectURIs {
-		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || strings.Contains(r, "#") {
 			p.add("%sredirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
 	}
 	for _, r := range cl.PostLogoutRedirectURIs {
-		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || u.Hostname() == "" || strings.Contains(r, "#") {
 			p.add("%spost_logout_redirect_uris: %q is not an absolute URL without fragment", prefix, r)
 		}
 	}
 	if r := cl.BackchannelLogoutURI; r != "" {
-		if u, err := url.Parse(r); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Fragment != "" {
+		if u, err := url.Parse(r); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Contains(r, "#") {
 			p.add("%sbackchannel_logout_uri: %q is not an absolute http or https URL without fragment", prefix, r)
 		}
 	}

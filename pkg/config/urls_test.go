@@ -37,3 +37,23 @@ func TestOAuthBaseEmptyFragmentRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestClientURIEmptyFragmentRefused: RFC 6749 (3.1.2): a redirection endpoint must not include
+// a fragment, and one ending in a bare "#" has one, empty (net/url leaves Fragment ""). The
+// admin command validates with Client.Validate alone, so such a client was stored, and every
+// code of a query response then went after the "#", where the client's back end never sees it.
+// The same for the post-logout and back-channel logout addresses.
+func TestClientURIEmptyFragmentRefused(t *testing.T) {
+	const uri = "https://app.example.edu/cb#"
+	for field, c := range map[string]config.Client{
+		"redirect_uris":             {RedirectURIs: []string{uri}},
+		"post_logout_redirect_uris": {RedirectURIs: []string{"https://app.example.edu/cb"}, PostLogoutRedirectURIs: []string{uri}},
+		"backchannel_logout_uri":    {RedirectURIs: []string{"https://app.example.edu/cb"}, BackchannelLogoutURI: uri},
+	} {
+		c.ClientID, c.ClientSecret = "spa", "0123456789abcdef0123"
+		c.Grants, c.Scopes = []string{"authorization_code"}, []string{"openid"}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s %q: Validate gave %v, want a problem naming it", field, uri, err)
+		}
+	}
+}
