@@ -69,8 +69,8 @@ func ValidateAuthRequest(ar *AuthRequest, clients *Clients, idps []string, defau
 	if !ok {
 		return page(ErrInvalidClient, "the application is not registered: check client_id")
 	}
-	if ar.RedirectURI == "" || !slices.Contains(client.RedirectURIs, ar.RedirectURI) {
-		return page(ErrInvalidRedirectURI, "redirect_uri is missing or not registered for this application (exact match)")
+	if ar.RedirectURI == "" || !Registered(client.RedirectURIs, ar.RedirectURI) {
+		return page(ErrInvalidRedirectURI, "redirect_uri is missing or not registered for this application (exact match; on the loopback interface, any port)")
 	}
 	back := func(code, desc string) (*Client, *Error) {
 		e := errorf(code, "%s", desc)

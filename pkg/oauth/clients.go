@@ -3,7 +3,9 @@ package oauth
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -167,11 +169,33 @@ func (r *Clients) Authenticate(id, secret string) (*Client, bool) {
 	return c, true
 }
 
+// Registered reports whether uri is one of the registered addresses: the same string, or, for a
+// native application on the loopback interface, the same but for a port the registered address
+// leaves out. Such an application listens on whatever port the system gives it at sign-in, and
+// RFC 8252 (7.3) has the server take any port there, as Keycloak does for 127.0.0.1 and
+// localhost.
+func Registered(registered []string, uri string) bool {
+	if slices.Contains(registered, uri) {
+		return true
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "http" || u.User != nil || u.Port() == "" {
+		return false
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "::1", "localhost":
+	default:
+		return false
+	}
+	u.Host = strings.TrimSuffix(u.Host, ":"+u.Port())
+	return slices.Contains(registered, u.String())
+}
+
 // AnyPostLogoutRedirect reports whether target is a registered post-logout address of any
 // client (logout requests that name no client).
 func (r *Clients) AnyPostLogoutRedirect(target string) bool {
 	for _, c := range r.set.Load().byID {
-		if slices.Contains(c.PostLogoutRedirectURIs, target) {
+		if Registered(c.PostLogoutRedirectURIs, target) {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"net/url"
-	"slices"
 )
 
 // LogoutRequest is a browser's logout request as ParseLogout checked it.
@@ -57,11 +56,11 @@ func (s *Service) ParseLogout(q url.Values) (LogoutRequest, *Error) {
 }
 
 // logoutTargetAllowed reports whether target is a post-logout address registered for clientID,
-// or, without a client, for some client (exact match).
+// or, without a client, for some client (Registered).
 func (s *Service) logoutTargetAllowed(clientID, target string) bool {
 	if clientID != "" {
 		cl, ok := s.Clients.Lookup(clientID)
-		return ok && slices.Contains(cl.PostLogoutRedirectURIs, target)
+		return ok && Registered(cl.PostLogoutRedirectURIs, target)
 	}
 	return s.Clients.AnyPostLogoutRedirect(target)
 }

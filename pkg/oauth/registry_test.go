@@ -76,3 +76,28 @@ func TestClientsReload(t *testing.T) {
 		t.Fatalf("ids: %v", ids)
 	}
 }
+
+// TestRegisteredLoopbackAnyPort: an address is registered as written, or, on the loopback
+// interface over http, with any port where the registered one gives none (RFC 8252, 7.3);
+// nothing else is widened.
+func TestRegisteredLoopbackAnyPort(t *testing.T) {
+	reg := []string{"http://127.0.0.1/cb", "http://[::1]/cb", "http://localhost/cb?x=1", "http://127.0.0.1:8080/fixed", "https://app.example.edu/cb"}
+	for uri, want := range map[string]bool{
+		"http://127.0.0.1/cb":             true,
+		"http://127.0.0.1:53682/cb":       true,
+		"http://[::1]:53682/cb":           true,
+		"http://localhost:1/cb?x=1":       true,
+		"http://127.0.0.1:53682/cb/":      false, // the path must match
+		"http://127.0.0.1:53682/cb#x":     false,
+		"http://u@127.0.0.1:53682/cb":     false,
+		"https://127.0.0.1:53682/cb":      false, // the scheme as registered
+		"http://127.0.0.1:9090/fixed":     false, // a registered port is kept
+		"http://127.0.0.2:53682/cb":       false,
+		"https://app.example.edu:8443/cb": false,
+		"http://127.0.0.1:/cb":            false,
+	} {
+		if got := oauth.Registered(reg, uri); got != want {
+			t.Errorf("Registered(%q) = %v, want %v", uri, got, want)
+		}
+	}
+}

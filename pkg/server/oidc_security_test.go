@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"slices"
@@ -945,5 +946,41 @@ func TestClientSecretNeverPutInAURL(t *testing.T) {
 	}
 	if u, err := url.Parse(loc); err != nil || u.Query().Get("client_id") != "portal" || u.Query().Get("state") != "s" {
 		t.Fatalf("auth: Location %q lost the request's parameters", loc)
+	}
+}
+
+// TestLoopbackRedirectAnyPort: a native application (a desktop tool, a CLI) registers the
+// loopback redirect http://127.0.0.1/callback and, at sign-in, listens on whatever port the OS
+// gives it. RFC 8252 §7.3 ("The authorization server MUST allow any port to be specified at the
+// time of the request for loopback IP redirect URIs"), RFC 9700 §2.1 (exact matching "except for
+// port numbers in localhost redirection URIs of native apps") and Keycloak (RedirectUtils drops
+// the port of http://127.0.0.1 and http://localhost before matching) all take it; this service
+// answers the invalid redirect_uri page, so the application can never sign a user in.
+func TestLoopbackRedirectAnyPort(t *testing.T) {
+	const registered, asked = "http://127.0.0.1/callback", "http://127.0.0.1:53682/callback"
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "desktop", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code"}, Scopes: []string{"openid"}, RedirectURIs: []string{registered}, SkipConsent: true})
+	})
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), "http://127.0.0.1:53682/") {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	p := get(t, b, e.issuer+"/protocol/openid-connect/auth?"+url.Values{"client_id": {"desktop"}, "response_type": {"code"},
+		"redirect_uri": {asked}, "scope": {"openid"}, "state": {"st"}, "kc_idp_hint": {"local"}}.Encode())
+	if p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
+		t.Fatalf("authorization request with the loopback redirect on an ephemeral port refused: %d %s", p.status, p.body[:min(len(p.body), 300)])
+	}
+	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
+	if p.status != http.StatusFound || !strings.HasPrefix(p.location, asked+"?") {
+		t.Fatalf("not sent back to the port the application listens on: %d %q", p.status, p.location)
+	}
+	u, _ := url.Parse(p.location)
+	if st, m := e.postForm(t, "/token", "desktop", url.Values{"grant_type": {"authorization_code"}, "code": {u.Query().Get("code")},
+		"redirect_uri": {asked}}); st != http.StatusOK {
+		t.Fatalf("code exchange: %d %v", st, m)
 	}
 }
