@@ -179,7 +179,7 @@ func Registered(registered []string, uri string) bool {
 		return true
 	}
 	u, err := url.Parse(uri)
-	if err != nil || u.Scheme != "http" || u.User != nil || u.Port() == "" {
+	if err != nil || strings.Contains(uri, "#") || u.Scheme != "http" || u.User != nil || u.Port() == "" {
 		return false
 	}
 	switch u.Hostname() {
@@ -187,8 +187,12 @@ func Registered(registered []string, uri string) bool {
 	default:
 		return false
 	}
-	u.Host = strings.TrimSuffix(u.Host, ":"+u.Port())
-	return slices.Contains(registered, u.String())
+	// The address as sent, but for the port: nothing else of it is rewritten.
+	authority := "http://" + u.Host
+	if !strings.HasPrefix(uri, authority) {
+		return false
+	}
+	return slices.Contains(registered, strings.TrimSuffix(authority, ":"+u.Port())+uri[len(authority):])
 }
 
 // AnyPostLogoutRedirect reports whether target is a registered post-logout address of any

@@ -95,6 +95,10 @@ func TestRegisteredLoopbackAnyPort(t *testing.T) {
 		"http://127.0.0.2:53682/cb":       false,
 		"https://app.example.edu:8443/cb": false,
 		"http://127.0.0.1:/cb":            false,
+		"http://127.0.0.1:53682/cb#":      false, // an empty fragment: the code would go after it
+		"http://[::1]:53682/cb#":          false,
+		"http://localhost:1/cb?x=1#":      false,
+		"HTTP://127.0.0.1:53682/cb":       false,
 	} {
 		if got := oauth.Registered(reg, uri); got != want {
 			t.Errorf("Registered(%q) = %v, want %v", uri, got, want)
