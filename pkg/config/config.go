@@ -589,6 +589,20 @@ func (c *Config) Defaults() {
 	}
 }
 
+// shownURL is an address as a message may quote it: a password in it (a gateway's credentials)
+// written xxxxx; one that does not parse is not quoted at all, as it may hold a password that
+// breaks it.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL; a password in it must be percent-encoded)"
+	}
+	if _, has := u.User.Password(); has {
+		return strconv.Quote(u.Redacted())
+	}
+	return strconv.Quote(raw)
+}
+
 // DefaultOAuthBase is the real platform's web authorization origin.
 const DefaultOAuthBase = "https://open.weixin.qq.com"
 
@@ -913,9 +927,9 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 	} else {
 		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			p.add("platform.api_base: %q is not an absolute http(s) URL", pl.APIBase)
+			p.add("platform.api_base: %s is not an absolute http(s) URL", shownURL(pl.APIBase))
 		} else if strings.ContainsAny(pl.APIBase, "?#") { // also a bare "?" or "#", which url.Parse leaves empty
-			p.add("platform.api_base: %q has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", pl.APIBase)
+			p.add("platform.api_base: %s has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", shownURL(pl.APIBase))
 		}
 		if pl.AppID == "" {
 			p.add("platform.appid: required with api_base")
@@ -933,7 +947,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	if pl.OAuthBase != "" {
 		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 			strings.ContainsAny(pl.OAuthBase, "?#") {
-			p.add("platform.oauth_base: %q is not an absolute http(s) URL without query or fragment", pl.OAuthBase)
+			p.add("platform.oauth_base: %s is not an absolute http(s) URL without query or fragment", shownURL(pl.OAuthBase))
 		}
 	}
 	if pl.EncodingAESKey != "" {

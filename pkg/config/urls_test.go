@@ -57,3 +57,30 @@ func TestClientURIEmptyFragmentRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPlatformURLPasswordNotShown: api_base may carry a gateway's credentials (the platform
+// client writes them xxxxx in its errors). One that validation refuses (a password with '#' or
+// '?' not percent-encoded, or a query) is not printed with its password, as nats.url is not; the
+// same for oauth_base.
+func TestPlatformURLPasswordNotShown(t *testing.T) {
+	const pw = "gwS3cretPw"
+	for _, base := range []string{
+		"https://gw:" + pw + "#x@gateway.example",
+		"https://gw:" + pw + "@gateway.example/?v=1",
+		"https://gw:" + pw + "?x@gateway.example",
+	} {
+		for _, pl := range []config.Platform{
+			{APIBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
+			{APIBase: "https://api.weixin.qq.com", OAuthBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
+		} {
+			c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}, Platform: pl}
+			c.Defaults()
+			err := c.Validate(config.RoleAPI)
+			if err == nil {
+				t.Errorf("%+v: accepted", pl)
+			} else if strings.Contains(err.Error(), pw) {
+				t.Errorf("the validation error shows the gateway's password:\n%v", err)
+			}
+		}
+	}
+}
