@@ -116,6 +116,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Retention = 30 * 24 * time.Hour
 	}
 	opts := clientOptions(o)
+	if opts.Validate() != nil {
+		// Not the driver's text: it quotes the value it could not read, a password among them.
+		return nil, errors.New("connect to mongodb: mongodb.uri does not parse, or holds an option the driver refuses (percent-encode '%', ':', '/', '@' in the user, the password and option values)")
+	}
 	client, err := mongo.Connect(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to mongodb: %w", err)

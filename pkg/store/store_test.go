@@ -1096,3 +1096,25 @@ func TestSweeperSweepsAtStart(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound)
 	})
 }
+
+// TestOpenErrorHidesURISecrets: mongodb.uri carries the database's password (in its user part)
+// and may carry the client key's password (tlsCertificateKeyFilePassword). A URI the driver
+// refuses (a password holding a '%' not percent-encoded) does not have its secrets printed in
+// Open's error, which the programs write to standard error at start.
+func TestOpenErrorHidesURISecrets(t *testing.T) {
+	host := strings.TrimPrefix(embeddedtest.MongoURI(t), "mongodb://")
+	host = host[:strings.IndexAny(host, "/?")]
+	for _, tc := range []struct{ uri, secret string }{
+		{"mongodb://ucs:50%off-DbPass@" + host + "/", "%of"},
+		{"mongodb://" + host + "/?tls=true&tlsCertificateKeyFilePassword=50%off-KeyPass", "off-KeyPass"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := store.Open(ctx, store.Options{URI: tc.uri, Database: embeddedtest.DBName(t), ConnectTimeout: 2 * time.Second})
+		cancel()
+		if err == nil {
+			t.Errorf("%s: opened", tc.uri)
+		} else if strings.Contains(err.Error(), tc.secret) || !strings.Contains(err.Error(), "mongodb.uri does not parse") {
+			t.Errorf("Open's error shows the URI's secret %q, or does not name mongodb.uri:\n%v", tc.secret, err)
+		}
+	}
+}
