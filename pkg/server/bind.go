@@ -288,7 +288,9 @@ func (s *Server) bindSignIn(c echo.Context) error {
 	if !ok || bs.OpenID == "" {
 		return c.Redirect(http.StatusSeeOther, "/bind")
 	}
-	return s.startSignIn(c, "idp", store.AuthRequest{Bind: oauth.Hash(bs.ID)})
+	// The campus sign-on asks for the password every time (renew): its single sign-on, in a
+	// borrowed phone's in-app browser, outlives this service's sign-out and a Cancel here.
+	return s.startSignIn(c, "idp", store.AuthRequest{Bind: oauth.Hash(bs.ID), Renew: true})
 }
 
 // bindAfterLogin ends a sign-in started from the binding page: the user number goes back to
@@ -365,13 +367,13 @@ func (s *Server) bindConsent(c echo.Context) error {
 		// the page showed, still signed in, is bound.
 		return c.Redirect(http.StatusSeeOther, "/bind")
 	}
-	userID := bs.UserID
+	userID, signIn := bs.UserID, bs.SignIn
 	bs.UserID, bs.SignIn = "", "" // consent is asked once per sign-in, whatever the answer
 	if err := s.setBindSession(c, bs); err != nil {
 		return err
 	}
 	if c.FormValue("accept") == "" {
-		return c.Redirect(http.StatusSeeOther, "/bind?done=cancelled")
+		return s.bindSignOut(c, signIn, "cancelled")
 	}
 	replaced, err := s.cfg.Bind.Store.Bind(c.Request().Context(), userID, bs.OpenID)
 	if err != nil {
@@ -379,7 +381,23 @@ func (s *Server) bindConsent(c echo.Context) error {
 	}
 	s.log.Info("binding: bound", "user", userID)
 	s.bindChanged(userID, replaced)
-	return c.Redirect(http.StatusSeeOther, "/bind?done=bound")
+	return s.bindSignOut(c, signIn, "bound")
+}
+
+// bindSignOut ends the sign-in that served the binding (its session, whose cookie hashes to
+// key, and the campus sign-on's) and shows the page's outcome done. A student binds on a
+// borrowed phone as often as on their own: the sign-in must not stay behind in its browser for
+// the next person.
+func (s *Server) bindSignOut(c echo.Context, key, done string) error {
+	if err := s.cfg.OAuth.EndSession(c.Request().Context(), key); err != nil {
+		// The cookie goes all the same: without it this browser holds nothing.
+		s.log.Warn("binding: the sign-in's session could not be ended; it ends idle", "err", err)
+	}
+	s.clearCookie(c, cookieSession)
+	if s.cfg.SignIn.CAS != nil {
+		return c.Redirect(http.StatusSeeOther, s.cfg.SignIn.CAS.LogoutURL(s.cfg.SignIn.PublicURL+"/bind?done="+done))
+	}
+	return c.Redirect(http.StatusSeeOther, "/bind?done="+done)
 }
 
 // bindUnbind takes the unbind form: the follower's binding ends.
