@@ -232,6 +232,12 @@ func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 		return json.Marshal(f)
 	})
 	if err != nil && !errors.Is(err, errLocked) {
+		if ctx.Err() != nil {
+			// The request's time ran out (or its client left) before the attempt was counted:
+			// it counts as locked, never as checked uncounted. Guesses sent at once by the
+			// hundred would otherwise make the server slow enough to pass the lock.
+			return true
+		}
 		g.Logger.Warn("counting a sign-in attempt failed; not locking", "err", err)
 		return false
 	}

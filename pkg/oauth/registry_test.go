@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
+	"github.com/campus-it/ucs/pkg/natskv"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -103,5 +105,31 @@ func TestRegisteredLoopbackAnyPort(t *testing.T) {
 		if got := oauth.Registered(reg, uri); got != want {
 			t.Errorf("Registered(%q) = %v, want %v", uri, got, want)
 		}
+	}
+}
+
+// TestAttemptOutOfTimeCountsAsLocked: an attempt whose request ran out of time (or whose client
+// left) before the shared record counted it is refused as locked, never checked uncounted:
+// hundreds of guesses sent at once made the server slow enough for most of them to pass the
+// lock that way (200 at once under the race detector: 101 passwords checked against a lock
+// after 30). NATS answering with an error while the request still has time does not lock (an
+// outage must not stop sign-ins).
+func TestAttemptOutOfTimeCountsAsLocked(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	failures, err := natskv.OpenCache(ctx, js, "failures", time.Hour, 1, 100, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failures.Close)
+	g := &oauth.Guard{BruteForce: oauth.BruteForce{Failures: 30, WaitIncrement: time.Minute, MaxWait: time.Hour,
+		QuickLoginCheck: time.Millisecond, FailureReset: time.Hour}, Failures: failures, Logger: slog.New(slog.DiscardHandler), Now: time.Now}
+	if g.UserAttempt(ctx, "2020000001") {
+		t.Fatal("the first attempt is locked")
+	}
+	over, cancel := context.WithCancel(ctx)
+	cancel()
+	if !g.UserAttempt(over, "2020000001") {
+		t.Error("an attempt whose request is over, not counted, is let through to the password's check")
 	}
 }

@@ -464,17 +464,8 @@ func (s *Server) loginLocal(c echo.Context) error {
 	if e := g.Slowed(ctx, addr); e != nil {
 		return s.tooManyPage(c, e)
 	}
-	// A user of the directory has the attempt counted before the check (forgotten if the
-	// password is right), so that guesses sent at once cannot pass the lock; a made-up name
-	// has its (absent) record read.
 	known := dir.Exists(user)
-	var blocked bool
-	if known {
-		blocked = g.UserAttempt(ctx, user)
-	} else {
-		blocked = g.UserLocked(ctx, user)
-	}
-	if ok := dir.Check(user, c.FormValue("password")); !ok || blocked {
+	if ok, blocked := checkPassword(ctx, g, dir, known, user, c.FormValue("password")); !ok || blocked {
 		// A name that is no user's is not logged: it may be a password typed in the wrong field.
 		shown := notAUser
 		if known {
@@ -492,12 +483,28 @@ func (s *Server) loginLocal(c echo.Context) error {
 		}
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
 	}
-	g.UserSucceeded(ctx, user)
 	se, err := s.newSession(c, user, "local", s.now())
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
 	return s.afterLogin(c, ar, se)
+}
+
+// checkPassword checks password of user, known to the directory or not, against brute-force
+// detection: whether it is right, and whether the user is locked (then a right one does not
+// sign in). A user of the directory has the attempt counted before the check, so that guesses
+// sent at once cannot pass the lock, and forgotten if the password is right; a made-up name has
+// its (absent) record read.
+func checkPassword(ctx context.Context, g *oauth.Guard, dir *oauth.Directory, known bool, user, password string) (ok, blocked bool) {
+	if !known {
+		blocked = g.UserLocked(ctx, user)
+		return dir.Check(user, password), blocked
+	}
+	blocked = g.UserAttempt(ctx, user)
+	if ok = dir.Check(user, password); ok && !blocked {
+		g.UserSucceeded(ctx, user)
+	}
+	return ok, blocked
 }
 
 // casCallback is where the campus single sign-on returns with a service ticket.
