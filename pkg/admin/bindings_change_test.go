@@ -335,7 +335,7 @@ func TestExportToASharedFileLeavesItsMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reader.Close()
+	defer func() { _ = reader.Close() }()
 	mustRun(t, "-config", cfgPath, "bindings", "export", "-o", pipe)
 	fi, err := os.Stat(pipe)
 	if err != nil {
