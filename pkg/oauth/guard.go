@@ -70,10 +70,31 @@ type Guard struct {
 	Now     func() time.Time
 }
 
+// sharedWait bounds a read or change of the guard's shared records in NATS.
+const sharedWait = 2 * time.Second
+
+// shared is the context of a read or change of the guard's shared records for the request of
+// ctx: not ended by the request's end (a client that half-closes its connection ends the
+// request's context at once, and still reads the answer), and bounded by sharedWait. A record
+// not read or changed in that time is taken for NATS being away, and lets the request through
+// (an outage must not stop sign-ins), unless the request itself is over by then (over): a slow
+// server, or a client gone, is not NATS being away, and must not pass the limits uncounted.
+func shared(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), sharedWait)
+}
+
+// over reports whether the request of ctx is over: its deadline passed, or its client left.
+func over(ctx context.Context) bool { return ctx.Err() != nil }
+
 // take takes a token of key's bucket. NATS being away lets the request through: the limit is
 // a defence, not a dependency, and must not stop sign-ins.
 func (g *Guard) take(ctx context.Context, key string, r natskv.Rate) (bool, time.Duration) {
-	ok, wait, err := g.Buckets.Take(ctx, key, r)
+	sctx, cancel := shared(ctx)
+	defer cancel()
+	ok, wait, err := g.Buckets.Take(sctx, key, r)
+	if err != nil && over(ctx) {
+		return false, time.Second
+	}
 	if err != nil {
 		g.Logger.Warn("rate limit unavailable; allowing", "err", err)
 		return true, 0
@@ -138,7 +159,12 @@ func (g *Guard) Slowed(ctx context.Context, addr string) *Error {
 	if g == nil || addr == "" {
 		return nil
 	}
-	empty, wait, err := g.Buckets.Empty(ctx, failureKey(addr), g.failureRate())
+	sctx, cancel := shared(ctx)
+	defer cancel()
+	empty, wait, err := g.Buckets.Empty(sctx, failureKey(addr), g.failureRate())
+	if err != nil && over(ctx) {
+		return tooMany(time.Second, "failed sign-ins from this address")
+	}
 	if err != nil {
 		g.Logger.Warn("reading failed sign-ins of an address failed; not slowing it", "err", err)
 		return nil
@@ -202,7 +228,9 @@ func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 	}
 	bf := g.BruteForce
 	var now time.Time
-	_, err := g.Failures.Update(ctx, userKey(user), func(old []byte) ([]byte, error) {
+	sctx, cancel := shared(ctx)
+	defer cancel()
+	_, err := g.Failures.Update(sctx, userKey(user), func(old []byte) ([]byte, error) {
 		now, locked = g.Now(), false // read at each try
 		var f failures
 		if old != nil {
@@ -232,7 +260,7 @@ func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 		return json.Marshal(f)
 	})
 	if err != nil && !errors.Is(err, errLocked) {
-		if ctx.Err() != nil {
+		if over(ctx) {
 			// The request's time ran out (or its client left) before the attempt was counted:
 			// it counts as locked, never as checked uncounted. Guesses sent at once by the
 			// hundred would otherwise make the server slow enough to pass the lock.

@@ -108,13 +108,12 @@ func TestRegisteredLoopbackAnyPort(t *testing.T) {
 	}
 }
 
-// TestAttemptOutOfTimeCountsAsLocked: an attempt whose request ran out of time (or whose client
-// left) before the shared record counted it is refused as locked, never checked uncounted:
-// hundreds of guesses sent at once made the server slow enough for most of them to pass the
-// lock that way (200 at once under the race detector: 101 passwords checked against a lock
-// after 30). NATS answering with an error while the request still has time does not lock (an
-// outage must not stop sign-ins).
-func TestAttemptOutOfTimeCountsAsLocked(t *testing.T) {
+// TestAttemptOfARequestOverIsCounted: an attempt whose request is over (its time ran out under
+// load, or its client half-closed the connection, which ends the request's context at once) is
+// counted all the same, never checked uncounted: hundreds of guesses sent at once made the
+// server slow enough for most of them to pass the lock that way (200 at once under the race
+// detector: 101 passwords checked against a lock after 30).
+func TestAttemptOfARequestOverIsCounted(t *testing.T) {
 	_, js := embeddedtest.JetStream(t)
 	ctx := context.Background()
 	failures, err := natskv.OpenCache(ctx, js, "failures", time.Hour, 1, 100, time.Now)
@@ -124,12 +123,73 @@ func TestAttemptOutOfTimeCountsAsLocked(t *testing.T) {
 	t.Cleanup(failures.Close)
 	g := &oauth.Guard{BruteForce: oauth.BruteForce{Failures: 30, WaitIncrement: time.Minute, MaxWait: time.Hour,
 		QuickLoginCheck: time.Millisecond, FailureReset: time.Hour}, Failures: failures, Logger: slog.New(slog.DiscardHandler), Now: time.Now}
-	if g.UserAttempt(ctx, "2020000001") {
-		t.Fatal("the first attempt is locked")
-	}
 	over, cancel := context.WithCancel(ctx)
 	cancel()
-	if !g.UserAttempt(over, "2020000001") {
-		t.Error("an attempt whose request is over, not counted, is let through to the password's check")
+	for i := range 30 {
+		if g.UserAttempt(over, "2020000001") {
+			t.Fatalf("attempt %d is locked", i+1)
+		}
+	}
+	if !g.UserAttempt(ctx, "2020000001") {
+		t.Error("after 30 attempts of requests that were over, the 31st is not locked: they went uncounted")
+	}
+}
+
+// TestRateLimitsHoldForARequestOutOfTime: a token request or sign-in whose request context is
+// over (its deadline passed under load, or its client half-closed the connection) does not pass
+// the rate limits or the slowing of an address uncounted: that is not NATS being away. Each
+// replica here is a Guard of its own over the same bucket, as two front ends.
+func TestRateLimitsHoldForARequestOutOfTime(t *testing.T) {
+	_, js := embeddedtest.JetStream(t)
+	ctx := context.Background()
+	kv, err := natskv.OpenCounters(ctx, js, "limits", time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *oauth.Guard {
+		return &oauth.Guard{
+			Limits:     oauth.RateLimits{PerAddress: 0.001, PerAddressBurst: 1, PerClient: 0.001, PerClientBurst: 1},
+			BruteForce: oauth.BruteForce{Disabled: true, AddressFailures: 0.001, AddressFailureBurst: 1},
+			Buckets:    natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{}),
+			Logger:     slog.New(slog.DiscardHandler), Now: time.Now,
+		}
+	}
+	a, b := replica(), replica()
+	over, cancel := context.WithCancel(ctx)
+	cancel()
+	const addr = "192.0.2.7"
+	client := &oauth.Client{ID: "app"}
+	// Each limit allows one, taken by a live request at replica a.
+	if e := a.AllowAddress(ctx, addr); e != nil {
+		t.Fatal(e)
+	}
+	if e := a.AllowClient(ctx, client); e != nil {
+		t.Fatal(e)
+	}
+	if e := a.AddressFailed(ctx, addr); e != nil {
+		t.Fatal(e)
+	}
+	passed := map[string]int{}
+	for range 20 {
+		for _, g := range []*oauth.Guard{a, b} {
+			if g.AllowAddress(over, addr) == nil {
+				passed["AllowAddress"]++
+			}
+			if g.AllowClient(over, client) == nil {
+				passed["AllowClient"]++
+			}
+			if g.AddressFailed(over, addr) == nil {
+				passed["AddressFailed"]++
+			}
+		}
+	}
+	if b.Slowed(over, addr) == nil {
+		passed["Slowed"]++
+	}
+	for what, n := range passed {
+		t.Errorf("%s: %d requests whose context was over passed a limit of 1 (used up)", what, n)
+	}
+	if b.AllowAddress(ctx, addr) == nil || b.Slowed(ctx, addr) == nil {
+		t.Error("the live request passed too")
 	}
 }
