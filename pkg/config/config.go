@@ -594,11 +594,14 @@ func (c *Config) Defaults() {
 // breaks it.
 func shownURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	switch {
+	case err != nil:
 		return "(not a URL; a password in it must be percent-encoded)"
-	}
-	if _, has := u.User.Password(); has {
+	case u.User != nil:
 		return strconv.Quote(u.Redacted())
+	case strings.Contains(raw, "@"):
+		// User info the parser did not take as such (the scheme or a slash left out).
+		return "(not shown: it may hold a password)"
 	}
 	return strconv.Quote(raw)
 }
@@ -946,8 +949,9 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	}
 	if pl.OAuthBase != "" {
 		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
-			strings.ContainsAny(pl.OAuthBase, "?#") {
-			p.add("platform.oauth_base: %s is not an absolute http(s) URL without query or fragment", shownURL(pl.OAuthBase))
+			strings.ContainsAny(pl.OAuthBase, "?#@") {
+			// No user info either: students' browsers are sent there, and would see it.
+			p.add("platform.oauth_base: %s is not an absolute http(s) URL without user info, query or fragment", shownURL(pl.OAuthBase))
 		}
 	}
 	if pl.EncodingAESKey != "" {

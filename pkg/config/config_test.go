@@ -165,7 +165,7 @@ func TestOAuthBase(t *testing.T) {
 	}
 	c.Platform.OAuthBase = "ftp://open.example.com"
 	err := c.Validate(config.RoleAPI)
-	if err == nil || !strings.Contains(err.Error(), `platform.oauth_base: "ftp://open.example.com" is not an absolute http(s) URL without query`) {
+	if err == nil || !strings.Contains(err.Error(), `platform.oauth_base: "ftp://open.example.com" is not an absolute http(s) URL without user info, query`) {
 		t.Fatalf("got %v", err)
 	}
 	none := &config.Config{}

@@ -84,3 +84,30 @@ func TestPlatformURLPasswordNotShown(t *testing.T) {
 		}
 	}
 }
+
+// TestPlatformURLPasswordNotShownWithoutScheme: api_base written without its scheme
+// ("gw:pw@gateway.example") parses as an opaque URL with no user info, and "https:/gw:pw@…" (one
+// slash) as a path: neither is quoted with its password. An oauth_base with user info is
+// refused: students' browsers are sent there, and the gateway's password with them.
+func TestPlatformURLPasswordNotShownWithoutScheme(t *testing.T) {
+	const pw = "gwS3cretPw"
+	for _, base := range []string{"gw:" + pw + "@gateway.example", "https:/gw:" + pw + "@gateway.example", "https://gw:" + pw + "@gateway.example"} {
+		for _, pl := range []config.Platform{
+			{APIBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
+			{APIBase: "https://api.weixin.qq.com", OAuthBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
+		} {
+			c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}, Platform: pl}
+			c.Defaults()
+			err := c.Validate(config.RoleAPI)
+			valid := pl.OAuthBase == "" && strings.HasPrefix(base, "https://") // a gateway's credentials in api_base
+			switch {
+			case err == nil && !valid:
+				t.Errorf("%+v: accepted", pl)
+			case err != nil && valid:
+				t.Errorf("%+v: refused: %v", pl, err)
+			case err != nil && strings.Contains(err.Error(), pw):
+				t.Errorf("the validation error shows the gateway's password:\n%v", err)
+			}
+		}
+	}
+}
