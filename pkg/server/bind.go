@@ -210,7 +210,7 @@ func (s *Server) bindPage(c echo.Context) error {
 	return s.page(c, http.StatusOK, func(b *bytes.Buffer, nonce string) error {
 		d.Nonce = nonce
 		return pages.Bind(b, d)
-	})
+	}, s.casFormActions()...) // the consent's answer goes through the campus sign-on's logout
 }
 
 // bindAuthorize starts the platform's web authorization in a new bind session.

@@ -206,3 +206,37 @@ func (p *pusher) final(t *testing.T, ucsID string) result {
 	})
 	return a.Data
 }
+
+// TestBindConsentThroughCASInChromium: a student binds on the binding page with the campus
+// sign-on (the default provider) in a real browser. The consent's answer is now a redirect to
+// the campus sign-on's /logout (and back to /bind?done=bound); Chromium checks the redirect
+// that answers a form against the page's form-action, so the binding page must allow the
+// campus sign-on there, as the account and consent pages do (casFormActions). Otherwise the
+// student, having pressed "Bind", is left on a blocked page and never sees "Bound".
+func TestBindConsentThroughCASInChromium(t *testing.T) {
+	e := newBindEnv(t)
+	ctx, problems := chromium(t)
+	tb := tab{t: t, ctx: ctx}
+	tb.run(chromedp.Navigate(e.base+"/bind"), chromedp.WaitVisible(chromedp.CSS(`button[data-openid="`+followerA+`"]`)))
+	tb.run(chromedp.Click(chromedp.CSS(`button[data-openid="`+followerA+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/bind/signin?idp=cas"]`)))
+	tb.run(chromedp.Click(chromedp.CSS(`a[href="/bind/signin?idp=cas"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=username]`), casUser),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), casUserPass),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("accept")))
+	tb.run(chromedp.Click(chromedp.ID("accept")))
+	shown := waitUntil(10*time.Second, func() bool { return strings.Contains(tb.bodyText(), "Bound: you will receive") })
+	var blocked []string
+	for _, m := range problems.all() {
+		if strings.Contains(m, "form-action") || strings.Contains(m, "Content Security Policy") {
+			blocked = append(blocked, m)
+		}
+	}
+	bd, bound := e.bindingOf(t, casUser)
+	if !shown || len(blocked) > 0 {
+		t.Fatalf("pressing Bind after a campus sign-on sign-in: stored %v (%s); the page \"Bound\" shown %v, at %q; the browser refused: %v",
+			bound, bd.OpenID, shown, tb.eval(`location.href`), blocked)
+	}
+}
