@@ -68,6 +68,9 @@ type Guard struct {
 	Buckets *natskv.TokenBuckets
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Connected reports whether NATS is reachable: while it is, an error of the shared records
+	// (NATS slow) refuses the request, rather than letting it through uncounted (away).
+	Connected func() bool
 }
 
 // sharedWait bounds a read or change of the guard's shared records in NATS.
@@ -75,16 +78,21 @@ const sharedWait = 2 * time.Second
 
 // shared is the context of a read or change of the guard's shared records for the request of
 // ctx: not ended by the request's end (a client that half-closes its connection ends the
-// request's context at once, and still reads the answer), and bounded by sharedWait. A record
-// not read or changed in that time is taken for NATS being away, and lets the request through
-// (an outage must not stop sign-ins), unless the request itself is over by then (over): a slow
-// server, or a client gone, is not NATS being away, and must not pass the limits uncounted.
+// request's context at once, and still reads the answer), and bounded by sharedWait, or the
+// request's deadline if sooner.
 func shared(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), sharedWait)
+	wait := sharedWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), wait)
 }
 
-// over reports whether the request of ctx is over: its deadline passed, or its client left.
-func over(ctx context.Context) bool { return ctx.Err() != nil }
+// away reports whether an error of the shared records is NATS being away, which lets the
+// request through (an outage must not stop sign-ins), rather than NATS slow, which must not:
+// guesses sent at once by the hundred made the server slow enough to pass the limits. Without
+// Connected every error is taken for NATS being away.
+func (g *Guard) away() bool { return g.Connected == nil || !g.Connected() }
 
 // take takes a token of key's bucket. NATS being away lets the request through: the limit is
 // a defence, not a dependency, and must not stop sign-ins.
@@ -92,7 +100,7 @@ func (g *Guard) take(ctx context.Context, key string, r natskv.Rate) (bool, time
 	sctx, cancel := shared(ctx)
 	defer cancel()
 	ok, wait, err := g.Buckets.Take(sctx, key, r)
-	if err != nil && over(ctx) {
+	if err != nil && !g.away() {
 		return false, time.Second
 	}
 	if err != nil {
@@ -162,7 +170,7 @@ func (g *Guard) Slowed(ctx context.Context, addr string) *Error {
 	sctx, cancel := shared(ctx)
 	defer cancel()
 	empty, wait, err := g.Buckets.Empty(sctx, failureKey(addr), g.failureRate())
-	if err != nil && over(ctx) {
+	if err != nil && !g.away() {
 		return tooMany(time.Second, "failed sign-ins from this address")
 	}
 	if err != nil {
@@ -260,10 +268,8 @@ func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 		return json.Marshal(f)
 	})
 	if err != nil && !errors.Is(err, errLocked) {
-		if over(ctx) {
-			// The request's time ran out (or its client left) before the attempt was counted:
-			// it counts as locked, never as checked uncounted. Guesses sent at once by the
-			// hundred would otherwise make the server slow enough to pass the lock.
+		if !g.away() {
+			// NATS slow, not away: the attempt counts as locked, never as checked uncounted.
 			return true
 		}
 		g.Logger.Warn("counting a sign-in attempt failed; not locking", "err", err)

@@ -193,3 +193,43 @@ func TestRateLimitsHoldForARequestOutOfTime(t *testing.T) {
 		t.Error("the live request passed too")
 	}
 }
+
+// TestSlowSharedRecordsRefuseAwayOnesAllow: NATS reachable but too slow to count an attempt or
+// a token request within its time refuses them (guesses sent at once by the hundred made the
+// server that slow, and passed the lock uncounted); NATS away lets them through, as an outage
+// must not stop sign-ins.
+func TestSlowSharedRecordsRefuseAwayOnesAllow(t *testing.T) {
+	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(embeddedtest.NATS(t), "nats://"))
+	nc, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr())
+	ctx := context.Background()
+	failures, err := natskv.OpenCache(ctx, js, "failures", time.Hour, 1, 100, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failures.Close)
+	kv, err := natskv.OpenCounters(ctx, js, "limits", time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &oauth.Guard{BruteForce: oauth.BruteForce{Failures: 30, WaitIncrement: time.Minute, MaxWait: time.Hour,
+		QuickLoginCheck: time.Millisecond, FailureReset: time.Hour}, Failures: failures,
+		Limits:  oauth.RateLimits{PerAddress: 1000, PerAddressBurst: 1000},
+		Buckets: natskv.NewTokenBuckets(kv, natskv.TokenBucketsConfig{}),
+		Logger:  slog.New(slog.DiscardHandler), Now: time.Now, Connected: nc.IsConnected}
+	if g.UserAttempt(ctx, "2020000001") || g.AllowAddress(ctx, "192.0.2.7") != nil {
+		t.Fatal("refused with NATS quick")
+	}
+	proxy.SetDelay(3 * time.Second)
+	if !g.UserAttempt(ctx, "2020000001") {
+		t.Error("an attempt NATS was too slow to count is let through to the password's check")
+	}
+	if g.AllowAddress(ctx, "192.0.2.7") == nil {
+		t.Error("a token request NATS was too slow to count passes the limit")
+	}
+	proxy.SetDelay(0)
+	proxy.SetDown(true)
+	embeddedtest.Eventually(t, 10*time.Second, "the connection down", func() bool { return !nc.IsConnected() })
+	if g.UserAttempt(ctx, "2020000001") || g.AllowAddress(ctx, "192.0.2.7") != nil {
+		t.Error("with NATS away, sign-ins are refused: an outage must not stop them")
+	}
+}

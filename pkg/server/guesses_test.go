@@ -32,7 +32,9 @@ func (c messageCounter) WithGroup(string) slog.Handler      { return c }
 // TestBruteForceLockHoldsUnderParallelGuesses: Keycloak's brute-force detection locks a user
 // after brute_force.failures (default 30) wrong passwords: the 31st guess is refused without
 // its password counting (TestBruteForceLoginForm, one guess after another). Of 60 guesses sent
-// at once no more than 30 are checked either. The log says which were checked ("wrong user
+// at once no more than 30 are checked either, however slow the server gets (200 at once under
+// the race detector on a loaded machine checked 101, then 200, while the shared record could not
+// count them in time). The log says which were checked ("wrong user
 // number or password") and which refused as blocked.
 func TestBruteForceLockHoldsUnderParallelGuesses(t *testing.T) {
 	var checked atomic.Int64
@@ -50,7 +52,9 @@ func TestBruteForceLockHoldsUnderParallelGuesses(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if n := checked.Load(); n != 30 {
+	// Fewer is no fault: an attempt NATS is too slow to count, on a loaded machine, is refused
+	// as locked (TestSlowSharedRecordsRefuseAwayOnesAllow).
+	if n := checked.Load(); n > 30 || n == 0 {
 		t.Fatalf("%d guesses sent at once: %d passwords were checked against a user that locks after 30 failures", guesses, n)
 	}
 }
