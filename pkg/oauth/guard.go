@@ -68,31 +68,32 @@ type Guard struct {
 	Buckets *natskv.TokenBuckets
 	Logger  *slog.Logger
 	Now     func() time.Time
-	// Connected reports whether NATS is reachable: while it is, an error of the shared records
-	// (NATS slow) refuses the request, rather than letting it through uncounted (away).
-	Connected func() bool
 }
 
-// sharedWait bounds a read or change of the guard's shared records in NATS.
+// sharedWait bounds a read or change of the guard's shared records in NATS for a request
+// without a deadline of its own (every request the server answers has one: RequestWait).
 const sharedWait = 2 * time.Second
 
 // shared is the context of a read or change of the guard's shared records for the request of
 // ctx: not ended by the request's end (a client that half-closes its connection ends the
-// request's context at once, and still reads the answer), and bounded by sharedWait, or the
-// request's deadline if sooner.
+// request's context at once, and still reads the answer), but by its deadline.
 func shared(ctx context.Context) (context.Context, context.CancelFunc) {
-	wait := sharedWait
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d))
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(sharedWait)
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), wait)
+	return context.WithDeadline(context.WithoutCancel(ctx), d)
 }
 
-// away reports whether an error of the shared records is NATS being away, which lets the
-// request through (an outage must not stop sign-ins), rather than NATS slow, which must not:
-// guesses sent at once by the hundred made the server slow enough to pass the limits. Without
-// Connected every error is taken for NATS being away.
-func (g *Guard) away() bool { return g.Connected == nil || !g.Connected() }
+// refuses reports whether err, of a read or change of the shared records in the context sctx
+// (shared), refuses the request rather than letting it through. NATS away lets it through (an
+// outage must not stop sign-ins): an error before the request's time is out. The request's time
+// running out first does not: guesses sent at once by the hundred made the server slow enough to
+// pass the limits uncounted that way. (NATS that does not answer at all, a stream without a
+// leader, holds the request that long too; it is over then, and refused.)
+func (g *Guard) refuses(sctx context.Context, err error) bool {
+	return err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
+}
 
 // take takes a token of key's bucket. NATS being away lets the request through: the limit is
 // a defence, not a dependency, and must not stop sign-ins.
@@ -100,7 +101,7 @@ func (g *Guard) take(ctx context.Context, key string, r natskv.Rate) (bool, time
 	sctx, cancel := shared(ctx)
 	defer cancel()
 	ok, wait, err := g.Buckets.Take(sctx, key, r)
-	if err != nil && !g.away() {
+	if g.refuses(sctx, err) {
 		return false, time.Second
 	}
 	if err != nil {
@@ -170,7 +171,7 @@ func (g *Guard) Slowed(ctx context.Context, addr string) *Error {
 	sctx, cancel := shared(ctx)
 	defer cancel()
 	empty, wait, err := g.Buckets.Empty(sctx, failureKey(addr), g.failureRate())
-	if err != nil && !g.away() {
+	if g.refuses(sctx, err) {
 		return tooMany(time.Second, "failed sign-ins from this address")
 	}
 	if err != nil {
@@ -268,8 +269,9 @@ func (g *Guard) UserAttempt(ctx context.Context, user string) (locked bool) {
 		return json.Marshal(f)
 	})
 	if err != nil && !errors.Is(err, errLocked) {
-		if !g.away() {
-			// NATS slow, not away: the attempt counts as locked, never as checked uncounted.
+		if g.refuses(sctx, err) {
+			// Out of time, NATS not away: the attempt counts as locked, never as checked
+			// uncounted.
 			return true
 		}
 		g.Logger.Warn("counting a sign-in attempt failed; not locking", "err", err)

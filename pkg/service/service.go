@@ -410,8 +410,7 @@ func (a *API) build(ctx context.Context) error {
 		Store: a.Store, RefreshTTL: cfg.OAuth.RefreshTokenTTL.D(), SessionTTL: cfg.OAuth.SessionTTL.D(), Revoked: revoked, Now: d.Now, Logger: d.Logger,
 		Backchannel: oauth.NewBackchannel(oauth.BackchannelConfig{Logger: d.Logger}),
 		Guard: &oauth.Guard{Limits: rateLimits(cfg.OAuth.RateLimits), BruteForce: bruteForce(cfg.OAuth.BruteForce), Failures: failures,
-			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger,
-			Connected: a.conn.js.Conn().IsConnected},
+			Buckets: natskv.NewTokenBuckets(buckets, natskv.TokenBucketsConfig{Now: d.Now}), Now: d.Now, Logger: d.Logger},
 	}
 	a.oauth = svc
 	a.closers = append(a.closers, svc.Backchannel.Close)
