@@ -39,7 +39,7 @@ func grantHalfClosed(t *testing.T, base, id, secret, xff string) int {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == 200 && !strings.Contains(string(b), "access_token") {
+	if resp.StatusCode == http.StatusOK && !strings.Contains(string(b), "access_token") {
 		t.Fatalf("200 without a token: %s", b)
 	}
 	return resp.StatusCode
