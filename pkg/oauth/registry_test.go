@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
 	"github.com/campus-it/ucs/pkg/natskv"
@@ -205,15 +204,7 @@ func TestSlowSharedRecordsRefuseAwayOnesAllow(t *testing.T) {
 	proxy := embeddedtest.NewProxy(t, strings.TrimPrefix(embeddedtest.NATS(t), "nats://"))
 	// As the programs connect: while the connection is down, a request fails at once rather
 	// than waiting in a buffer for the connection to come back.
-	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := embeddedtest.JetStreamAt(t, "nats://"+proxy.Addr(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
 	ctx := context.Background()
 	failures, err := natskv.OpenCache(ctx, js, "failures", time.Hour, 1, 100, time.Now)
 	if err != nil {

@@ -156,18 +156,14 @@ func TestBindConsentAfterSignOut(t *testing.T) {
 	}
 }
 
-// TestBindConsentAfterSessionsEndedElsewhere: the student signed in on a friend's phone's
-// binding page, then, on their own computer, signs in to the account page and presses "Sign out
-// everywhere else", which ends the phone's sign-in session. The phone's consent form, posted
-// afterwards, must not bind the student's user number to the friend's WeChat account.
-func TestBindConsentAfterSessionsEndedElsewhere(t *testing.T) {
-	e := newBindEnv(t)
-	friend := phone(t)
-	consent := e.signedIn(t, friend, e.authorizedAs(t, friend, followerA))
-
+// signOutOthers signs user in to the account page (through idp) in a browser of its own, the
+// student's laptop, where the phone holds the other sign-in, and presses "Sign out everywhere
+// else"; it returns the laptop.
+func (e *bindEnv) signOutOthers(t *testing.T, idp, user, password string) *http.Client {
+	t.Helper()
 	laptop := phone(t)
-	login := get(t, laptop, e.base+"/auth/realms/campus/account?kc_idp_hint=local")
-	acc := parseAccount(t, submit(t, laptop, login, url.Values{"username": {userID}, "password": {userPass}}))
+	login := get(t, laptop, e.base+"/auth/realms/campus/account?kc_idp_hint="+idp)
+	acc := parseAccount(t, submit(t, laptop, login, url.Values{"username": {user}, "password": {password}}))
 	if len(acc.sessions) != 2 || acc.csrf == "" {
 		t.Fatalf("account page lists %d sessions: %s", len(acc.sessions), acc.page.body)
 	}
@@ -178,6 +174,19 @@ func TestBindConsentAfterSessionsEndedElsewhere(t *testing.T) {
 	if p := read(t, resp); !strings.Contains(p.body, "Every other session has ended") {
 		t.Fatalf("sign out everywhere else: %d %s", p.status, p.body)
 	}
+	return laptop
+}
+
+// TestBindConsentAfterSessionsEndedElsewhere: the student signed in on a friend's phone's
+// binding page, then, on their own computer, signs in to the account page and presses "Sign out
+// everywhere else", which ends the phone's sign-in session. The phone's consent form, posted
+// afterwards, must not bind the student's user number to the friend's WeChat account.
+func TestBindConsentAfterSessionsEndedElsewhere(t *testing.T) {
+	e := newBindEnv(t)
+	friend := phone(t)
+	consent := e.signedIn(t, friend, e.authorizedAs(t, friend, followerA))
+
+	laptop := e.signOutOthers(t, "local", userID, userPass)
 	if acc := parseAccount(t, get(t, laptop, e.base+"/auth/realms/campus/account")); len(acc.sessions) != 1 {
 		t.Fatalf("the phone's session did not end: %d sessions", len(acc.sessions))
 	}

@@ -40,10 +40,10 @@ func JetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 }
 
 // JetStreamAt returns a JetStream context on a connection to the NATS server (or cluster) at
-// url, closed when the test ends.
-func JetStreamAt(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+// url, made with opts, closed when the test ends.
+func JetStreamAt(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
