@@ -122,9 +122,10 @@ func (s *Service) EndUserSession(ctx context.Context, userID, sid string) error 
 
 // RevokeGrant withdraws what userID granted clientID, as Keycloak's account console does: the
 // consent is forgotten, so the next sign-in asks again; the application's refresh tokens and
-// codes for the user stop working; its access tokens are refused by every replica at once; and
-// the application is told by back-channel logout, for each of the user's sessions it was
-// signed in to, which stay for the other applications.
+// codes for the user stop working; its access tokens are refused at once by this replica and
+// within milliseconds by the others (the shared bucket's watch); and the application is told
+// by back-channel logout, for each of the user's sessions it was signed in to, which stay for
+// the other applications.
 func (s *Service) RevokeGrant(ctx context.Context, userID, clientID string) error {
 	c, ok := s.Clients.Lookup(clientID)
 	if !ok {

@@ -28,8 +28,8 @@ type cached struct {
 }
 
 // SessionRecheck is how often a token of a user's sign-in (one with a sid) is checked against
-// the store: its session and its family. Logout and revocations reach every replica at once
-// through the shared revocations; this recheck also catches a session that simply expired,
+// the store: its session and its family. Logout and revocations reach every replica within
+// milliseconds through the shared revocations; this recheck also catches a session that simply expired,
 // and a revocation the shared state missed. Client credentials tokens have no session and are
 // never rechecked.
 const SessionRecheck = time.Minute

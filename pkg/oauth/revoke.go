@@ -30,8 +30,8 @@ func revokedFamilyKey(family string) string { return "fam." + family }
 // revokedTokenKey is the key of one revoked access token, by its jti (a ULID).
 func revokedTokenKey(jti string) string { return "jti." + jti }
 
-// revokeFamily revokes a family's refresh tokens in the store and its access tokens on every
-// replica at once.
+// revokeFamily revokes a family's refresh tokens in the store and its access tokens at once on
+// this replica and within milliseconds on the others.
 func (s *Service) revokeFamily(ctx context.Context, family string) error {
 	if family == "" {
 		return nil
@@ -70,7 +70,7 @@ func (s *Service) revokedOrUnknown(ctx context.Context, t store.RefreshToken, cl
 }
 
 // EndSession ends the sign-in session whose cookie hashes to key: its refresh tokens stop
-// working, and its access tokens are refused by every replica at once.
+// working, and its access tokens are refused by every replica within milliseconds.
 func (s *Service) EndSession(ctx context.Context, key string) error {
 	se, err := s.Store.Session(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
