@@ -53,6 +53,9 @@ func (c Config) Validate() error {
 		problems = append(problems, "BaseURL must be an absolute http or https URL")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		problems = append(problems, "BaseURL must not have a query or fragment")
+	case u.User != nil:
+		// Browsers are sent there to sign in and out, and would read it.
+		problems = append(problems, "BaseURL must not have user info")
 	}
 	if len(problems) > 0 {
 		return errors.New("cas: invalid config: " + strings.Join(problems, "; "))

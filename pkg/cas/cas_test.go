@@ -29,6 +29,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"https:///cas", "cas: invalid config: BaseURL must be an absolute http or https URL"},
 		{"https://cas.example.edu/cas?x=1", "cas: invalid config: BaseURL must not have a query or fragment"},
 		{"https://cas.example.edu/cas#top", "cas: invalid config: BaseURL must not have a query or fragment"},
+		{"https://gw:pw@cas.example.edu/cas", "cas: invalid config: BaseURL must not have user info"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.base, func(t *testing.T) {

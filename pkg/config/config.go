@@ -816,8 +816,10 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	idp := o.IdentityProviders
 	if idp.CAS.URL != "" {
-		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			p.add("oauth.identity_providers.cas.url: %q is not an absolute http(s) URL", idp.CAS.URL)
+		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
+			strings.ContainsAny(idp.CAS.URL, "?#@") {
+			// No user info either: every CAS sign-in sends the student's browser there.
+			p.add("oauth.identity_providers.cas.url: %s is not an absolute http(s) URL without user info, query or fragment", shownURL(idp.CAS.URL))
 		}
 	}
 	switch idp.Default {

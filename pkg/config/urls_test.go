@@ -62,8 +62,9 @@ func TestClientURIEmptyFragmentRefused(t *testing.T) {
 // client writes them xxxxx in its errors). One that validation refuses is not printed with its
 // password, as nats.url is not: a password with '#' or '?' not percent-encoded, a query, the
 // scheme left out ("gw:pw@gateway.example" parses as an opaque URL with no user info) or one
-// slash ("https:/gw:pw@…", a path). The same for oauth_base, which takes no user info at all:
-// students' browsers are sent there, and would read the password.
+// slash ("https:/gw:pw@…", a path). The same for oauth_base and the campus sign-on's cas.url,
+// which take no user info at all: students' browsers are sent there (every CAS sign-in's
+// Location named it), and would read the password.
 func TestPlatformURLPasswordNotShown(t *testing.T) {
 	const pw = "gwS3cretPw"
 	const gateway = "https://gw:" + pw + "@gateway.example"
@@ -75,19 +76,20 @@ func TestPlatformURLPasswordNotShown(t *testing.T) {
 		"https:/gw:" + pw + "@gateway.example",
 		gateway,
 	} {
-		for _, pl := range []config.Platform{
-			{APIBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
-			{APIBase: "https://api.weixin.qq.com", OAuthBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"},
+		for i, c := range []*config.Config{
+			{Platform: config.Platform{APIBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"}},
+			{Platform: config.Platform{APIBase: "https://api.weixin.qq.com", OAuthBase: base, AppID: "wx1", Secret: "s", CallbackToken: "tok"}},
+			{OAuth: config.OAuth{IdentityProviders: config.IdentityProviders{CAS: config.CASProvider{URL: base}}}},
 		} {
-			c := &config.Config{NATS: config.NATS{URL: "nats://x"}, MongoDB: config.MongoDB{URI: "mongodb://x"}, Platform: pl}
+			c.NATS, c.MongoDB = config.NATS{URL: "nats://x"}, config.MongoDB{URI: "mongodb://x"}
 			c.Defaults()
 			err := c.Validate(config.RoleAPI)
-			valid := pl.OAuthBase == "" && base == gateway // a gateway's credentials in api_base
+			valid := i == 0 && base == gateway // a gateway's credentials in api_base
 			switch {
 			case err == nil && !valid:
-				t.Errorf("%+v: accepted", pl)
+				t.Errorf("%q in %+v %+v: accepted", base, c.Platform, c.OAuth.IdentityProviders)
 			case err != nil && valid:
-				t.Errorf("%+v: refused: %v", pl, err)
+				t.Errorf("%q in %+v: refused: %v", base, c.Platform, err)
 			case err != nil && strings.Contains(err.Error(), pw):
 				t.Errorf("the validation error shows the gateway's password:\n%v", err)
 			}
