@@ -116,7 +116,7 @@ func New(cfg Config) (*Client, error) {
 		base:     base,
 		tokenURL: base + "/cgi-bin/stable_token",
 		sendURL:  base + "/cgi-bin/message/template/send",
-		http:     cfg.HTTPClient,
+		http:     noRedirects(cfg.HTTPClient),
 		log:      cfg.Logger,
 		onSend:   cfg.OnSend,
 	}
@@ -125,6 +125,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.tokens = newTokenCache(c.fetchToken, cfg.Now, cfg.Logger)
 	return c, nil
+}
+
+// noRedirects is a copy of hc that follows no redirect: the platform's API never answers one,
+// and following one made by a gateway in front of it would send the AppSecret (a 307 or 308
+// posts the token request's body again) or the access token (in the Referer, with the send
+// address's query) to whatever host it names. The 3xx is then answered as any other status
+// that is not 2xx (HTTPError).
+func noRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 // defaultHTTPClient keeps many idle connections per host: every worker talks

@@ -66,7 +66,7 @@ func NewWebAuth(cfg WebAuthConfig) (*WebAuth, error) {
 		cfg.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout}
 	}
 	return &WebAuth{
-		appID: cfg.AppID, secret: cfg.Secret, http: cfg.HTTPClient,
+		appID: cfg.AppID, secret: cfg.Secret, http: noRedirects(cfg.HTTPClient), // the secret is in the exchange's query
 		authorizeURL: strings.TrimRight(cfg.OAuthBase, "/") + "/connect/oauth2/authorize",
 		exchangeURL:  strings.TrimRight(cfg.APIBase, "/") + "/sns/oauth2/access_token",
 	}, nil
