@@ -275,7 +275,7 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 	}
 	a.cfg, a.baseURL = cfg, strings.TrimRight(cfg.PublicURL, "/")
 	st, err := store.Open(ctx, store.Options{
-		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database, Retention: cfg.MongoDB.Retention.D(),
+		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database,
 		Now: a.env.Now, ConnectTimeout: 5 * time.Second, Tool: true,
 	})
 	if err != nil {

@@ -55,7 +55,8 @@ type Options struct {
 	Monitor *event.CommandMonitor
 	// Tool is set by a program that writes no push results (api admin): its start does not
 	// count as the upgrade to the present layout of push_results (see readLayout), so that an
-	// operator's command run before the upgrade does not start its window early.
+	// operator's command run before the upgrade does not start its window early, and it sets
+	// no retention on the indexes (Retention is not used).
 	Tool bool
 }
 
@@ -147,7 +148,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		log:       o.Logger,
 		retention: o.Retention,
 	}
-	if err := s.ensureIndexes(ctx); err != nil {
+	if err := s.ensureIndexes(ctx, o.Tool); err != nil {
 		_ = client.Disconnect(context.Background())
 		return nil, err
 	}
@@ -168,7 +169,11 @@ func (s *Store) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil)
 // not (FerretDB), Sweep must be called periodically.
 func (s *Store) ExpiresItself() bool { return s.ttl }
 
-func (s *Store) ensureIndexes(ctx context.Context) error {
+// ensureIndexes makes the collections and their indexes. A tool (api admin) leaves the indexes
+// alone: its configuration may be a file with the store's address alone, and the retention it
+// would set on the TTL indexes (MongoDB rewrites them to match) would delete the records older
+// than it at once. It neither sweeps.
+func (s *Store) ensureIndexes(ctx context.Context, tool bool) error {
 	// Every collection exists from the start, so that the embedded server's lookup indexes
 	// (embedded.FerretDB.IndexIDs) can be made once, at start.
 	names, err := s.db.ListCollectionNames(ctx, bson.M{})
@@ -187,6 +192,9 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 				return fmt.Errorf("create collection %s: %w", c, err)
 			}
 		}
+	}
+	if tool {
+		return nil
 	}
 	secs := int32(s.retention / time.Second)
 	for _, c := range []*mongo.Collection{s.results, s.msgIDs} {
