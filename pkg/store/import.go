@@ -116,11 +116,15 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		if len(inserts) == 0 {
 			return nil
 		}
-		n, raced, err := s.insertBindings(ctx, inserts)
-		if err != nil {
+		// The followers' records first: a record naming a user number that is not bound to it
+		// counts for nothing (BindingOf), while a binding whose follower's record does not name
+		// it could not be seen or undone on the binding page, and an import stopped in between
+		// and run again would find the binding unchanged and leave it so.
+		if err := s.ownFollowers(ctx, inserts, now); err != nil {
 			return err
 		}
-		if err := s.ownFollowers(ctx, inserts, now); err != nil {
+		n, raced, err := s.insertBindings(ctx, inserts)
+		if err != nil {
 			return err
 		}
 		res.Inserted += n
@@ -138,11 +142,11 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	flushReplaces := func(least int) error {
 		for len(replaces) > 0 && len(replaces) >= least {
 			n := min(len(replaces), ImportReplaceBatch)
-			if err := bulkWrite(ctx, s.bindings, replaces[:n], options.BulkWrite().SetOrdered(false)); err != nil {
-				return fmt.Errorf("import bindings: %w", err)
-			}
 			if err := s.ownFollowers(ctx, replaced[:n], now); err != nil {
 				return err
+			}
+			if err := bulkWrite(ctx, s.bindings, replaces[:n], options.BulkWrite().SetOrdered(false)); err != nil {
+				return fmt.Errorf("import bindings: %w", err)
 			}
 			res.Updated += n
 			p.Done += n

@@ -7,8 +7,11 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/event"
 
 	"github.com/campus-it/ucs/pkg/clocktest"
 	"github.com/campus-it/ucs/pkg/embedded/embeddedtest"
@@ -220,5 +223,68 @@ func TestImportedBindingSeenByTheBindingPage(t *testing.T) {
 	}
 	if got := boundTo(t, st, "oX", "2022000001", "2022000009"); len(got) != 1 || got[0] != "2022000009" || replaced != "2022000001" {
 		t.Fatalf("follower oX is bound to %v after the binding page bound 2022000009 (replaced %q)", got, replaced)
+	}
+}
+
+// TestImportStoppedMidwayThenRunAgainBindsForTheBindingPage: an import stopped (Ctrl-C, a
+// store error) after any of its writes, then run again as the guide says it safely can, leaves
+// each binding the follower's on the binding page too. Written bindings first, it left one
+// whose follower's record did not name it: the page said the follower was not bound, unbind
+// did nothing, and the second run found the binding unchanged and wrote nothing.
+func TestImportStoppedMidwayThenRunAgainBindsForTheBindingPage(t *testing.T) {
+	f := embeddedtest.FerretDB(t)
+	// A binding takes two writes: its follower's record and the binding. Stopped after the
+	// first, whichever it is.
+	for _, stopAfter := range []int{1} {
+		ctx := context.Background()
+		importCtx, stop := context.WithCancel(ctx)
+		var mu sync.Mutex
+		armed, writes, done := false, map[int64]bool{}, 0 // the import's writes, once armed
+		m := &event.CommandMonitor{
+			Started: func(_ context.Context, e *event.CommandStartedEvent) {
+				if e.CommandName == "insert" || e.CommandName == "update" {
+					mu.Lock()
+					defer mu.Unlock()
+					if !armed {
+						return
+					}
+					writes[e.RequestID] = true
+				}
+			},
+			Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				if writes[e.RequestID] {
+					if done++; done == stopAfter {
+						stop()
+						armed = false
+					}
+				}
+			},
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		st, err := store.Open(cctx, store.Options{URI: f.URI(), Database: embeddedtest.DBName(t) + strconv.Itoa(stopAfter), Monitor: m, Tool: true})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close(context.Background()) })
+		rows := []store.Binding{{UserID: "2024000001", OpenID: "oStoppedMidway000000000000001"}}
+		mu.Lock()
+		armed = true
+		mu.Unlock()
+		if _, err := st.ImportBindings(importCtx, rows, nil); err == nil {
+			t.Fatalf("stopped after %d writes: the import reported no error", stopAfter)
+		}
+		if _, err := st.ImportBindings(ctx, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := st.Binding(ctx, rows[0].UserID); err != nil || b.OpenID != rows[0].OpenID {
+			t.Fatalf("stopped after %d writes, run again: the binding is %+v %v", stopAfter, b, err)
+		}
+		if b, err := st.BindingOf(ctx, rows[0].OpenID); err != nil || b.UserID != rows[0].UserID {
+			t.Errorf("stopped after %d writes, run again: the follower %s is bound to %s (pushes reach it), but the binding page finds %+v %v",
+				stopAfter, rows[0].OpenID, rows[0].UserID, b, err)
+		}
 	}
 }
