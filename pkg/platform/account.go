@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"time"
 )
 
 // codeMenuNotExist is the platform's answer to menu/get for an account without a custom menu.
@@ -98,14 +99,15 @@ func BindMenu(bindURL string) json.RawMessage {
 }
 
 // call makes one call of an account endpoint with the access token and decodes its answer
-// into v; a rejected token is fetched again and the call made once more.
+// into v; a rejected token is fetched again and the call made again, as SendTemplate does.
 func (c *Client) call(ctx context.Context, method, path string, body []byte, v any) error {
 	target := c.base + path
-	tok, err := c.tokens.get(ctx, "")
+	tok, err := c.tokens.get(ctx, "", time.Time{})
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
+		sentAt := c.tokens.now()
 		raw, err := c.do(ctx, method, target+"?access_token="+url.QueryEscape(tok), target, body)
 		if err != nil {
 			return err
@@ -116,8 +118,8 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, v a
 		if err := json.Unmarshal(raw, &code); err != nil {
 			return fmt.Errorf("unparsable answer: %w", err)
 		}
-		if attempt == 0 && isTokenCode(code.ErrCode) {
-			if tok, err = c.tokens.get(ctx, tok); err != nil {
+		if attempt < maxTokenResends && isTokenCode(code.ErrCode) {
+			if tok, err = c.tokens.get(ctx, tok, sentAt); err != nil {
 				return err
 			}
 			continue

@@ -179,34 +179,40 @@ type sendAnswer struct {
 // An errcode answer is returned as a wrapped *Error; use Permanent to decide
 // whether to retry. When no access token could be had, nothing was sent: the
 // error wraps a *NotSentError. When the platform rejects the access token (40001, 42001,
-// 40014), SendTemplate fetches a token again and retries the send exactly once; a rejection of
-// that token too, or no new token to be had, is returned as a *NotSentError (wrapping the
-// rejection's *Error): the platform took no call, and nothing of the message caused it.
+// 40014), SendTemplate fetches a token again and sends again, at most twice: with the token
+// fetched, which may be the same (the rejection was passing), and, that rejected too, with the
+// token of a forced refresh. A rejection of the last, or no token to be had, is returned as a
+// *NotSentError (wrapping the rejection's *Error): the platform took no call, and nothing of the
+// message caused it.
 func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int64, err error) {
 	body := appendSendBody(make([]byte, 0, 512), &m)
-	tok, err := c.tokens.get(ctx, "")
+	tok, err := c.tokens.get(ctx, "", time.Time{})
 	if err != nil {
 		return 0, fmt.Errorf("send template: %w", &NotSentError{Err: err})
 	}
-	msgID, err = c.send(ctx, tok, body)
-	var pe *Error
-	if err == nil || !errors.As(err, &pe) || !isTokenCode(pe.Code) {
-		return msgID, err
+	for resend := 0; ; resend++ {
+		sentAt := c.tokens.now()
+		msgID, err = c.send(ctx, tok, body)
+		var pe *Error
+		switch {
+		case err == nil || !errors.As(err, &pe) || !isTokenCode(pe.Code):
+			return msgID, err
+		case resend == maxTokenResends:
+			return 0, fmt.Errorf("send template: the access token fetched again rejected too: %w", &NotSentError{Err: err, Rejected: pe.Code})
+		}
+		c.log.Warn("the platform rejected the access token; fetching it again", "errcode", pe.Code)
+		var terr error
+		if tok, terr = c.tokens.get(ctx, tok, sentAt); terr != nil {
+			// The rejected send sent nothing, and no other can be made: as when no token could
+			// be had at first, with the token's error (an account's refusal such as 40125 among
+			// them) in the chain, not the rejection's.
+			return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr, Rejected: pe.Code})
+		}
 	}
-	c.log.Warn("the platform rejected the access token; fetching it again", "errcode", pe.Code)
-	tok, terr := c.tokens.get(ctx, tok)
-	if terr != nil {
-		// The rejected send sent nothing, and no other can be made: as when no token could be
-		// had at first, with the token's error (an account's refusal such as 40125 among them)
-		// in the chain, not the rejection's.
-		return 0, fmt.Errorf("send template: access token rejected (%d), then: %w", pe.Code, &NotSentError{Err: terr, Rejected: pe.Code})
-	}
-	msgID, err = c.send(ctx, tok, body)
-	if errors.As(err, &pe) && isTokenCode(pe.Code) {
-		return 0, fmt.Errorf("send template: a new access token rejected too: %w", &NotSentError{Err: err, Rejected: pe.Code})
-	}
-	return msgID, err
 }
+
+// maxTokenResends is how many times a send rejected for its access token is made again.
+const maxTokenResends = 2
 
 // send makes one call of the template send endpoint.
 func (c *Client) send(ctx context.Context, tok string, body []byte) (msgID int64, err error) {
@@ -288,7 +294,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 // Ready reports whether the account's access token can be had: the one held, or a new one
 // from the platform. Workers' readiness rests on it.
 func (c *Client) Ready(ctx context.Context) error {
-	if _, err := c.tokens.get(ctx, ""); err != nil {
+	if _, err := c.tokens.get(ctx, "", time.Time{}); err != nil {
 		return fmt.Errorf("platform access token: %w", err)
 	}
 	return nil

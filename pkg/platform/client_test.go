@@ -462,8 +462,9 @@ func TestConcurrentSendsShareOneRefresh(t *testing.T) {
 }
 
 // TestTokenRejectedTwiceIsNotSent: a send refused for its access token, and refused again with
-// a token just fetched, took no call of the platform: a NotSentError naming the rejection, so
-// that the message's attempts are not spent on the account's token.
+// the token fetched again (the same, handed out in normal mode) and with the token of a forced
+// refresh, took no call of the platform: a NotSentError naming the rejection, so that the
+// message's attempts are not spent on the account's token.
 func TestTokenRejectedTwiceIsNotSent(t *testing.T) {
 	var sends atomic.Int32
 	e := newEnv(t, envOptions{wrap: func(next http.Handler) http.Handler {
@@ -478,8 +479,11 @@ func TestTokenRejectedTwiceIsNotSent(t *testing.T) {
 	}})
 	_, err := e.client.SendTemplate(context.Background(), exam(follower, ""))
 	var ns *platform.NotSentError
-	if !errors.As(err, &ns) || ns.Rejected != 40001 || sends.Load() != 2 {
-		t.Fatalf("two sends refused for their tokens: %v (%d sends), want a NotSentError of 40001 after two", err, sends.Load())
+	if !errors.As(err, &ns) || ns.Rejected != 40001 || sends.Load() != 3 {
+		t.Fatalf("sends refused for their tokens: %v (%d sends), want a NotSentError of 40001 after three", err, sends.Load())
+	}
+	if st := e.sim.Stats(); st.TokenForceRefreshes != 1 {
+		t.Errorf("stats %+v: want one forced refresh, for the token rejected again once handed out again", st)
 	}
 	if _, ok := platform.Permanent(err); ok {
 		t.Error("a token refused twice classified permanent")
@@ -615,4 +619,46 @@ func TestNoSecretsInLogs(t *testing.T) {
 		t.Fatalf("nothing logged: %s", e.logs.String())
 	}
 	e.assertNoSecrets(t, errs...)
+}
+
+// TestPassingRejectionForcesNoRefresh: two worker processes share the account's token through
+// stable_token in normal mode, which never ends another's. The platform rejects one send of
+// worker A with 40001 once while the token is current (normal mode hands it out again). A sends
+// again with it; worker B, whose token was never rejected, keeps sending with it: no forced
+// refresh, which would have ended B's token (and its sends in flight), and spent one of the
+// account's 20 a day.
+func TestPassingRejectionForcesNoRefresh(t *testing.T) {
+	var rejectOnce atomic.Bool
+	e := newEnv(t, envOptions{wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/template/send") && rejectOnce.CompareAndSwap(true, false) {
+				_, _ = io.WriteString(w, `{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1-2-3"}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	b, err := platform.New(platform.Config{APIBase: e.srv.URL, AppID: appID, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []*platform.Client{e.client, b} {
+		if _, err := c.SendTemplate(ctx, exam(follower, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rejectOnce.Store(true)
+	if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
+		t.Fatalf("worker A after one passing rejection: %v", err)
+	}
+	before := e.sim.Stats().Errors["40001"]
+	if _, err := b.SendTemplate(ctx, exam(follower, "")); err != nil {
+		t.Fatal(err)
+	}
+	st := e.sim.Stats()
+	if st.TokenForceRefreshes != 0 || st.Errors["40001"] != before {
+		t.Errorf("one passing rejection at worker A: %d forced refreshes, and worker B's send refused %d times for its token (stats %+v)",
+			st.TokenForceRefreshes, st.Errors["40001"]-before, st)
+	}
 }

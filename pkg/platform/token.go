@@ -52,9 +52,13 @@ type tokenCache struct {
 	good       time.Time
 	renewTried time.Time
 	// confirmed is a token the platform rejected and then handed out again
-	// in normal mode: only a forced refresh replaces it.
-	confirmed string
-	lastForce time.Time
+	// in normal mode, at confirmedAt: it is tried again (the rejection may
+	// have been passing), and only a send made with it after that and
+	// rejected too has it replaced by a forced refresh, which ends the token
+	// of every other worker.
+	confirmed   string
+	confirmedAt time.Time
+	lastForce   time.Time
 	inflight  *tokenCall
 }
 
@@ -67,10 +71,12 @@ func newTokenCache(fetch func(context.Context, bool) (string, time.Duration, err
 var errForceRefreshTooSoon = errors.New("the platform keeps handing out a token it rejects, and a forced refresh was made less than a minute ago")
 
 // get returns a token to use. stale, when not empty, is a token the platform
-// has just rejected: get then returns a different one, fetching in normal
-// mode first and forcing a refresh only when normal mode hands out the very
-// same token again.
-func (tc *tokenCache) get(ctx context.Context, stale string) (string, error) {
+// has just rejected in a call made at sentAt: get then fetches in normal mode,
+// and returns the token fetched. When normal mode hands out the very same
+// token, the platform holds it current: it is returned, to be tried again,
+// and a refresh is forced only for a call made with it since then and
+// rejected too.
+func (tc *tokenCache) get(ctx context.Context, stale string, sentAt time.Time) (string, error) {
 	for {
 		tc.mu.Lock()
 		if now := tc.now(); tc.tok != "" && tc.tok != stale && now.Before(tc.good) {
@@ -96,15 +102,23 @@ func (tc *tokenCache) get(ctx context.Context, stale string) (string, error) {
 			if c.err != nil {
 				return "", c.err
 			}
-			if c.tok != stale {
+			if c.tok != stale || c.stale == stale {
 				// Taken as fetched even if its lifetime is already short:
-				// checking it again could fetch in a loop.
+				// checking it again could fetch in a loop. The rejected token
+				// handed out again for this very rejection is tried again.
 				return c.tok, nil
 			}
 			continue
 		}
 		force := false
 		if stale != "" && tc.tok == stale && tc.confirmed == stale {
+			if sentAt.Before(tc.confirmedAt) {
+				// Rejected in a call made before the platform handed it out
+				// again: tried again, as the calls that prompted that fetch.
+				tok := tc.tok
+				tc.mu.Unlock()
+				return tok, nil
+			}
 			if now := tc.now(); !tc.lastForce.IsZero() && now.Sub(tc.lastForce) < forceRefreshInterval {
 				tc.mu.Unlock()
 				return "", errForceRefreshTooSoon
@@ -142,7 +156,7 @@ func (tc *tokenCache) run(ctx context.Context, c *tokenCall, force bool) {
 	tc.exp = start.Add(expiresIn - skew)
 	tc.good = start.Add(expiresIn - skew/5)
 	if c.stale != "" && tok == c.stale {
-		tc.confirmed = tok
+		tc.confirmed, tc.confirmedAt = tok, tc.now()
 	}
 	tc.log.Info("fetched the platform access token", "force_refresh", force, "expires_in", expiresIn)
 }
