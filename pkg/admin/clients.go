@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,10 +85,16 @@ type clientView struct {
 	Status string `json:"status"`
 	// TokenTTL is the token lifetime as a duration ("2h0m0s"), or "default".
 	TokenTTL string `json:"token_ttl"`
+	// RefreshTokens says whether the client gets refresh tokens: it lists the refresh_token
+	// grant, or it has the authorization code grant and refresh tokens were not turned off
+	// (Keycloak's "Use refresh tokens", on by default).
+	RefreshTokens bool `json:"refresh_tokens"`
 }
 
 func view(c store.Client) clientView {
-	v := clientView{Client: c, Status: "enabled", TokenTTL: "default"}
+	v := clientView{Client: c, Status: "enabled", TokenTTL: "default",
+		RefreshTokens: slices.Contains(c.Grants, oauth.GrantRefreshToken) ||
+			slices.Contains(c.Grants, oauth.GrantAuthorizationCode) && (c.RefreshTokens == nil || *c.RefreshTokens)}
 	if c.Disabled {
 		v.Status = "disabled"
 	}
@@ -109,6 +116,7 @@ func clientsCreate() *command {
 		grants, scopes, redirects, logouts listFlag
 		ttl                                time.Duration
 		skipConsent, introspect, bcSession bool
+		refresh                            bool
 		rate                               float64
 		alg, backchannel                   string
 	)
@@ -128,6 +136,7 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 			fs.DurationVar(&ttl, "token-ttl", 0, "lifetime of the client's access tokens, 60s to 24h (default: the service's)")
 			fs.BoolVar(&skipConsent, "skip-consent", false, "let the client's users skip the consent page")
 			fs.BoolVar(&introspect, "introspect", false, "let the client introspect other clients' tokens (a resource server)")
+			fs.BoolVar(&refresh, "refresh-tokens", true, "give refresh tokens with the authorization code grant, as Keycloak does; -refresh-tokens=false: none")
 			fs.Float64Var(&rate, "rate-limit", 0, "grants per second for this client (default: the service's per-client limit)")
 			fs.StringVar(&alg, "id-token-alg", "", "algorithm of the client's ID tokens: RS256 (default) or ES256")
 			fs.StringVar(&backchannel, "backchannel-logout-uri", "", "where the client is told that a session it received tokens in ended (OpenID Connect Back-Channel Logout)")
@@ -140,6 +149,9 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 				Scopes: scopes.vals, RedirectURIs: redirects.vals, PostLogoutRedirectURIs: logouts.vals,
 				SkipConsent: skipConsent, AccessTokenTTL: config.Duration(ttl), Introspect: introspect, RateLimit: rate,
 				IDTokenAlg: alg, BackchannelLogoutURI: backchannel, BackchannelLogoutSessionRequired: bcSession,
+			}
+			if !refresh {
+				c.RefreshTokens = &refresh
 			}
 			if c.PostLogoutRedirectURIs == nil {
 				c.PostLogoutRedirectURIs = c.RedirectURIs
@@ -160,6 +172,7 @@ secret is replaced with rotate-secret. CLIENT_ID is 1 to 64 letters, digits, '.'
 				RedirectURIs: c.RedirectURIs, PostLogoutRedirectURIs: c.PostLogoutRedirectURIs, SkipConsent: c.SkipConsent,
 				AccessTokenTTL: int64(ttl / time.Second), Introspect: introspect, RateLimit: rate, IDTokenAlg: alg,
 				BackchannelLogoutURI: backchannel, BackchannelLogoutSessionRequired: bcSession, Source: store.SourceAdmin,
+				RefreshTokens: c.RefreshTokens,
 			}
 			if err := st.CreateClient(ctx, rec); errors.Is(err, store.ErrExists) {
 				return fmt.Errorf("client %q exists already", c.ClientID)
@@ -251,6 +264,7 @@ func showClient(w io.Writer, c store.Client) {
 	row("source", c.Source)
 	row("grants", strings.Join(c.Grants, " "))
 	row("scopes", strings.Join(c.Scopes, " "))
+	row("refresh_tokens", strconv.FormatBool(v.RefreshTokens))
 	row("redirect_uris", strings.Join(c.RedirectURIs, " "))
 	row("post_logout_redirect_uris", strings.Join(c.PostLogoutRedirectURIs, " "))
 	row("backchannel_logout_uri", c.BackchannelLogoutURI)
