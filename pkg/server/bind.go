@@ -63,6 +63,12 @@ type Bind struct {
 
 const (
 	cookieBind = "UCS_BIND"
+	// cookieBindSignIn names the session of a sign-in started from the binding page, in place
+	// of the realm's session cookie: a student signs in on a borrowed phone as often as on their
+	// own, and a sign-in whose consent is never answered (the phone handed back, the in-app
+	// browser closed) must not open the account page, or sign in to applications, as the
+	// student. Only the binding reads it (sessionCookie).
+	cookieBindSignIn = "UCS_BIND_SIGNIN"
 	// bindAuthTTL bounds the platform's authorization, from the redirect to its return.
 	bindAuthTTL = 10 * time.Minute
 	// bindSessionTTL bounds a bind session once the follower is known: after it the page asks
@@ -393,7 +399,7 @@ func (s *Server) bindSignOut(c echo.Context, key, done string) error {
 		// The cookie goes all the same: without it this browser holds nothing.
 		s.log.Warn("binding: the sign-in's session could not be ended; it ends idle", "err", err)
 	}
-	s.clearCookie(c, cookieSession)
+	s.clearCookie(c, cookieBindSignIn)
 	if s.cfg.SignIn.CAS != nil {
 		return c.Redirect(http.StatusSeeOther, s.cfg.SignIn.CAS.LogoutURL(s.cfg.SignIn.PublicURL+"/bind?done="+done))
 	}

@@ -86,3 +86,21 @@ func TestBindLeavesNoSignInBehindOnTheFriendsPhone(t *testing.T) {
 			userID, acc.status, acc.url)
 	}
 }
+
+// TestBindSignInUnansweredLeavesNoSignInBehind: a student signs in on a friend's phone's
+// binding page (password typed), reads the consent page, and hands the phone back without
+// pressing Bind or Cancel (or the in-app browser is closed). The sign-in serves the binding
+// alone: the friend, opening the account page or an application's sign-in in the same
+// in-app browser, is not the student.
+func TestBindSignInUnansweredLeavesNoSignInBehind(t *testing.T) {
+	e := newBindEnv(t)
+	friend := phone(t)
+	consent := e.signedIn(t, friend, e.authorizedAs(t, friend, followerA)) // never answered
+	if !strings.Contains(consent.body, `name="accept"`) {
+		t.Fatalf("no consent page after the sign-in: %d %s", consent.status, consent.url)
+	}
+	if acc := get(t, friend, e.base+"/auth/realms/campus/account"); strings.Contains(acc.body, "Signed in as <strong>"+userID) {
+		t.Errorf("the binding page's sign-in, its consent unanswered, opens %s's account page in the friend's browser with no password: %d %s",
+			userID, acc.status, acc.url)
+	}
+}

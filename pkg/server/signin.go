@@ -483,7 +483,7 @@ func (s *Server) loginLocal(c echo.Context) error {
 		}
 		return s.startLogin(c, ar, "学工号或密码错误 Wrong user number or password")
 	}
-	se, err := s.newSession(c, user, "local", s.now())
+	se, err := s.newSession(c, sessionCookie(ar), user, "local", s.now())
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
@@ -551,7 +551,7 @@ func (s *Server) casCallback(c echo.Context) error {
 	if ar.Renew {
 		authTime = s.now() // the user signed in again just now, as asked
 	}
-	se, err := s.newSession(c, p.User, "cas", authTime)
+	se, err := s.newSession(c, sessionCookie(ar), p.User, "cas", authTime)
 	if err != nil {
 		return s.redirectErrorInternal(c, ar, err)
 	}
@@ -574,7 +574,7 @@ func (s *Server) casSignedIn(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	key := oauth.Hash(cookieValue(c, cookieSession))
+	key := oauth.Hash(cookieValue(c, sessionCookie(ar)))
 	if !slices.Contains(ar.Passed, store.StepLogin) || !sameSecret(key, ar.Session) {
 		return s.expiredPage(c)
 	}
@@ -592,9 +592,19 @@ func (s *Server) casSignedIn(c echo.Context) error {
 	return s.afterLogin(c, ar, se)
 }
 
-// newSession records a sign-in of userID through idp in this browser, authenticated at authTime: its session, renewed if
-// the browser has one of the same user (oauth.Service.SignIn), and the cookie that names it.
-func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Time) (store.Session, error) {
+// sessionCookie is the cookie that names the session of ar's sign-in: the binding page's own
+// (cookieBindSignIn), or the realm's.
+func sessionCookie(ar store.AuthRequest) string {
+	if ar.Flow == store.FlowBind {
+		return cookieBindSignIn
+	}
+	return cookieSession
+}
+
+// newSession records a sign-in of userID through idp in this browser, authenticated at
+// authTime: its session, renewed if the browser has one of the same user under the cookie name
+// (oauth.Service.SignIn), and the cookie that names it.
+func (s *Server) newSession(c echo.Context, name, userID, idp string, authTime time.Time) (store.Session, error) {
 	secret := oauth.NewSecret()
 	now := s.now()
 	se := store.Session{
@@ -604,7 +614,7 @@ func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Ti
 	}
 	se.Idle = s.cfg.OAuth.IdleEnd(se)
 	var current string
-	cookie := cookieValue(c, cookieSession)
+	cookie := cookieValue(c, name)
 	if cookie != "" {
 		current = oauth.Hash(cookie)
 	}
@@ -615,7 +625,7 @@ func (s *Server) newSession(c echo.Context, userID, idp string, authTime time.Ti
 	if isNew {
 		cookie = secret
 	}
-	s.setCookie(c, cookieSession, cookie, s.cfg.SignIn.SessionTTL)
+	s.setCookie(c, name, cookie, s.cfg.SignIn.SessionTTL)
 	return se, nil
 }
 
@@ -917,7 +927,7 @@ func (s *Server) logout(c echo.Context) error {
 		return s.againAsGet(c, "logout", q)
 	}
 	if key == "" || s.cfg.SignIn == nil {
-		if idc == nil && target == "" {
+		if idc == nil && target == "" && cookieValue(c, cookieBindSignIn) == "" {
 			// Nothing to end and nowhere to go: the signed-out page (also where the campus
 			// sign-on's logout returns to when no application asked for a return).
 			return s.signedOutPage(c)
@@ -1009,12 +1019,16 @@ func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
 // and the next person at a shared computer would be signed in as the last one, with no
 // password asked. A browser with no campus session passes through its logout unchanged.
 func (s *Server) endSession(c echo.Context, target, state string) error {
-	if key := cookieValue(c, cookieSession); key != "" && s.cfg.SignIn != nil {
-		if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
-			return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
+	// The binding page's sign-in too, should the browser hold one: signing out ends every
+	// sign-in of this browser.
+	for _, name := range []string{cookieSession, cookieBindSignIn} {
+		if key := cookieValue(c, name); key != "" && s.cfg.SignIn != nil {
+			if err := s.cfg.OAuth.EndSession(c.Request().Context(), oauth.Hash(key)); err != nil {
+				return &Error{Code: CodeUnavailable, Message: "sign-out could not be recorded; try again", Internal: err}
+			}
 		}
+		s.clearCookie(c, name)
 	}
-	s.clearCookie(c, cookieSession)
 	if target != "" && state != "" {
 		target = withQuery(target, url.Values{"state": {state}})
 	}
