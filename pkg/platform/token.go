@@ -59,7 +59,7 @@ type tokenCache struct {
 	confirmed   string
 	confirmedAt time.Time
 	lastForce   time.Time
-	inflight  *tokenCall
+	inflight    *tokenCall
 }
 
 func newTokenCache(fetch func(context.Context, bool) (string, time.Duration, error), now func() time.Time, log *slog.Logger) *tokenCache {
