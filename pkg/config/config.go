@@ -816,7 +816,7 @@ func (c *Config) validateOAuth(p *problems) {
 	}
 	idp := o.IdentityProviders
 	if idp.CAS.URL != "" {
-		if u, err := url.Parse(idp.CAS.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
+		if u, err := url.Parse(idp.CAS.URL); err != nil || !lowerHTTP(idp.CAS.URL) || u.Hostname() == "" ||
 			strings.ContainsAny(idp.CAS.URL, "?#@") {
 			// No user info either: every CAS sign-in sends the student's browser there.
 			p.add("oauth.identity_providers.cas.url: %s is not an absolute http(s) URL without user info, query or fragment", shownURL(idp.CAS.URL))
@@ -931,7 +931,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 			p.add("platform.api_base: required")
 		}
 	} else {
-		if u, err := url.Parse(pl.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		if u, err := url.Parse(pl.APIBase); err != nil || !lowerHTTP(pl.APIBase) || u.Hostname() == "" {
 			p.add("platform.api_base: %s is not an absolute http(s) URL", shownURL(pl.APIBase))
 		} else if strings.ContainsAny(pl.APIBase, "?#") { // also a bare "?" or "#", which url.Parse leaves empty
 			p.add("platform.api_base: %s has a query or fragment; give the API's origin, e.g. https://api.weixin.qq.com", shownURL(pl.APIBase))
@@ -950,7 +950,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 		}
 	}
 	if pl.OAuthBase != "" {
-		if u, err := url.Parse(pl.OAuthBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
+		if u, err := url.Parse(pl.OAuthBase); err != nil || !lowerHTTP(pl.OAuthBase) || u.Hostname() == "" ||
 			strings.ContainsAny(pl.OAuthBase, "?#@") {
 			// No user info either: students' browsers are sent there, and would see it.
 			p.add("platform.oauth_base: %s is not an absolute http(s) URL without user info, query or fragment", shownURL(pl.OAuthBase))
@@ -968,7 +968,7 @@ func (c *Config) validatePlatform(role Role, p *problems) {
 	if !(pl.MaxRate >= 0 && pl.MaxRate <= 100_000) { // so that NaN is refused too
 		p.add("platform.max_rate: %g, must be 0 (no cap) to 100000", pl.MaxRate)
 	}
-	if _, err := time.Parse("15:04", pl.QuotaReset); err != nil {
+	if _, err := time.Parse("15:04", pl.QuotaReset); err != nil || len(pl.QuotaReset) != len("15:04") {
 		p.add("platform.quota_reset: %q is not a time of day HH:MM", pl.QuotaReset)
 	}
 	types := make([]string, 0, len(pl.Templates))
@@ -1107,6 +1107,12 @@ const MaxAccessTokenTTL = 24 * time.Hour
 
 // validTTL reports whether d is an access token lifetime: whole seconds (a token's exp and
 // expires_in are), from a minute to MaxAccessTokenTTL.
+// lowerHTTP reports whether raw begins http:// or https://, as written in the schema (the
+// parser would also take HTTPS://).
+func lowerHTTP(raw string) bool {
+	return strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://")
+}
+
 func validTTL(d Duration) bool {
 	return d.D() >= time.Minute && d.D() <= MaxAccessTokenTTL && d.D()%time.Second == 0
 }

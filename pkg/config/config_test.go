@@ -296,7 +296,41 @@ func TestSchemaAgrees(t *testing.T) {
 	if err := sch.Validate(toJSON(ex)); err != nil {
 		t.Fatalf("schema rejects the example: %v", err)
 	}
+	// What the service starts with, the schema takes: an operator checking the file against it
+	// (in an editor, in CI) is not told that a working file is wrong.
+	for _, good := range []string{
+		`oauth: {access_token_ttl: "7200"}`,
+		`oauth: {access_token_ttl: 1h30m}`,
+		`worker: {backoff_initial: ".5s"}`,
+		`worker: {backoff_initial: "1.s"}`,
+		`nats: {max_bytes: 0}`,
+		`oauth: {rate_limits: {per_client: 0, per_client_burst: 0, per_address: 0, per_address_burst: 0}}`,
+		`oauth: {brute_force: {failures: 0}}`,
+		`platform: {quota_reset: "07:30"}`,
+		`oauth: {trusted_proxies: ["10.0.0.0/8", "fd00::/8"]}`,
+		`bindings: [{userid: "2020.0001_a-b", openid: oA}]`,
+	} {
+		c, err := config.Parse([]byte(good))
+		if err != nil {
+			t.Fatalf("%s: %v", good, err)
+		}
+		c.Defaults()
+		if err := c.Validate(config.RoleStandalone); err != nil {
+			t.Errorf("Go refuses %s: %v", good, err)
+		}
+		if err := sch.Validate(toJSON([]byte(good))); err != nil {
+			t.Errorf("the service starts with %s, the schema refuses it: %v", good, err)
+		}
+	}
 	for _, bad := range []string{
+		"oauth: {trusted_proxies: ['10.0.0.1']}",
+		"bindings: [{userid: '2020 0001', openid: oA}]",
+		"oauth: {clients: [{client_id: a, client_secret: 0123456789abcdef, grants: [client_credentials], scopes: [openid], access_token_ttl: 90.5s}]}",
+		"oauth: {access_token_ttl: 90500ms}",
+		"platform: {quota_reset: '7:30'}",
+		"platform: {api_base: 'HTTPS://api.weixin.qq.com', appid: wx1, secret: s, callback_token: tok}",
+		"platform: {oauth_base: 'HTTPS://open.weixin.qq.com'}",
+		"oauth: {identity_providers: {cas: {url: 'HTTPS://cas.example.edu/cas'}}}",
 		"lsten: x",
 		"nats: {replicas: 9}",
 		"oauth: {signing_alg: HS256}",
