@@ -179,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
-	s.e.Pre(plainPath)
+	s.e.Pre(plainPath, noBodyRead)
 	s.e.Use(middleware.Recover(), s.answerWithin)
 	s.routes()
 	return s, nil
@@ -207,6 +207,19 @@ func plainPath(next echo.HandlerFunc) echo.HandlerFunc {
 			if u.RawPath == (&url.URL{Path: u.Path}).EscapedPath() {
 				u.RawPath = ""
 			}
+		}
+		return next(c)
+	}
+}
+
+// noBodyRead gives a GET or HEAD request an empty body: no route reads one, and a form value
+// asked for on a page (c.FormValue) would otherwise parse a multipart body of any size, in
+// memory and in temporary files, where every form the service takes is capped at maxFormBytes.
+// The server still discards what was sent, or closes the connection.
+func noBodyRead(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Method == http.MethodGet || r.Method == http.MethodHead {
+			r.Body = http.NoBody
 		}
 		return next(c)
 	}

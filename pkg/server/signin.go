@@ -345,7 +345,7 @@ func (s *Server) startLogin(c echo.Context, ar store.AuthRequest, failure string
 	return s.page(c, status, func(b *bytes.Buffer, nonce string) error {
 		return pages.Login(b, pages.LoginData{
 			Action: action,
-			CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.FormValue("username"), Nonce: nonce,
+			CSRF:   ar.CSRF, Client: ar.ClientID, Error: failure, Username: c.Request().PostForm.Get("username"), Nonce: nonce,
 		})
 	}, formActions...)
 }
