@@ -662,3 +662,39 @@ func TestPassingRejectionForcesNoRefresh(t *testing.T) {
 			st.TokenForceRefreshes, st.Errors["40001"]-before, st)
 	}
 }
+
+// TestPassingRejectionsApartForceNoRefresh: a token rejected once and handed out again stays
+// known as such; a second passing rejection half an hour later, after sends that passed with
+// it, is checked in normal mode again, not taken for a stubborn token: no forced refresh.
+func TestPassingRejectionsApartForceNoRefresh(t *testing.T) {
+	var rejectOnce atomic.Bool
+	clock := newClock()
+	e := newEnv(t, envOptions{clientNow: clock.Now, simNow: clock.Now, wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/template/send") && rejectOnce.CompareAndSwap(true, false) {
+				_, _ = io.WriteString(w, `{"errcode":40001,"errmsg":"invalid credential, access_token is invalid or not latest rid: 1-2-3"}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	ctx := context.Background()
+	if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		rejectOnce.Store(true)
+		if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
+			t.Fatalf("passing rejection %d: %v", round+1, err)
+		}
+		for range 3 { // half an hour of sends that pass, with the same token
+			clock.Advance(10 * time.Minute)
+			if _, err := e.client.SendTemplate(ctx, exam(follower, "")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := e.sim.Stats(); st.TokenForceRefreshes != 0 {
+			t.Fatalf("stats %+v: forced after passing rejection %d", st, round+1)
+		}
+	}
+}

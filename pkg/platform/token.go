@@ -111,6 +111,11 @@ func (tc *tokenCache) get(ctx context.Context, stale string, sentAt time.Time) (
 			continue
 		}
 		force := false
+		if tc.confirmed == stale && !sentAt.Before(tc.confirmedAt.Add(forceRefreshInterval)) {
+			// Handed out again long before this call: it passed since, and this rejection
+			// is taken as a first one, checked in normal mode again.
+			tc.confirmed = ""
+		}
 		if stale != "" && tc.tok == stale && tc.confirmed == stale {
 			if sentAt.Before(tc.confirmedAt) {
 				// Rejected in a call made before the platform handed it out
