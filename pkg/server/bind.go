@@ -310,6 +310,13 @@ func (s *Server) bindAfterLogin(c echo.Context, ar store.AuthRequest, se store.S
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "internal error", Internal: err}
 	}
+	if se.IDP == "cas" && s.cfg.SignIn.CAS != nil {
+		// The campus sign-on's own session, which its sign-in opened even with renew, ends
+		// before the consent is shown: left unanswered on a borrowed phone, it would sign the
+		// next person in as the student (the account page, any application) with no password.
+		// The ticket it validated is all the binding needs.
+		return c.Redirect(http.StatusSeeOther, s.cfg.SignIn.CAS.LogoutURL(s.cfg.SignIn.PublicURL+"/bind/signed-in?t="+t))
+	}
 	return c.Redirect(http.StatusSeeOther, "/bind/signed-in?t="+t)
 }
 

@@ -104,3 +104,17 @@ func TestBindSignInUnansweredLeavesNoSignInBehind(t *testing.T) {
 			userID, acc.status, acc.url)
 	}
 }
+
+// TestBindCASSignInUnansweredLeavesNoSignInBehind: the same through the campus sign-on. Its
+// sign-in, even asked with renew, opens its own single sign-on session in the phone's browser;
+// left open while the consent waits, it signed the friend in to the account page as the
+// student, no password asked.
+func TestBindCASSignInUnansweredLeavesNoSignInBehind(t *testing.T) {
+	e := newBindEnv(t)
+	friend := phone(t)
+	casConsent(t, e, friend) // never answered
+	if acc := get(t, friend, e.base+"/auth/realms/campus/account"); strings.Contains(acc.body, "Signed in as <strong>"+casUser) {
+		t.Errorf("the binding page's campus sign-in, its consent unanswered, opens %s's account page in the friend's browser with no password: %d %s",
+			casUser, acc.status, acc.url)
+	}
+}

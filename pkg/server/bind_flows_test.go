@@ -155,6 +155,24 @@ func TestBindConsentAfterSignOut(t *testing.T) {
 	}
 }
 
+// TestLogoutLinkDoesNotEndBindSignInUnconfirmed: a logout without id_token_hint is confirmed
+// with a form, so that a link or an image on another site signs no one out: the binding page's
+// sign-in too, when it is the browser's only one. The student's consent, answered after such a
+// link was opened, binds.
+func TestLogoutLinkDoesNotEndBindSignInUnconfirmed(t *testing.T) {
+	e := newBindEnv(t)
+	student := phone(t)
+	consent := e.signedIn(t, student, e.authorizedAs(t, student, followerA))
+	out := get(t, student, e.base+"/auth/realms/campus/protocol/openid-connect/logout")
+	if !strings.Contains(out.body, `name="confirm"`) {
+		t.Errorf("a bare GET of the logout endpoint, with the binding page's sign-in open: %d %s, want the confirmation form", out.status, out.url)
+	}
+	done := submitForm(t, student, consent, `name="accept"`, url.Values{"accept": {"yes"}})
+	if _, bound := e.bindingOf(t, userID); !bound {
+		t.Errorf("the consent answered after a logout link was opened bound nothing: %d %s", done.status, done.url)
+	}
+}
+
 // signOutOthers signs user in to the account page (through idp) in a browser of its own, the
 // student's laptop, where the phone holds the other sign-in, and presses "Sign out everywhere
 // else"; it returns the laptop.

@@ -592,6 +592,16 @@ func (s *Server) casSignedIn(c echo.Context) error {
 	return s.afterLogin(c, ar, se)
 }
 
+// signInCookie is the value of the cookie of this browser's sign-in that a logout ends: the
+// realm's session, or else the binding page's sign-in (endSession ends both), which a logout
+// confirms as it confirms the realm's.
+func signInCookie(c echo.Context) string {
+	if v := cookieValue(c, cookieSession); v != "" {
+		return v
+	}
+	return cookieValue(c, cookieBindSignIn)
+}
+
 // sessionCookie is the cookie that names the session of ar's sign-in: the binding page's own
 // (cookieBindSignIn), or the realm's.
 func sessionCookie(ar store.AuthRequest) string {
@@ -921,13 +931,13 @@ func (s *Server) logout(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, title, "应用发来的退出请求有误，无法继续。 "+e.Description, e.Code)
 	}
 	idc, target := lr.Hint, lr.Target
-	key := cookieValue(c, cookieSession)
+	key := signInCookie(c)
 	if key == "" && idc == nil && s.cfg.SignIn != nil && c.Request().Method == http.MethodPost {
 		// The user confirms on the GET.
 		return s.againAsGet(c, "logout", q)
 	}
 	if key == "" || s.cfg.SignIn == nil {
-		if idc == nil && target == "" && cookieValue(c, cookieBindSignIn) == "" {
+		if idc == nil && target == "" {
 			// Nothing to end and nowhere to go: the signed-out page (also where the campus
 			// sign-on's logout returns to when no application asked for a return).
 			return s.signedOutPage(c)
@@ -1002,7 +1012,7 @@ func (s *Server) confirmLogout(c echo.Context, lc logoutConfirmation) error {
 func (s *Server) logoutConfirmed(c echo.Context, sealed string) error {
 	var lc logoutConfirmation
 	if s.cfg.SignIn == nil || s.cfg.SignIn.Logouts.Open(sealed, &lc) != nil || !s.now().Before(lc.Expires) ||
-		!sameSecret(oauth.Hash(cookieValue(c, cookieSession)), lc.Session) {
+		!sameSecret(oauth.Hash(signInCookie(c)), lc.Session) {
 		return s.errorPage(c, http.StatusBadRequest, "请求无效 Request refused",
 			"此退出表单已过期，或并非来自本浏览器。 This sign-out form expired or did not come from this browser.", "invalid_request")
 	}
