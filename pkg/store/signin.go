@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -367,12 +368,44 @@ func (s *Store) TouchSession(ctx context.Context, key string, idle time.Time) er
 
 // HoldSession keeps the live session whose cookie hashes to key from ending idle before until,
 // the end of sign-in request's time (its consent page waits): the idle end moves on to until,
-// never back, and the hold is recorded for ReleaseSession.
+// never back, and the hold is recorded for ReleaseSession. Holds that have ended are dropped
+// with it, and so are the earliest to end past MaxSessionHolds: consent pages opened and never
+// answered (by the thousand, another site sending the browser to the authorization endpoint)
+// must not grow the session's record without bound. A hold dropped early only lets its page's
+// answer find the session ended idle sooner.
 func (s *Store) HoldSession(ctx context.Context, key, request string, until time.Time) error {
-	return s.setIdle(ctx, key, func(Session) bson.M {
-		return bson.M{"$max": bson.M{"idle": until}, "$set": bson.M{"holds." + request: until}}
+	return s.setIdle(ctx, key, func(se Session) bson.M {
+		now, drop := s.now(), bson.M{}
+		type hold struct {
+			id    string
+			until time.Time
+		}
+		var live []hold
+		for id, end := range se.Holds {
+			switch {
+			case id == request:
+			case !end.After(now):
+				drop["holds."+id] = ""
+			default:
+				live = append(live, hold{id, end})
+			}
+		}
+		if len(live) >= MaxSessionHolds {
+			slices.SortFunc(live, func(a, b hold) int { return a.until.Compare(b.until) })
+			for _, h := range live[:len(live)-MaxSessionHolds+1] {
+				drop["holds."+h.id] = ""
+			}
+		}
+		update := bson.M{"$max": bson.M{"idle": until}, "$set": bson.M{"holds." + request: until}}
+		if len(drop) > 0 {
+			update["$unset"] = drop
+		}
+		return update
 	})
 }
+
+// MaxSessionHolds bounds the consent pages' holds one session records.
+const MaxSessionHolds = 16
 
 // ReleaseSession ends request's hold of the live session whose cookie hashes to key (its
 // consent page is answered): the idle end becomes idle, earlier or later, or the end of another
