@@ -38,7 +38,7 @@ func TestConsentReadLongerThanTheIdleLimit(t *testing.T) {
 // was answered and the page's explanation otherwise.
 func requireBackAtClient(t *testing.T, answer page, what string) {
 	t.Helper()
-	if answer.status != http.StatusFound || !strings.HasPrefix(answer.location, rpRedirect) {
+	if answer.status != http.StatusSeeOther || !strings.HasPrefix(answer.location, rpRedirect) { // a form answered: 303
 		body := answer.body
 		if i := strings.Index(body, "<main"); i >= 0 {
 			body = body[i:min(len(body), i+400)]

@@ -980,7 +980,7 @@ func TestLoopbackRedirectAnyPort(t *testing.T) {
 		t.Fatalf("authorization request with the loopback redirect on an ephemeral port refused: %d %s", p.status, p.body[:min(len(p.body), 300)])
 	}
 	p = submit(t, b, p, url.Values{"username": {userID}, "password": {userPass}})
-	if p.status != http.StatusFound || !strings.HasPrefix(p.location, asked+"?") {
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, asked+"?") {
 		t.Fatalf("not sent back to the port the application listens on: %d %q", p.status, p.location)
 	}
 	u, _ := url.Parse(p.location)

@@ -144,14 +144,22 @@ func readBody(r io.Reader, buf []byte, limit int) ([]byte, error) {
 	}
 }
 
+// notALookup answers a GET or HEAD of the POST-only concrete paths …/mp/batch and …/mp/results,
+// which the lookup's template matches: 405 with Allow, before the bearer token is asked for (a
+// resource's methods do not depend on who asks).
+func (s *Server) notALookup(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if id := c.Param("ucsId"); id == "batch" || id == "results" {
+			return s.notAllowed(c, "/v1/infra/notification/mp/"+id)
+		}
+		return next(c)
+	}
+}
+
 // lookup is GET /v1/infra/notification/mp/{ucsId}. A ucsId of another client does not exist
 // for the caller: it gets the same 404 as an unknown one.
 func (s *Server) lookup(c echo.Context) error {
 	id := c.Param("ucsId")
-	if id == "batch" || id == "results" {
-		// The concrete paths come before the template: a wrong method, not a lookup.
-		return s.notAllowed(c, "/v1/infra/notification/mp/"+id)
-	}
 	r, err := s.notify.Result(c.Request().Context(), claimsOf(c).Azp, id)
 	switch {
 	case errors.Is(err, notification.ErrNotFound):

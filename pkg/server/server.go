@@ -268,7 +268,7 @@ func (s *Server) routes() {
 	e.POST("/v1/infra/notification/mp/results", s.batchResults, s.bearer(s.pushReq))
 	s.getOnce("/v1/infra/notification/mp/callback", s.callbackVerify)
 	e.POST("/v1/infra/notification/mp/callback", s.callbackEvent, identityBody)
-	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.bearer(s.pushReq))
+	e.GET("/v1/infra/notification/mp/:ucsId", s.lookup, s.notALookup, s.bearer(s.pushReq))
 
 	e.GET("/v1/meta/notification/mp/types", s.metaTypes)
 	e.GET("/v1/meta/notification/mp/schema", s.metaSchema)

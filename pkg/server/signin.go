@@ -826,6 +826,16 @@ func (s *Server) redirectErrorInternal(c echo.Context, ar store.AuthRequest, err
 	return s.redirectError(c, ar, oauth.ErrServerError, "the sign-in could not be completed; try again")
 }
 
+// backToClient is the status of the redirect back to the client: 303 See Other after a form
+// posted (the password, the consent), which a browser follows with a GET and never posts
+// again to the client's address (RFC 9700 §4.12); 302 Found after a GET, as Keycloak answers.
+func backToClient(c echo.Context) int {
+	if c.Request().Method == http.MethodPost {
+		return http.StatusSeeOther
+	}
+	return http.StatusFound
+}
+
 // respond sends fields to the client's (already verified) redirect_uri in the response mode
 // it asked for.
 func (s *Server) respond(c echo.Context, ar store.AuthRequest, fields []pages.Field) error {
@@ -843,9 +853,9 @@ func (s *Server) respond(c echo.Context, ar store.AuthRequest, fields []pages.Fi
 			return pages.FormPost(b, pages.FormPostData{Action: ar.RedirectURI, Fields: kept, Nonce: nonce})
 		}, ar.RedirectURI)
 	case "fragment":
-		return c.Redirect(http.StatusFound, ar.RedirectURI+"#"+v.Encode())
+		return c.Redirect(backToClient(c), ar.RedirectURI+"#"+v.Encode())
 	}
-	return c.Redirect(http.StatusFound, withQuery(ar.RedirectURI, v))
+	return c.Redirect(backToClient(c), withQuery(ar.RedirectURI, v))
 }
 
 // withQuery is the address target with the parameters v added to its query.

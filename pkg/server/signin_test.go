@@ -231,9 +231,11 @@ func submitAt(t *testing.T, b *http.Client, p page, base string, fields url.Valu
 	return read(t, resp)
 }
 
+// callback is what the client's redirect_uri receives from p, a redirect back to it: 303 after
+// a form (TestPostedSignInStepsRedirectWith303), 302 after a GET.
 func callback(t *testing.T, p page) url.Values {
 	t.Helper()
-	if p.status != http.StatusFound || !strings.HasPrefix(p.location, rpRedirect) {
+	if p.status != http.StatusFound && p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, rpRedirect) {
 		t.Fatalf("not sent back to the client: %d %q %s", p.status, p.location, p.body)
 	}
 	u, _ := url.Parse(p.location)
