@@ -37,7 +37,8 @@ type Env struct {
 	// Getenv reads the environment (MONGODB_URI overrides the file, as for the service;
 	// UCS_CLIENT_SECRET for push test -client); nil reads nothing.
 	Getenv func(string) string
-	// HTTPClient talks to the front end (push test); nil: one with a 15 s timeout.
+	// HTTPClient talks to the front end (push test); nil: one with a 15 s timeout that follows
+	// no redirect.
 	HTTPClient *http.Client
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -54,7 +55,10 @@ func (e *Env) fill() {
 		e.Getenv = func(string) string { return "" }
 	}
 	if e.HTTPClient == nil {
-		e.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+		// No redirect is followed: a 307 from a gateway would post the client's secret again
+		// to whatever host it named.
+		e.HTTPClient = &http.Client{Timeout: 15 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if e.Now == nil {
 		e.Now = time.Now
