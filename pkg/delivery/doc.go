@@ -42,7 +42,8 @@
 //
 // A refusal of the account rather than the message pauses sending for every worker (the
 // shared pause of package sending) instead of retrying each message: 45009 (the daily quota)
-// until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 48001
+// until platform.quota_reset, 45011 (the per-minute limit) until the next minute, an HTTP 429,
+// or 503 with Retry-After, for as long as it asks (a minute for a 429 that says nothing), and 48001
 // (no permission for the interface), 48004 and 50002 (the interface banned, the account
 // restricted), 40125, 40013 and 41004 (wrong or missing appid or secret), 40243 (the AppSecret
 // frozen) and 40037 and 40036 (a template id the account does not have, or no template id at

@@ -1367,8 +1367,9 @@ const (
 
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), its per-minute
-// limit hit (until the next minute), or an
-// account problem an operator must fix (platform.AccountProblem). It reports the pause in
+// limit hit (until the next minute), an HTTP 429, or a 503 with Retry-After (the platform, or a
+// gateway in front of it, asking every caller to wait: for as long as it says, a minute when a
+// 429 says nothing), or an account problem an operator must fix (platform.AccountProblem). It reports the pause in
 // force; false when err is no such refusal, or the pause could not be set (the message is then
 // retried as usual rather than calling the platform again at once).
 func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
@@ -1379,8 +1380,16 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	var st sending.PauseState
 	var pe *platform.Error
 	hasCode := errors.As(err, &pe)
+	var he *platform.HTTPError
+	asked := errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0)
 	reason, action, isAccount := platform.AccountProblem(err)
 	switch {
+	case asked:
+		wait := he.RetryAfter
+		if wait == 0 {
+			wait = time.Minute
+		}
+		st = sending.PauseState{Until: now.Add(wait), Reason: "HTTP " + he.Status + ": the platform asked every caller to wait " + wait.String()}
 	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
 		w.refused.Store(&st)

@@ -283,7 +283,11 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, &HTTPError{Status: resp.Status, Code: resp.StatusCode}
+		he := &HTTPError{Status: resp.Status, Code: resp.StatusCode}
+		if he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable {
+			he.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), c.tokens.now())
+		}
+		return nil, he
 	}
 	if len(raw) > maxAnswerBytes {
 		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)

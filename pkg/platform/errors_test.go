@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 )
 
 func TestPermanent(t *testing.T) {
@@ -52,5 +53,26 @@ func TestErrorText(t *testing.T) {
 	err := error(&Error{Code: 43004, Msg: "require subscribe"})
 	if got := err.Error(); got != "platform error 43004: require subscribe" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+// TestRetryAfter: a 429's or 503's Retry-After in seconds or as an HTTP date (RFC 9110
+// §10.2.3); nothing, an unreadable value or a date past is no wait; a wait beyond MaxRetryAfter
+// is cut to it.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"3":                             3 * time.Second,
+		"0":                             0,
+		"-5":                            0,
+		"soon":                          0,
+		"86400":                         MaxRetryAfter,
+		"Sun, 29 Nov 2026 08:02:00 GMT": 2 * time.Minute,
+		"Sun, 29 Nov 2026 07:00:00 GMT": 0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
+		}
 	}
 }

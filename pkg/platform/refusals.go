@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // HTTPError is an answer of the platform with an HTTP status other than 2xx: the request did
@@ -15,6 +17,28 @@ type HTTPError struct {
 	Status string
 	// Code is the status code, e.g. 502.
 	Code int
+	// RetryAfter is how long a 429 or 503 asked the caller to wait (its Retry-After, in
+	// seconds or as a date, at most MaxRetryAfter); 0 when it said nothing.
+	RetryAfter time.Duration
+}
+
+// MaxRetryAfter bounds the wait a Retry-After is taken for: a gateway's word is not taken for
+// longer (a wait still asked for after it is asked again).
+const MaxRetryAfter = time.Hour
+
+// retryAfter is the wait the Retry-After value v asks for at now (RFC 9110 §10.2.3:
+// delay-seconds or an HTTP date), at most MaxRetryAfter; 0 when v is absent or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), MaxRetryAfter)
 }
 
 // Error formats the answer as "HTTP status 502 Bad Gateway".
