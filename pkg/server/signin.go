@@ -941,7 +941,12 @@ func (s *Server) logout(c echo.Context) error {
 		return s.errorPage(c, http.StatusBadRequest, title, "应用发来的退出请求有误，无法继续。 "+e.Description, e.Code)
 	}
 	idc, target := lr.Hint, lr.Target
-	key := signInCookie(c)
+	key := cookieValue(c, cookieSession)
+	if key == "" && idc == nil {
+		// The binding page's sign-in is no application's session: a hint never names it, and
+		// only a logout without one confirms on it (endSession ends it with any).
+		key = cookieValue(c, cookieBindSignIn)
+	}
 	if key == "" && idc == nil && s.cfg.SignIn != nil && c.Request().Method == http.MethodPost {
 		// The user confirms on the GET.
 		return s.againAsGet(c, "logout", q)
