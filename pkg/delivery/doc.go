@@ -42,8 +42,7 @@
 //
 // A refusal of the account rather than the message pauses sending for every worker (the
 // shared pause of package sending) instead of retrying each message: 45009 (the daily quota)
-// until platform.quota_reset, 45011 (the per-minute limit) until the next minute, an HTTP 429,
-// or 503 with Retry-After, for as long as it asks (a minute for a 429 that says nothing), and 48001
+// until platform.quota_reset, 45011 (the per-minute limit) until the next minute, and 48001
 // (no permission for the interface), 48004 and 50002 (the interface banned, the account
 // restricted), 40125, 40013 and 41004 (wrong or missing appid or secret), 40243 (the AppSecret
 // frozen) and 40037 and 40036 (a template id the account does not have, or no template id at
@@ -57,7 +56,10 @@
 // node added without its address on the whitelist stops nobody else, and needs no resume. A
 // worker that can get no access token for another cause than the account's (the platform's
 // token endpoint failing, or this worker's way to it) pauses itself alike, for
-// Config.TokenPauseFor (30 s): one worker cut off from the token endpoint stops nobody else.
+// Config.TokenPauseFor (30 s): one worker cut off from the token endpoint stops nobody else. So
+// does a worker that an HTTP 429, or a 503 with Retry-After, asks to wait, for as long as it
+// asks (a minute for a 429 that says nothing): the platform's own limits are errcodes, so such
+// an answer is a gateway's on that worker's way.
 // The call that met a refusal does not count as an attempt (taking it back is written until
 // the store has it); the messages wait at the gate, or in the queue for another worker, shown
 // queued with the cause and the operator's action.

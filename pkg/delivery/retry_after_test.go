@@ -6,6 +6,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,12 +53,12 @@ func (r *rig) limitingGateway(status int, retryAfter string) (*limitingGateway, 
 	return g, srv.URL
 }
 
-// TestRetryAfterIsObeyed: the platform, or a gateway in front of it, answers sends 429 Too
-// Many Requests, or 503 Service Unavailable, with Retry-After: 3, for 3 s. The workers wait
-// that long before calling again (RFC 9110 §10.2.3, RFC 6585 §4), all of them (the pause of
-// sending), and a wait asked of every caller, not the message's doing, spends none of its
-// attempts: once it ends, the message is sent. They called again after each message's own
-// backoff, and gave a message up after max_attempts within the 3 s.
+// TestRetryAfterIsObeyed: the platform's address, or a gateway on the worker's way to it,
+// answers sends 429 Too Many Requests, or 503 Service Unavailable, with Retry-After: 3, for 3 s.
+// The worker waits that long before calling again (RFC 9110 §10.2.3, RFC 6585 §4), and a wait
+// asked of the worker, not the message's doing, spends none of its attempts: once it ends, the
+// message is sent. It called again after each message's own backoff, and gave a message up
+// after max_attempts within the 3 s.
 func TestRetryAfterIsObeyed(t *testing.T) {
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
@@ -85,5 +86,66 @@ func TestRetryAfterIsObeyed(t *testing.T) {
 				t.Errorf("a message refused %d for 3 s ended %s: %q (attempts %d), want sent at its first counted attempt", status, res.State, res.Reason, res.Attempts)
 			}
 		})
+	}
+}
+
+// TestOneWorkersGatewayLimitStopsOnlyIt: each worker reaches the platform through its own
+// egress proxy, and worker A's limits it (429, Retry-After: 3600). The platform's own limits are
+// errcodes, which pause every worker; a 429 is a gateway's, perhaps of one worker: worker B,
+// whose way is clear, sends every push, A's included, rather than every worker waiting an hour.
+func TestOneWorkersGatewayLimitStopsOnlyIt(t *testing.T) {
+	r := newRig(t)
+	gA, baseA := r.limitingGateway(http.StatusTooManyRequests, "3600")
+	gA.limiting.Store(true)
+	pcA, pcB := r.platformAt(baseA), r.pc
+	p := r.openPause()
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Pause, c.QuotaReset = pcA, p, quotaInAnHour })
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Pause, c.QuotaReset = pcB, p, quotaInAnHour })
+	var ids []string
+	for range 10 {
+		ids = append(ids, r.publish("u-follows", "JML", jml))
+	}
+	embeddedtest.Eventually(t, 15*time.Second, "every push sent, by the worker whose way is clear", func() bool {
+		for _, id := range ids {
+			if res, _ := r.st.Current(t.Context(), id); res.State != push.StateSent || res.Attempts != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if st, paused := p.Paused(); paused {
+		t.Errorf("one worker's gateway limit paused every worker: %+v", st)
+	}
+}
+
+// TestTokenEndpointRetryAfterIsObeyed: the token endpoint (a gateway in front of it) answers
+// 429 with Retry-After: 3. The worker, whose own pause for a token not to be had is shorter
+// (100 ms here, 30 s by default), does not call it again within those 3 s.
+func TestTokenEndpointRetryAfterIsObeyed(t *testing.T) {
+	r := newRig(t)
+	var mu sync.Mutex
+	var calls []time.Time
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "token") {
+			return false
+		}
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
+		w.Header().Set("Retry-After", "3")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return true
+	})
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.TokenPauseFor = pc, 100*time.Millisecond })
+	r.publish("u-follows", "JML", jml)
+	embeddedtest.Eventually(t, 10*time.Second, "a second call of the token endpoint", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if gap := calls[1].Sub(calls[0]); gap < 3*time.Second-100*time.Millisecond {
+		t.Errorf("the token endpoint answered 429 with Retry-After: 3 and was called again %s later", gap.Round(time.Millisecond))
 	}
 }

@@ -385,12 +385,27 @@ func (w *Worker) AccountRefused() (string, bool) {
 }
 
 // selfPause reports the pause of this worker alone that err calls for: the platform refused
-// this worker's address (40164), or it could get no access token for a cause other than the
-// account's (the token endpoint failing, or this worker's way to it); false for any other err.
+// this worker's address (40164); an HTTP 429, or a 503 with Retry-After, asked it to wait (the
+// platform's own limits are errcodes: such an answer comes from a gateway on this worker's way,
+// which may be its alone, as long as it asks, a minute for a 429 that says nothing; a shared
+// gateway's reaches every worker in turn); or it could get no access token for a cause other
+// than the account's (the token endpoint failing, or this worker's way to it); false for any
+// other err.
 func (w *Worker) selfPause(err error) (sending.PauseState, bool) {
 	now := w.cfg.Now()
 	if reason, action, ok := platform.AddressRefused(err); ok {
 		return sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}, true
+	}
+	var he *platform.HTTPError
+	if errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0) {
+		wait := he.RetryAfter
+		if wait == 0 {
+			wait = time.Minute
+		}
+		if errors.As(err, new(*platform.NotSentError)) {
+			wait = max(wait, w.cfg.TokenPauseFor) // the token endpoint's answer
+		}
+		return sending.PauseState{Until: now.Add(wait), Reason: "HTTP " + he.Status + ": the platform's address, or a gateway on this worker's way to it, asked to wait " + wait.String()}, true
 	}
 	if _, _, account := platform.AccountProblem(err); !account && errors.As(err, new(*platform.NotSentError)) {
 		w.cfg.Logger.Warn("no access token could be had from the platform", "err", err)
@@ -1367,9 +1382,8 @@ const (
 
 // accountPause pauses sending for every worker when err is the platform refusing the account
 // rather than the message: its daily quota used up (until the quota renews), its per-minute
-// limit hit (until the next minute), an HTTP 429, or a 503 with Retry-After (the platform, or a
-// gateway in front of it, asking every caller to wait: for as long as it says, a minute when a
-// 429 says nothing), or an account problem an operator must fix (platform.AccountProblem). It reports the pause in
+// limit hit (until the next minute), or an
+// account problem an operator must fix (platform.AccountProblem). It reports the pause in
 // force; false when err is no such refusal, or the pause could not be set (the message is then
 // retried as usual rather than calling the platform again at once).
 func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseState, bool) {
@@ -1380,16 +1394,8 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 	var st sending.PauseState
 	var pe *platform.Error
 	hasCode := errors.As(err, &pe)
-	var he *platform.HTTPError
-	asked := errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0)
 	reason, action, isAccount := platform.AccountProblem(err)
 	switch {
-	case asked:
-		wait := he.RetryAfter
-		if wait == 0 {
-			wait = time.Minute
-		}
-		st = sending.PauseState{Until: now.Add(wait), Reason: "HTTP " + he.Status + ": the platform asked every caller to wait " + wait.String()}
 	case isAccount:
 		st = sending.PauseState{Until: now.Add(accountPauseFor), Reason: reason, Action: action}
 		w.refused.Store(&st)
