@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"time"
 )
 
 // ServeProfiles serves Go's runtime profiles (net/http/pprof) on addr, apart from the service's
@@ -20,7 +19,8 @@ func ServeProfiles(addr string, log *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := sideServer(mux, 0)
+	hs.Addr = addr
 	go func() {
 		if err := hs.ListenAndServe(); err != nil {
 			log.Error("profiles server stopped", "addr", addr, "err", err)

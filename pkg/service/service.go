@@ -991,9 +991,21 @@ func (w *Worker) ready(ctx context.Context) error {
 	return nil
 }
 
+// sideIdle is how long the listeners beside the service's own (a worker's probes and metrics,
+// the profiles) keep a connection that asks nothing more: as the front end's, so that whoever
+// reaches the port cannot hold connections, and the worker's file descriptors, for ever.
+var sideIdle = 120 * time.Second
+
+// sideServer is the server of such a listener, with h; write bounds the writing of an answer
+// (0: none, for profiles that stream for as long as they are asked to).
+func sideServer(h http.Handler, write time.Duration) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: write, IdleTimeout: sideIdle, MaxHeaderBytes: 32 << 10}
+}
+
 // ServeProbes answers the probes and metrics on ln until ctx ends.
 func (w *Worker) ServeProbes(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	hs := sideServer(w.Handler(), 30*time.Second)
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
