@@ -198,7 +198,7 @@ func (c *Client) SendTemplate(ctx context.Context, m TemplateMessage) (msgID int
 		case err == nil || !errors.As(err, &pe) || !isTokenCode(pe.Code):
 			return msgID, err
 		case resend == maxTokenResends:
-			return 0, fmt.Errorf("send template: the access token fetched again rejected too: %w", &NotSentError{Err: err, Rejected: pe.Code})
+			return 0, fmt.Errorf("send template: a new access token rejected too: %w", &NotSentError{Err: err, Rejected: pe.Code})
 		}
 		c.log.Warn("the platform rejected the access token; fetching it again", "errcode", pe.Code)
 		var terr error
