@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -60,6 +61,11 @@ type tokenCache struct {
 	confirmedAt time.Time
 	lastForce   time.Time
 	inflight    *tokenCall
+	// waitErr is the answer of the token endpoint (a gateway in front of it) that asked to wait
+	// until waitUntil (429 or 503 with Retry-After): no fetch is made before then, not even for a
+	// readiness probe, and waitErr is the answer meanwhile.
+	waitErr   error
+	waitUntil time.Time
 }
 
 func newTokenCache(fetch func(context.Context, bool) (string, time.Duration, error), now func() time.Time, log *slog.Logger) *tokenCache {
@@ -83,7 +89,7 @@ func (tc *tokenCache) get(ctx context.Context, stale string, sentAt time.Time) (
 			// Due for renewal, and still good: it is renewed behind the sends, which
 			// do not wait for it (each holding its share of the send budget, they
 			// would all call at once when it came).
-			if !now.Before(tc.exp) && tc.inflight == nil && now.Sub(tc.renewTried) >= renewRetry {
+			if !now.Before(tc.exp) && tc.inflight == nil && now.Sub(tc.renewTried) >= renewRetry && !now.Before(tc.waitUntil) {
 				tc.renewTried = now
 				tc.inflight = &tokenCall{done: make(chan struct{})}
 				go tc.run(ctx, tc.inflight, false)
@@ -109,6 +115,11 @@ func (tc *tokenCache) get(ctx context.Context, stale string, sentAt time.Time) (
 				return c.tok, nil
 			}
 			continue
+		}
+		if now := tc.now(); now.Before(tc.waitUntil) {
+			err := tc.waitErr
+			tc.mu.Unlock()
+			return "", err
 		}
 		force := false
 		if tc.confirmed == stale && !sentAt.Before(tc.confirmedAt.Add(forceRefreshInterval)) {
@@ -153,6 +164,14 @@ func (tc *tokenCache) run(ctx context.Context, c *tokenCall, force bool) {
 	if err != nil {
 		c.err = err
 		tc.log.Warn("fetching the platform access token failed", "force_refresh", force, "error", err)
+		var he *HTTPError
+		if errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0) {
+			wait := he.RetryAfter
+			if wait == 0 {
+				wait = time.Minute // a 429 that names no wait, as the workers take it
+			}
+			tc.waitErr, tc.waitUntil = err, tc.now().Add(wait)
+		}
 		return
 	}
 	c.tok = tok
