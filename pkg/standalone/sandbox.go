@@ -58,10 +58,12 @@ func (s *Stack) sandboxRoutes(cfg *config.Config, seed *seedState) func(e *echo.
 		}
 		sb.templates[tpl.TemplateID] = sandboxTemplate{Type: typ, Fields: fields}
 	}
-	for _, b := range cfg.Bindings {
-		if slices.ContainsFunc(seed.info.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
-			sb.phones = append(sb.phones, sandboxPhone{UserID: b.UserID, OpenID: b.OpenID})
+	// The seeded followers' phones (the file's binding of a demo user wins), at every start.
+	for _, b := range seed.info.Bindings {
+		if i := slices.IndexFunc(cfg.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }); i >= 0 {
+			b = cfg.Bindings[i]
 		}
+		sb.phones = append(sb.phones, sandboxPhone{UserID: b.UserID, OpenID: b.OpenID})
 	}
 	return func(e *echo.Echo) {
 		e.GET("/sandbox", sb.page)

@@ -5,6 +5,7 @@
 package standalone
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -67,8 +68,12 @@ type Info struct {
 	Users       []InfoUser   `json:"users"`
 	// Platform holds the simulated account's credentials, kept so a restart reuses them.
 	Platform *InfoPlatform `json:"platform,omitempty"`
-	// Bindings of the demo users, kept so a restart reuses them.
+	// Bindings of the demo users, written to the store at the first start; the followers are
+	// the simulator's at every start.
 	Bindings []config.Binding `json:"bindings,omitempty"`
+	// UnboundFollowers follow the official account with no campus account bound: the binding
+	// page's simulated "which follower are you" offers them, to bind 2020000009 to.
+	UnboundFollowers []string `json:"unbound_followers,omitempty"`
 	// NATS holds the credentials the embedded NATS server takes, generated at first start.
 	NATS *InfoNATS `json:"nats,omitempty"`
 }
@@ -409,8 +414,11 @@ func (s *Stack) startSimulator(cfg *config.Config, seed *seedState, o Options) (
 		slices.Sort(kws)
 		sim.AddTemplate(tpl.TemplateID, kws)
 	}
-	for _, b := range cfg.Bindings {
+	for _, b := range slices.Concat(cfg.Bindings, seed.info.Bindings) {
 		sim.AddFollower(b.OpenID)
+	}
+	for _, openID := range seed.info.UnboundFollowers {
+		sim.AddFollower(openID)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -491,6 +499,9 @@ func (s *Stack) shutdown() {
 
 type seedState struct {
 	info Info
+	// fresh says the identities were made at this start: the seeded bindings are written to
+	// the store then only, so that a binding made since (on the binding page) stays.
+	fresh bool
 	// secrets are the seeded clients' configurations.
 	clients []config.Client
 	users   []config.User
@@ -522,13 +533,17 @@ func loadOrSeed(path string) (*seedState, error) {
 	default:
 		return nil, err
 	}
+	fresh := errors.Is(err, os.ErrNotExist)
+	if len(info.UnboundFollowers) == 0 { // also a file of an earlier version
+		info.UnboundFollowers = []string{"o" + secret()[:27]}
+	}
 	if info.Platform == nil {
 		return nil, fmt.Errorf("%s: no platform section; remove the file to seed anew", path)
 	}
 	if info.NATS == nil { // a file of an earlier version: credentials from now on
 		info.NATS = &InfoNATS{User: "ucs", Password: secret()}
 	}
-	st := &seedState{info: info}
+	st := &seedState{info: info, fresh: fresh}
 	for _, c := range info.Clients {
 		cc := config.Client{ClientID: c.ClientID, ClientSecret: c.ClientSecret}
 		switch c.ClientID {
@@ -551,7 +566,9 @@ func loadOrSeed(path string) (*seedState, error) {
 }
 
 // mergeSeed adds the seeded identities to what the configuration gives; the file wins where
-// both name the same client, user or binding.
+// both name the same client, user or binding. The seeded bindings are added at the first start
+// only: written to the store then, they are the store's to keep or change (on the binding
+// page), and a later start must not put them back over a binding made since.
 func mergeSeed(cfg *config.Config, st *seedState) {
 	for _, c := range st.clients {
 		if _, given := cfg.Client(c.ClientID); !given {
@@ -564,18 +581,22 @@ func mergeSeed(cfg *config.Config, st *seedState) {
 		}
 	}
 	for _, b := range st.info.Bindings {
-		if !slices.ContainsFunc(cfg.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
+		if st.fresh && !slices.ContainsFunc(cfg.Bindings, func(x config.Binding) bool { return x.UserID == b.UserID }) {
 			cfg.Bindings = append(cfg.Bindings, b)
 		}
 	}
 }
 
 func writeInfo(path string, info Info) error {
-	b, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
+	// Not escaped for HTML: mongodb_uri's '&' is copied from the file as it is.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(info); err != nil {
 		return err
 	}
-	return writeSecret(path, append(b, '\n'))
+	return writeSecret(path, b.Bytes())
 }
 
 // writeSecret replaces the file at path with b, readable by the owner only.
