@@ -38,7 +38,9 @@ func undeclaredHops(t *testing.T, base, realm string, hops []string) []string {
 		seen[h] = true
 		var m, p string
 		var st int
-		fmt.Sscanf(h, "%s %s %d", &m, &p, &st)
+		if _, err := fmt.Sscanf(h, "%s %s %d", &m, &p, &st); err != nil {
+			t.Fatalf("hop %q: %v", h, err)
+		}
 		op := strings.Replace(p, "/auth/realms/"+realm+"/", "/auth/realms/{realm}/", 1)
 		if strings.HasPrefix(op, "/ops/history/") {
 			op = "/ops/history/{ucsId}"
