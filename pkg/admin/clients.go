@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -409,12 +410,16 @@ func updateSeededSecret(dir, id, secret string) (bool, error) {
 	if info["clients"], err = json.Marshal(clients); err != nil {
 		return false, err
 	}
-	out, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
+	// Not escaped for HTML, as the stack writes it: mongodb_uri keeps its '&'.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(info); err != nil {
 		return false, err
 	}
 	// Atomically and 0600, whatever a leftover temporary file says.
-	return true, secretfile.Write(path, append(out, '\n'))
+	return true, secretfile.Write(path, out.Bytes())
 }
 
 func clientsSetTTL() *command {

@@ -118,6 +118,11 @@ func (tc *tokenCache) get(ctx context.Context, stale string, sentAt time.Time) (
 		}
 		if now := tc.now(); now.Before(tc.waitUntil) {
 			err := tc.waitErr
+			if he := (*HTTPError)(nil); errors.As(err, &he) {
+				left := *he // what is left of the wait, not all of it again
+				left.RetryAfter = tc.waitUntil.Sub(now)
+				err = fmt.Errorf("fetch access token: %w", &left)
+			}
 			tc.mu.Unlock()
 			return "", err
 		}

@@ -279,6 +279,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var ferret *embedded.FerretDB
 	if cfg.MongoDB.URI == "" {
+		if _, err := os.Stat(filepath.Join(dir, "ferretdb")); errors.Is(err, os.ErrNotExist) {
+			seed.fresh = true // a new store (its folder removed to start afresh): seeded anew
+		}
 		f, err := embedded.StartFerretDB(embedded.FerretDBOptions{Dir: filepath.Join(dir, "ferretdb"),
 			CredentialsDir: filepath.Join(dir, CredentialsDir)})
 		if err != nil {
