@@ -31,6 +31,68 @@ import (
 // user stopped following meanwhile: 43004), and the queue holds nothing else. The pause no
 // longer holds, so the worker is ready again, though it has sent nothing since.
 func TestWorkerReadyAfterResumeWhenHeldPushFails(t *testing.T) {
+	var refuse atomic.Bool
+	refuse.Store(true)
+	h := heldPush(t, func(inner http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if refuse.Load() && r.URL.Path == "/cgi-bin/message/template/send" {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"errcode":48001,"errmsg":"api unauthorized rid: 1-2-3"}`)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
+	})
+	ctx, cfg, sim, st, id, probes := context.Background(), h.cfg, h.sim, h.st, h.id, h.probes
+
+	p, err := sending.OpenPause(ctx, h.js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	embeddedtest.Eventually(t, 20*time.Second, "the worker's call meets 48001 and pauses sending", func() bool {
+		st, ok := p.Paused()
+		return ok && strings.Contains(st.Reason, "48001")
+	})
+	if code, body := probeReadyz(t, probes); code != http.StatusServiceUnavailable || !strings.Contains(body, "48001") {
+		t.Fatalf("during the pause /readyz: %d %q; want 503 naming 48001", code, body)
+	}
+
+	// Meanwhile the push's user stops following; the operator enables the feature in the
+	// platform's console (no restart needed) and resumes.
+	sim.RemoveFollower("oRev")
+	refuse.Store(false)
+	if err := service.Resume(ctx, cfg, service.Deps{}); err != nil {
+		t.Fatal(err)
+	}
+	embeddedtest.Eventually(t, 20*time.Second, "the held push ends (failed, 43004)", func() bool {
+		r, err := st.Current(ctx, id)
+		return err == nil && r.State == push.StateFailed
+	})
+	if _, paused := p.Paused(); paused {
+		t.Fatal("still paused after the resume")
+	}
+	embeddedtest.Eventually(t, 10*time.Second, "/readyz 200 after the resume, with no pause in force and nothing to send", func() bool {
+		code, _ := probeReadyz(t, probes)
+		return code == http.StatusOK
+	})
+}
+
+// heldPushStack is a worker running on the embedded NATS and FerretDB, with one push for user
+// 2020000001 (follower oRev) queued before it started, and its probes served at probes.
+type heldPushStack struct {
+	cfg    *config.Config
+	sim    *simulator.Simulator
+	st     *store.Store
+	js     jetstream.JetStream
+	id     string
+	probes string
+}
+
+// heldPush starts a heldPushStack whose platform is the simulator behind front (a test's way
+// to answer in the platform's place).
+func heldPush(t *testing.T, front func(inner http.Handler) http.Handler) heldPushStack {
+	t.Helper()
 	ctx := context.Background()
 	natsURL := embeddedtest.NATS(t)
 	f := embeddedtest.FerretDB(t)
@@ -39,19 +101,8 @@ func TestWorkerReadyAfterResumeWhenHeldPushFails(t *testing.T) {
 	t.Cleanup(sim.Close)
 	sim.AddTemplate("tpl-JML", []string{"thing1", "thing2"})
 	sim.AddFollower("oRev")
-	var refuse atomic.Bool
-	refuse.Store(true)
-	inner := sim.Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if refuse.Load() && r.URL.Path == "/cgi-bin/message/template/send" {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"errcode":48001,"errmsg":"api unauthorized rid: 1-2-3"}`)
-			return
-		}
-		inner.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(front(sim.Handler()))
 	t.Cleanup(srv.Close)
-
 	cfg := &config.Config{
 		NATS:     config.NATS{URL: natsURL},
 		MongoDB:  config.MongoDB{URI: f.URI(), Database: db},
@@ -92,7 +143,6 @@ func TestWorkerReadyAfterResumeWhenHeldPushFails(t *testing.T) {
 	if err := pub.Publish(ctx, m, queue.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-
 	w, err := service.NewWorker(ctx, cfg, service.Deps{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,38 +153,7 @@ func TestWorkerReadyAfterResumeWhenHeldPushFails(t *testing.T) {
 	t.Cleanup(func() { wstop(); <-ran; w.Close() })
 	probes := httptest.NewServer(w.Handler())
 	t.Cleanup(probes.Close)
-
-	p, err := sending.OpenPause(ctx, js, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	embeddedtest.Eventually(t, 20*time.Second, "the worker's call meets 48001 and pauses sending", func() bool {
-		st, ok := p.Paused()
-		return ok && strings.Contains(st.Reason, "48001")
-	})
-	if code, body := probeReadyz(t, probes.URL); code != http.StatusServiceUnavailable || !strings.Contains(body, "48001") {
-		t.Fatalf("during the pause /readyz: %d %q; want 503 naming 48001", code, body)
-	}
-
-	// Meanwhile the push's user stops following; the operator enables the feature in the
-	// platform's console (no restart needed) and resumes.
-	sim.RemoveFollower("oRev")
-	refuse.Store(false)
-	if err := service.Resume(ctx, cfg, service.Deps{}); err != nil {
-		t.Fatal(err)
-	}
-	embeddedtest.Eventually(t, 20*time.Second, "the held push ends (failed, 43004)", func() bool {
-		r, err := st.Current(ctx, id)
-		return err == nil && r.State == push.StateFailed
-	})
-	if _, paused := p.Paused(); paused {
-		t.Fatal("still paused after the resume")
-	}
-	embeddedtest.Eventually(t, 10*time.Second, "/readyz 200 after the resume, with no pause in force and nothing to send", func() bool {
-		code, _ := probeReadyz(t, probes.URL)
-		return code == http.StatusOK
-	})
+	return heldPushStack{cfg: cfg, sim: sim, st: st, js: js, id: id, probes: probes.URL}
 }
 
 // probeReadyz is a probe of /readyz at base: its status and body.
