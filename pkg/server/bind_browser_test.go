@@ -34,8 +34,7 @@ func TestBindPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stack.Close)
-	const openid = "oStudentPhone000000000000009"
-	stack.Sim.AddFollower(openid)
+	openid := stack.Info.UnboundFollowers[0] // the follower the stack keeps unbound for this step
 	user, password := standalone.UnboundUser, ""
 	for _, u := range stack.Info.Users {
 		if u.UserID == user {
@@ -71,7 +70,7 @@ func TestBindPageInChromium(t *testing.T) {
 	// The platform's authorization: the simulator lists its followers; the student is one.
 	run(chromedp.Navigate(base+"/bind"), chromedp.WaitVisible(chromedp.CSS(`button[data-openid="`+openid+`"]`)))
 	listed := eval(`[...document.querySelectorAll("#followers button")].map(b => b.dataset.openid).join(" ")`)
-	if got := strings.Fields(listed); !slices.Contains(got, openid) || len(got) != len(stack.Info.Bindings)+1 {
+	if got := strings.Fields(listed); !slices.Contains(got, openid) || len(got) != len(stack.Info.Bindings)+len(stack.Info.UnboundFollowers) {
 		t.Fatalf("the authorization page lists %v", got)
 	}
 	run(chromedp.Click(chromedp.CSS(`button[data-openid="`+openid+`"]`)),

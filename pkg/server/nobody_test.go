@@ -69,7 +69,9 @@ func TestPagesReadNoBody(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	t.Logf("answer %d (%d bytes of page, login form: %v); body bytes the server read: %d MiB; allocated meanwhile: %d MiB",
 		resp.StatusCode, len(b), strings.Contains(string(b), `name="username"`), read.Load()>>20, (after.TotalAlloc-before.TotalAlloc)>>20)
-	if got := read.Load(); got > 1<<20 {
+	// What the connection's buffers take before the server answers and closes it (a few MiB)
+	// is sent all the same; the body read whole is 48 MiB.
+	if got := read.Load(); got > 16<<20 {
 		t.Fatalf("a GET of the account page read %d MiB of a body it has no use for (forms are capped at 16 KiB)", got>>20)
 	}
 }
