@@ -396,12 +396,7 @@ func (w *Worker) selfPause(err error) (sending.PauseState, bool) {
 	if reason, action, ok := platform.AddressRefused(err); ok {
 		return sending.PauseState{Until: now.Add(w.cfg.AddressPauseFor), Reason: reason, Action: action}, true
 	}
-	var he *platform.HTTPError
-	if errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0) {
-		wait := he.RetryAfter
-		if wait == 0 {
-			wait = time.Minute
-		}
+	if he, wait := platform.AskedWait(err); he != nil {
 		if errors.As(err, new(*platform.NotSentError)) {
 			wait = max(wait, w.cfg.TokenPauseFor) // the token endpoint's answer
 		}

@@ -76,3 +76,25 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestAskedWait: a 429 asks for its Retry-After, a minute when it names none; a 503 only when it
+// names one; any other answer asks nothing.
+func TestAskedWait(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		{fmt.Errorf("send: %w", &HTTPError{Code: 429, RetryAfter: 3 * time.Second}), 3 * time.Second, true},
+		{&HTTPError{Code: 429}, time.Minute, true},
+		{&HTTPError{Code: 503, RetryAfter: time.Second}, time.Second, true},
+		{&HTTPError{Code: 503}, 0, false},
+		{&HTTPError{Code: 502, RetryAfter: time.Second}, 0, false},
+		{errors.New("other"), 0, false},
+	} {
+		he, got := AskedWait(c.err)
+		if (he != nil) != c.ok || got != c.want {
+			t.Errorf("%v: %v %s, want %v %s", c.err, he != nil, got, c.ok, c.want)
+		}
+	}
+}

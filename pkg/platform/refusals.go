@@ -22,6 +22,23 @@ type HTTPError struct {
 	RetryAfter time.Duration
 }
 
+// AskedWait reports the wait the *HTTPError in err's chain asked of the caller: a 429's
+// RetryAfter (a minute when it names none), or a 503's when it names one; nil for any other
+// answer. The platform's own limits are errcodes: such an answer is a gateway's on the
+// caller's way.
+func AskedWait(err error) (*HTTPError, time.Duration) {
+	var he *HTTPError
+	switch {
+	case !errors.As(err, &he):
+		return nil, 0
+	case he.Code == http.StatusTooManyRequests && he.RetryAfter == 0:
+		return he, time.Minute
+	case he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0:
+		return he, he.RetryAfter
+	}
+	return nil, 0
+}
+
 // MaxRetryAfter bounds the wait a Retry-After is taken for: a gateway's word is not taken for
 // longer (a wait still asked for after it is asked again).
 const MaxRetryAfter = time.Hour

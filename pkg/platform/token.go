@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -169,12 +168,7 @@ func (tc *tokenCache) run(ctx context.Context, c *tokenCall, force bool) {
 	if err != nil {
 		c.err = err
 		tc.log.Warn("fetching the platform access token failed", "force_refresh", force, "error", err)
-		var he *HTTPError
-		if errors.As(err, &he) && (he.Code == http.StatusTooManyRequests || he.Code == http.StatusServiceUnavailable && he.RetryAfter > 0) {
-			wait := he.RetryAfter
-			if wait == 0 {
-				wait = time.Minute // a 429 that names no wait, as the workers take it
-			}
+		if he, wait := AskedWait(err); he != nil {
 			tc.waitErr, tc.waitUntil = err, tc.now().Add(wait)
 		}
 		return

@@ -942,10 +942,10 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	idc, target := lr.Hint, lr.Target
 	key := cookieValue(c, cookieSession)
-	if key == "" && idc == nil {
+	if idc == nil {
 		// The binding page's sign-in is no application's session: a hint never names it, and
 		// only a logout without one confirms on it (endSession ends it with any).
-		key = cookieValue(c, cookieBindSignIn)
+		key = signInCookie(c)
 	}
 	if key == "" && idc == nil && s.cfg.SignIn != nil && c.Request().Method == http.MethodPost {
 		// The user confirms on the GET.
