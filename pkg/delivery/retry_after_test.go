@@ -149,3 +149,55 @@ func TestTokenEndpointRetryAfterIsObeyed(t *testing.T) {
 		t.Errorf("the token endpoint answered 429 with Retry-After: 3 and was called again %s later", gap.Round(time.Millisecond))
 	}
 }
+
+// TestLongerAskedWaitExtendsTheWorkersPause: two sends of one worker are under way through its
+// gateway at once; the first is answered 503 with Retry-After: 1, the second, a moment later,
+// 429 with Retry-After: 3600. The worker's own pause is the hour, not the second that came
+// first: the gateway is not called again once the shorter wait has passed.
+func TestLongerAskedWaitExtendsTheWorkersPause(t *testing.T) {
+	r := newRig(t)
+	var mu sync.Mutex
+	var sends []time.Time // every call of the send API, as it came
+	bothIn := make(chan struct{})
+	var once sync.Once
+	pc := r.platformBehind(func(w http.ResponseWriter, req *http.Request) bool {
+		if req.URL.Path != "/cgi-bin/message/template/send" {
+			return false
+		}
+		mu.Lock()
+		sends = append(sends, time.Now())
+		n := len(sends)
+		mu.Unlock()
+		switch n {
+		case 1:
+			<-bothIn // answered once the second call is under way too
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2:
+			once.Do(func() { close(bothIn) })
+			time.Sleep(300 * time.Millisecond) // answered after the first
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		return true
+	})
+	r.publish("u-follows", "JML", jml)
+	r.publish("u-follows", "JML", jml)
+	r.startWorkerWith(quick, func(c *delivery.Config) { c.Platform, c.Concurrency = pc, 4 })
+	embeddedtest.Eventually(t, 10*time.Second, "both sends under way and answered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sends) >= 2
+	})
+	// The 1 s pause would have ended within this; the hour holds.
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sends) > 2 {
+		t.Errorf("the gateway asked this worker to wait 3600 s, and it was called again %s after the first call (%d calls)",
+			sends[2].Sub(sends[0]).Round(100*time.Millisecond), len(sends))
+	}
+}

@@ -414,12 +414,17 @@ func (w *Worker) selfPause(err error) (sending.PauseState, bool) {
 var errOwnPause = errors.New("this worker's sending is paused")
 
 // pauseSelf starts this worker's own pause for st (see Config.AddressPauseFor and
-// Config.TokenPauseFor), unless one holds already, and returns the record of a message handed
-// back meanwhile. The call that met it does not count.
+// Config.TokenPauseFor), or extends the one that holds to st's end when that is later, and
+// returns the record of a message handed back meanwhile. The call that met it does not count.
 func (w *Worker) pauseSelf(st sending.PauseState) string {
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
-	if !w.cfg.Now().Before(w.own.Until) {
+	// A pause in force is extended by a longer wait asked meanwhile (two calls under way at
+	// once, the shorter wait answered first), never shortened.
+	if now := w.cfg.Now(); !now.Before(w.own.Until) || st.Until.After(w.own.Until) {
+		if now.Before(w.own.Until) && st.Action == "" {
+			st.Action = w.own.Action // the operator's action of an address pause still holds
+		}
 		w.own = st
 		w.cfg.Logger.Error("this worker hands its messages to the other workers and tries again later",
 			"reason", st.Reason, "action", st.Action, "until", st.Until)
