@@ -193,8 +193,13 @@ func (a *CallbackAuth) PairKey(ts, nonce string, mark []byte) string {
 // another mark, it is a replay.
 func NonceMark(body []byte) []byte {
 	sum := sha256.Sum256(body)
-	return []byte("event " + base64.RawURLEncoding.EncodeToString(sum[:]))
+	return []byte(eventMarkPrefix + base64.RawURLEncoding.EncodeToString(sum[:]))
 }
+
+// IsEventMark reports whether mark, a pair's record, is an event push's (NonceMark).
+func IsEventMark(mark []byte) bool { return bytes.HasPrefix(mark, []byte(eventMarkPrefix)) }
+
+const eventMarkPrefix = "event "
 
 // AddressCheckMark is what the record of a pair taken by an address check holds: no event
 // push's mark, so that the check's signed query cannot sign one.

@@ -80,8 +80,8 @@ func TestOpenAPIDescribesEveryStatus(t *testing.T) {
 	}
 }
 
-// TestCallbackStatusesDescribed: the callback's refusals (a replayed event, a replayed address
-// check, a receipt for a message not recorded as sent) are answered with statuses its
+// TestCallbackStatusesDescribed: the callback's refusals (a replayed address check, an event
+// signed by an address check's query, a receipt for a message not recorded as sent) are answered with statuses its
 // description lists.
 func TestCallbackStatusesDescribed(t *testing.T) {
 	e := newEnv(t)
@@ -98,10 +98,11 @@ func TestCallbackStatusesDescribed(t *testing.T) {
 	now := e.clock.Now().Unix()
 	q := e.plainQuery(cbToken, "status-event")
 	check("POST "+callbackPath, e.callback(q, followEvent("oA", "subscribe", now)).status, 200)
-	check("POST "+callbackPath, e.callback(q, followEvent("oA", "subscribe", now+1)).status, http.StatusConflict)
 	q = e.plainQuery(cbToken, "status-check")
 	check("GET "+callbackPath, e.do("GET", callbackPath+"?"+q+"&echostr=abc", "", "", "").status, 200)
 	check("GET "+callbackPath, e.do("GET", callbackPath+"?"+q+"&echostr=abc", "", "", "").status, http.StatusConflict)
+	// An address check's signed query taken to sign an event.
+	check("POST "+callbackPath, e.callback(q, followEvent("oA", "subscribe", now+1)).status, http.StatusConflict)
 	receipt := e.callback(e.plainQuery(cbToken, "status-receipt"), receiptEvent("oA", 4242, simulator.StatusSuccess)).status
 	if !slices.Contains(described["POST "+callbackPath], receipt) {
 		t.Errorf("a receipt for a message not recorded as sent: %d, described %v", receipt, described["POST "+callbackPath])

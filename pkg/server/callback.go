@@ -63,6 +63,10 @@ func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string
 		var held []byte
 		repeatable := !bytes.Equal(mark, platform.AddressCheckMark)
 		if held, _, err = s.cfg.Nonces.Get(ctx, key); err == nil && (!repeatable || !bytes.Equal(held, mark)) {
+			if repeatable && !s.cb.SignsBody() && platform.IsEventMark(held) {
+				s.securityEvent(c, metrics.EventCallbackReplayed, "callback left unanswered: timestamp and nonce already used by another event push (a replay, or the platform's nonces meeting)", "timestamp", ts)
+				return errPairMet
+			}
 			s.securityEvent(c, metrics.EventCallbackReplayed, "callback refused: timestamp and nonce already used", "timestamp", ts)
 			return errf(CodeConflict, "callback already received: timestamp and nonce are used")
 		}
@@ -79,6 +83,14 @@ func (s *Server) takeNonce(ctx context.Context, c echo.Context, ts, nonce string
 	}
 	return nil
 }
+
+// errPairMet is takeNonce's answer, in plain mode, to an event push under a pair that another
+// event push took: a replay of a captured query, or another push of the platform's whose pair
+// met the first's (its nonces are short, and two of one second do meet). The signature does not
+// cover the body, so the two cannot be told apart; a 409 would lose the platform's push (it
+// takes any answer as final), so the push is left unanswered, as when it cannot be stored: the
+// platform pushes it again, under a pair of its own, and a replay gains nothing.
+var errPairMet = errors.New("timestamp and nonce already used by another event push")
 
 // platformString is what an address check echoes: the platform's random string (digits; the
 // characters of base64 and of URL-safe base64 allowed too), never markup.
@@ -145,7 +157,9 @@ func (s *Server) callbackEvent(c echo.Context) error {
 	if e, ok := errors.AsType[*Error](err); ok && e.Code != CodeUnavailable {
 		return err // a replay, refused
 	}
-	s.log.Warn("a platform event could not be stored in time; it is left unanswered, for the platform to push it again", "err", err)
+	if !errors.Is(err, errPairMet) {
+		s.log.Warn("a platform event could not be stored in time; it is left unanswered, for the platform to push it again", "err", err)
+	}
 	t := time.NewTimer(time.Until(start.Add(platformWait + 500*time.Millisecond)))
 	defer t.Stop()
 	select {
@@ -164,7 +178,7 @@ func (s *Server) keepEvent(ctx context.Context, c echo.Context, ts, nonce string
 		if err == nil {
 			err = s.notify.KeepEvent(ctx, ev)
 		}
-		if e, ok := errors.AsType[*Error](err); err == nil || ok && e.Code != CodeUnavailable {
+		if e, ok := errors.AsType[*Error](err); err == nil || ok && e.Code != CodeUnavailable || errors.Is(err, errPairMet) {
 			return err
 		}
 		t := time.NewTimer(pause)

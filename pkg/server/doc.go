@@ -18,7 +18,9 @@
 //
 // Each event is authenticated (package platform: signature, or msg_signature and decryption in
 // safe mode), its (timestamp, nonce) pair taken for all front ends by its body alone (Nonces:
-// the platform's repeat of the same push is taken again, a replay with another body is not),
+// the platform's repeat of the same push is taken again, another body under the pair is not: in
+// plain mode it is left unanswered, a replay or another push of the platform's whose nonce met
+// the first's, which the platform then pushes again under a pair of its own),
 // and it is kept in the platform events stream (notification.Service.KeepEvent) and answered
 // success at once, whatever the store is doing. An event the stream cannot take within 4 s gets
 // no answer at all: the platform repeats only a push it got none for, and takes any answer,
