@@ -495,8 +495,8 @@ type Waiting struct {
 	consumer string
 
 	mu        sync.Mutex
-	delivered uint64    // the highest stream sequence the workers' consumer has handed out
-	checked   time.Time // when delivered was read
+	handed  handedOut // how far the workers' consumer has handed out messages
+	checked time.Time // when handed was read
 }
 
 // NewWaiting returns a reader of st, as EnsureStream returned it on js (its configuration
@@ -529,7 +529,7 @@ func (w *Waiting) Get(ctx context.Context, client, ucsID string) (Waited, error)
 	if err != nil {
 		return Waited{}, err
 	}
-	return Waited{Message: m, Reached: reached(raw, func() uint64 { return w.handedOut(ctx) })}, nil
+	return Waited{Message: m, Reached: reached(raw, func() handedOut { return w.handedOut(ctx) })}, nil
 }
 
 // FromLeader is Get as the stream's leader answers it, for a push Get and the store found
@@ -582,7 +582,7 @@ const maxSubjectsPerGet = 1000
 // direct get for up to a thousand ids, whatever their number found.
 func (w *Waiting) GetMany(ctx context.Context, client string, ids []string) (map[string]Waited, error) {
 	out := make(map[string]Waited)
-	var handedOut uint64
+	var handed *handedOut
 	for from := 0; from < len(ids); from += maxSubjectsPerGet {
 		part := ids[from:min(from+maxSubjectsPerGet, len(ids))]
 		subjects := make([]string, len(part))
@@ -604,22 +604,35 @@ func (w *Waiting) GetMany(ctx context.Context, client string, ids []string) (map
 			if err != nil {
 				continue // not a push this service wrote: a worker fails it as undecodable
 			}
-			out[m.UcsID] = Waited{Message: m, Reached: reached(raw, func() uint64 {
-				if handedOut == 0 {
-					handedOut = w.handedOut(ctx)
+			out[m.UcsID] = Waited{Message: m, Reached: reached(raw, func() handedOut {
+				if handed == nil {
+					h := w.handedOut(ctx)
+					handed = &h
 				}
-				return handedOut
+				return *handed
 			})}
 		}
 	}
 	return out, nil
 }
 
+// handedOut is how far the workers' consumer has handed out messages of the stream: every
+// message up to Seq, and, from an earlier consumer of the same name (removed and made again:
+// its count starts anew), any stored before Since.
+type handedOut struct {
+	Seq   uint64
+	Since time.Time
+}
+
 // reached reports whether a worker may have received the push raw: it is behind what the
-// workers' consumer has handed out (handedOut), or it was moved by Migrate, and so may have
-// a history from before it was moved, whatever its place in the stream.
-func reached(raw *jetstream.RawStreamMsg, handedOut func() uint64) bool {
-	return raw.Header.Get(HeaderMigrated) != "" || raw.Sequence <= handedOut()
+// workers' consumer has handed out (handed), or it was moved by Migrate, and so may have a
+// history from before it was moved, whatever its place in the stream.
+func reached(raw *jetstream.RawStreamMsg, handed func() handedOut) bool {
+	if raw.Header.Get(HeaderMigrated) != "" {
+		return true
+	}
+	h := handed()
+	return raw.Sequence <= h.Seq || raw.Time.Before(h.Since)
 }
 
 // handedOutEvery is how often Waiting reads how far the workers got: a push looked up may have
@@ -627,13 +640,15 @@ func reached(raw *jetstream.RawStreamMsg, handedOut func() uint64) bool {
 const handedOutEvery = 250 * time.Millisecond
 
 // handedOut is how far the workers' consumer has handed out messages of the stream, read at
-// most every handedOutEvery (one consumer info for all lookups); a consumer that does not
-// exist yet has handed out nothing. When it cannot be read, every message counts as reached.
-func (w *Waiting) handedOut(ctx context.Context) uint64 {
+// most every handedOutEvery (one consumer info for all lookups). A consumer made again (an
+// operator removed it; the workers make it anew) counts from its making, so a message stored
+// before it may have reached the earlier one. When it cannot be read, or it is missing (not
+// made yet, or removed), every message counts as reached: the store tells.
+func (w *Waiting) handedOut(ctx context.Context) handedOut {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if time.Since(w.checked) < handedOutEvery {
-		return w.delivered
+		return w.handed
 	}
 	c, err := w.st.Consumer(ctx, w.consumer)
 	var info *jetstream.ConsumerInfo
@@ -642,14 +657,14 @@ func (w *Waiting) handedOut(ctx context.Context) uint64 {
 	}
 	switch {
 	case err == nil:
-		w.delivered = info.Delivered.Stream
+		w.handed = handedOut{Seq: info.Delivered.Stream, Since: info.Created}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		w.delivered = 0
+		w.handed = handedOut{Seq: ^uint64(0)}
 	default:
-		return ^uint64(0)
+		return handedOut{Seq: ^uint64(0)}
 	}
 	w.checked = time.Now()
-	return w.delivered
+	return w.handed
 }
 
 // Find returns the push ucsID while it waits in the stream, whoever sent it: a read of the

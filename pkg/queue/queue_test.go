@@ -203,8 +203,9 @@ func TestWaiting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m, err := w.Get(ctx, "a.b", first); err != nil || m.UcsID != first || m.Reached {
-		t.Fatalf("waiting push, before any worker: %+v %v", m, err)
+	// No consumer (none made yet, or one removed): a worker may have had it, the store tells.
+	if m, err := w.Get(ctx, "a.b", first); err != nil || m.UcsID != first || !m.Reached {
+		t.Fatalf("waiting push, no consumer: %+v %v", m, err)
 	}
 	if _, err := w.Get(ctx, "a.b", other); !errors.Is(err, queue.ErrNotWaiting) {
 		t.Fatalf("another client's push: %v", err)
@@ -238,16 +239,28 @@ func TestWaiting(t *testing.T) {
 	if _, err := w.Get(ctx, "a.b", first); !errors.Is(err, queue.ErrNotWaiting) {
 		t.Fatalf("finished push: %v", err)
 	}
-	embeddedtest.Eventually(t, 5*time.Second, "the push behind the finished one is not reached", func() bool {
-		m, err := w.Get(ctx, "a.b", second)
-		return err == nil && !m.Reached
-	})
-	// Once the consumer hands it out, it is.
-	if _, err := cons.Fetch(1); err != nil {
+	// A push stored after the consumer was made, and not handed out yet, has not reached a
+	// worker; one stored before it may have reached an earlier consumer of the name.
+	third := push.NewID(time.Now())
+	if err := p.Publish(ctx, msgOf("a.b", third), queue.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	embeddedtest.Eventually(t, 5*time.Second, "the push behind the handed out ones is not reached", func() bool {
+		m, err := w.Get(ctx, "a.b", third)
+		return err == nil && !m.Reached
+	})
+	if m, err := w.Get(ctx, "a.b", second); err != nil || !m.Reached {
+		t.Fatalf("a push stored before the consumer was made: %+v %v", m, err)
+	}
+	// Once the consumer hands it out, it is.
+	more, err := cons.Fetch(3) // second, other's and third
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range more.Messages() {
+	}
 	embeddedtest.Eventually(t, 5*time.Second, "the push handed out is reached", func() bool {
-		m, err := w.Get(ctx, "a.b", second)
+		m, err := w.Get(ctx, "a.b", third)
 		return err == nil && m.Reached
 	})
 }
