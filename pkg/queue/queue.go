@@ -494,7 +494,7 @@ type Waiting struct {
 	stream   string
 	consumer string
 
-	mu        sync.Mutex
+	mu      sync.Mutex
 	handed  handedOut // how far the workers' consumer has handed out messages
 	checked time.Time // when handed was read
 }
