@@ -70,7 +70,9 @@
 // that neither a pause nor platform.max_rate is passed when the store answers again.
 //
 // A redelivered message whose history shows its attempts used up, the last one failed (its
-// worker stopped before the final record), fails and is dead-lettered without another call. A
+// worker stopped before the final record), fails and is dead-lettered without another call;
+// one whose history shows a retry time ahead (its worker died, or its delayed nak was lost,
+// between the retry's record and the nak) waits for that time, up to the longest backoff. A
 // history whose last attempt was under way leaves that call's outcome unknown: the call is made
 // again, with the same client_msg_id and to the same follower (the record of an attempt names
 // it), and counts. The platform tells a repeat by client_msg_id per follower: a student who moved

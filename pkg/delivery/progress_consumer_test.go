@@ -55,7 +55,10 @@ func TestANewConsumersDeliveryReachingTheOldCountShowsItsAttempt(t *testing.T) {
 	stopB() // handed back, nothing written: delivery 2 of the new life comes next
 	r.sim.SetFaults(simulator.Faults{Latency: 6 * time.Second})
 	sendsBefore := r.sim.Stats().Sends
-	r.startWorkerWith(policy, func(c *delivery.Config) { c.StoreRetry = time.Second })
+	// A worker whose longest backoff (1 s) is shorter than the retry time the first life
+	// recorded (a minute on): it takes that for a pause's, which its gate holds to, and calls.
+	short := delivery.RetryPolicy{Initial: time.Second, Max: time.Second, Multiplier: 2, MaxAttempts: 5}
+	r.startWorkerWith(short, func(c *delivery.Config) { c.StoreRetry = time.Second })
 	var cur push.Result
 	ok := false
 	for deadline := time.Now().Add(15 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

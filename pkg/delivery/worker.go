@@ -591,6 +591,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 			w.answer(ctx, msg, r, w.cfg.Policy.GiveUp(r.Attempts, r.LastError), attemptResult{})
 			return
 		}
+		if wait := cur.RetryAt.Sub(w.cfg.Now()); cur.State == push.StateQueued && cur.Attempts > 0 && wait > retryAtSkew && wait <= w.cfg.Policy.Max {
+			// A retry is recorded before its delayed nak: a copy handed out again before its
+			// time (its worker died in between, or the nak was lost) waits out what is left
+			// of the backoff the lookup shows, counting nothing. (A longer wait is a pause's,
+			// which the gate holds to, or lifts when sending resumes.)
+			w.answer(ctx, msg, r, Snooze("waiting for its retry time", wait), attemptResult{})
+			return
+		}
 	}
 	res := w.deliver(ctx, m, msg, &r, first, inDoubt, since)
 	if res.done {
@@ -603,6 +611,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	}
 	w.answer(ctx, msg, r, out, res)
 }
+
+// retryAtSkew is how far before a recorded retry time a copy of the message handed out again
+// is sent all the same: the clocks of the worker that wrote it and of this one may differ.
+const retryAtSkew = time.Second
 
 // mayHaveBeenTaken reports whether a call that failed may have been taken by the platform all
 // the same: no answer came (a time-out, the connection lost), or none of the platform's (a
