@@ -108,7 +108,10 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 		DeliverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ucs_delivery_seconds",
 			Help:    "From the push's acceptance to the platform's answer that ended its delivery attempts (sent or failed).",
-			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+			// Up to a week: a push may wait out a day's quota pause, and retries last until
+			// nats.max_age (7 days by default). A delivery past the top bound reads as it.
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
+				3 * 3600, 6 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400},
 		}),
 		PlatformSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ucs_platform_request_seconds",
