@@ -111,7 +111,13 @@ type app struct {
 	baseURL string
 	// natsUser and natsPassword are a standalone stack's NATS credentials (standalone.json).
 	natsUser, natsPassword string
+	// loc is the service's time zone (time_zone), in which the commands show times, as the
+	// service does, whatever the terminal's.
+	loc *time.Location
 }
+
+// shown is t as the commands print it: in the service's time zone.
+func (a *app) shown(t time.Time) string { return t.In(a.loc).Format(time.DateTime) }
 
 // Run runs `api admin` with args (what follows "admin" on the command line) and returns the
 // exit code.
@@ -277,6 +283,11 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 	if cfg.MongoDB.URI == "" {
 		return nil, fmt.Errorf("%s: mongodb.uri is not set (nor MONGODB_URI)", a.config)
 	}
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time_zone: %w", err)
+	}
+	a.loc = loc
 	a.cfg, a.baseURL = cfg, strings.TrimRight(cfg.PublicURL, "/")
 	st, err := store.Open(ctx, store.Options{
 		URI: cfg.MongoDB.URI, Database: cfg.MongoDB.Database,

@@ -458,7 +458,7 @@ func bindingsShow() *command {
 					following = "no (the platform reported an unsubscribe)"
 				}
 				fmt.Fprintf(w, "userid:     %s\nopenid:     %s\nfollowing:  %s\nupdated:    %s\n", b.UserID, b.OpenID, following,
-					b.Updated.Local().Format(time.DateTime))
+					a.shown(b.Updated))
 			})
 			return nil
 		},

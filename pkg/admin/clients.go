@@ -224,7 +224,7 @@ func clientsList() *command {
 				fmt.Fprintln(tw, "CLIENT_ID\tSTATUS\tSOURCE\tGRANTS\tSCOPES\tTOKEN_TTL\tUPDATED")
 				for _, v := range views {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Status, v.Source, strings.Join(v.Grants, ","),
-						strings.Join(v.Scopes, ","), v.TokenTTL, v.Updated.Local().Format(time.DateTime))
+						strings.Join(v.Scopes, ","), v.TokenTTL, a.shown(v.Updated))
 				}
 				_ = tw.Flush()
 			})
@@ -246,13 +246,13 @@ func clientsShow() *command {
 			if err != nil {
 				return notFound(args[0], err)
 			}
-			a.out(view(c), func(w io.Writer) { showClient(w, c) })
+			a.out(view(c), func(w io.Writer) { a.showClient(w, c) })
 			return nil
 		},
 	}
 }
 
-func showClient(w io.Writer, c store.Client) {
+func (a *app) showClient(w io.Writer, c store.Client) {
 	v := view(c)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) {
@@ -283,10 +283,10 @@ func showClient(w io.Writer, c store.Client) {
 		row("rate_limit", fmt.Sprintf("%g/s", c.RateLimit))
 	}
 	row("id_token_alg", c.IDTokenAlg)
-	row("created", c.Created.Local().Format(time.DateTime))
-	row("updated", c.Updated.Local().Format(time.DateTime))
+	row("created", a.shown(c.Created))
+	row("updated", a.shown(c.Updated))
 	if !c.SecretRotated.IsZero() {
-		row("secret_rotated", c.SecretRotated.Local().Format(time.DateTime))
+		row("secret_rotated", a.shown(c.SecretRotated))
 	}
 	_ = tw.Flush()
 }

@@ -425,7 +425,7 @@ func TestAccountRefusalPauses(t *testing.T) {
 				t.Fatalf("pause %+v", st)
 			case c.endsByItself && (st.Action != "" || time.Until(st.Until) > time.Minute):
 				t.Fatalf("pause %+v: the per-minute limit ends by the next minute", st)
-			case !c.endsByItself && (!strings.Contains(st.Action, c.action) || !strings.Contains(st.Explain(), "worker -resume")):
+			case !c.endsByItself && (!strings.Contains(st.Action, c.action) || !strings.Contains(st.Explain(nil), "worker -resume")):
 				t.Fatalf("pause %+v", st)
 			}
 			sender.mu.Lock()

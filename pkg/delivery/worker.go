@@ -81,6 +81,9 @@ type Config struct {
 	// Pause is the pause of sending every worker obeys (the platform's daily quota); nil: never
 	// paused.
 	Pause Pauser
+	// Location is the service's time zone (config time_zone), in which a message held by a
+	// pause names the pause's end; nil: the process's.
+	Location *time.Location
 	// QuotaReset is when the platform's daily quota renews after now: sending pauses until
 	// then after a 45009 answer. Required with Pause.
 	QuotaReset func(now time.Time) time.Time
@@ -1059,7 +1062,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
 			inDoubt = wasInDoubt
-			if err := w.takeBack(ctx, msg, r, st.Explain(), st.Until, inDoubt, since); err != nil {
+			if err := w.takeBack(ctx, msg, r, st.Explain(w.cfg.Location), st.Until, inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
@@ -1460,7 +1463,7 @@ func (w *Worker) showHeld(ctx context.Context, r *push.Result, st sending.PauseS
 	now := w.cfg.Now()
 	held := *r
 	held.State, held.Updated, held.RetryAt = push.StateQueued, now, st.Until
-	held.LastError = st.Explain()
+	held.LastError = st.Explain(w.cfg.Location)
 	// A first delivery has not read the push's history, which an earlier copy may have left
 	// (see markAttempt): its record is inserted, and the attempt's record finds the history.
 	rec := store.FirstAttemptRecord(held, now)

@@ -220,8 +220,8 @@ func (s *Service) explainPause(r *push.Result) {
 	switch {
 	case !ok || r.RetryAt.After(st.Until):
 	case r.LastError == "" || strings.HasPrefix(r.LastError, st.Reason):
-		r.LastError, r.RetryAt = st.Explain(), st.Until
+		r.LastError, r.RetryAt = st.Explain(s.cfg.Location), st.Until
 	default:
-		r.LastError, r.RetryAt = r.LastError+"; then "+st.Explain(), st.Until
+		r.LastError, r.RetryAt = r.LastError+"; then "+st.Explain(s.cfg.Location), st.Until
 	}
 }

@@ -108,6 +108,9 @@ type Config struct {
 	Announce func(push.Result)
 	// Paused, when set, reports a pause of sending, which results of queued pushes name.
 	Paused func() (sending.PauseState, bool)
+	// Location is the service's time zone (config time_zone), in which a push held by a pause
+	// names the pause's end; nil: the process's.
+	Location *time.Location
 	// StoreWait bounds how long a lookup of a push still in the queue waits for the store's
 	// progress record before it answers from the queue alone. Default 300ms.
 	StoreWait time.Duration

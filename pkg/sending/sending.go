@@ -45,12 +45,16 @@ type PauseState struct {
 	Action string `json:"action,omitempty"`
 }
 
-// Explain is how a message held back by the pause explains itself in a lookup.
-func (st PauseState) Explain() string {
+// Explain is how a message held back by the pause explains itself in a lookup, with the pause's
+// end in loc (the service's time zone, as every time it shows; nil: the process's).
+func (st PauseState) Explain(loc *time.Location) string {
 	if st.Action != "" {
 		return st.Reason + "; sending paused until an operator acts: " + st.Action
 	}
-	return st.Reason + "; sending paused until " + st.Until.Format(time.RFC3339)
+	if loc == nil {
+		loc = time.Local
+	}
+	return st.Reason + "; sending paused until " + st.Until.In(loc).Format(time.RFC3339)
 }
 
 // OpenPause opens the sending bucket and follows its pause.

@@ -476,7 +476,7 @@ func (a *API) build(ctx context.Context) error {
 	waiting := queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer)
 	a.Notify, err = notification.New(notification.Config{
 		Publisher: publisher, Waiting: waiting, Store: a.Store, Events: a.writer,
-		KeepEvent: events.Keep, Records: records, Paused: pause.Paused,
+		KeepEvent: events.Keep, Records: records, Paused: pause.Paused, Location: loc,
 		KeyShares: keyShares{tb: shares, rate: shareRate},
 		Announce:  announce.NewFinals(a.conn.nc).Announce,
 		Accepted:  func(n int) { a.Metrics.Accepted(n); act.Accepted(n) },
@@ -878,6 +878,7 @@ func NewWorker(ctx context.Context, cfg *config.Config, d Deps) (*Worker, error)
 		DeadLetter:   deadLetters.Copy, Metrics: m,
 		Pause: pause, Budget: budget,
 		QuotaReset: func(now time.Time) time.Time { return cfg.Platform.QuotaResetAfter(now, loc) },
+		Location:   loc,
 		Now:        d.Now, Logger: d.Logger,
 	})
 	if err != nil {
