@@ -106,8 +106,8 @@ func build(reg *prometheus.Registry, frontEnd, worker bool) *Metrics {
 			Help: "Deliveries that ended failed, by reason.",
 		}, []string{"reason"}),
 		DeliverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ucs_delivery_seconds",
-			Help:    "From the push's acceptance to the platform's answer that ended its delivery attempts (sent or failed).",
+			Name: "ucs_delivery_seconds",
+			Help: "From the push's acceptance to the platform's answer that ended its delivery attempts (sent or failed).",
 			// Up to a week: a push may wait out a day's quota pause, and retries last until
 			// nats.max_age (7 days by default). A delivery past the top bound reads as it.
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
