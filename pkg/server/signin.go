@@ -879,9 +879,8 @@ func formBearer(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
 			return c.JSON(http.StatusBadRequest, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: desc})
 		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			return malformed("the form could not be read")
+		if problem := formProblem(c); problem != "" {
+			return malformed(problem)
 		}
 		tok, ok := r.PostForm["access_token"]
 		switch {
@@ -1092,9 +1091,8 @@ func (s *Server) clientRequest(c echo.Context) (oauth.ClientRequest, bool, error
 	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
 		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the body must be application/x-www-form-urlencoded", Status: 400})
 	}
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: "the form could not be read", Status: 400})
+	if problem := formProblem(c); problem != "" {
+		return oauth.ClientRequest{}, false, s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest, Description: problem, Status: 400})
 	}
 	if oauth.Repeated(r.PostForm) {
 		// RFC 6749 §3.2, which RFC 7009 and RFC 7662 build on: a parameter is given once.

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,6 +15,25 @@ import (
 
 // maxFormBytes bounds the token endpoint's form.
 const maxFormBytes = 16 << 10
+
+// formProblem reads the form of an OAuth endpoint's request (at most maxFormBytes), and says
+// what is wrong with it, or "". A form declared larger is refused before a byte of it is read,
+// so that a client asking "Expect: 100-continue" is not invited to send it.
+func formProblem(c echo.Context) string {
+	r := c.Request()
+	tooLarge := fmt.Sprintf("the form is larger than %d bytes", maxFormBytes)
+	if r.ContentLength > maxFormBytes {
+		return tooLarge
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return tooLarge
+		}
+		return "the form could not be read"
+	}
+	return ""
+}
 
 // token is POST /v1/token. Its errors are OAuth 2.0's (RFC 6749 §5.2), not the envelope.
 func (s *Server) token(c echo.Context) error {
