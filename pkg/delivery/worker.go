@@ -597,8 +597,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 		if wait := cur.RetryAt.Sub(w.cfg.Now()); cur.State == push.StateQueued && cur.Attempts > 0 && wait > retryAtSkew && wait <= w.cfg.Policy.Max {
 			// A retry is recorded before its delayed nak: a copy handed out again before its
 			// time (its worker died in between, or the nak was lost) waits out what is left
-			// of the backoff the lookup shows, counting nothing. (A longer wait is a pause's,
-			// which the gate holds to, or lifts when sending resumes.)
+			// of the backoff the lookup shows, counting nothing. (A pause's end is not
+			// recorded: the gate holds to the pause, and lets go when sending resumes.)
 			w.answer(ctx, msg, r, Snooze("waiting for its retry time", wait), attemptResult{})
 			return
 		}
@@ -1036,7 +1036,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 		_, paused := w.paused()
 		if stale := w.cfg.Budget != nil && !regated && w.cfg.Now().Sub(gated) > budgetFresh; paused || stale {
 			regated = regated || stale
-			if err := w.takeBack(ctx, msg, r, r.LastError, time.Time{}, inDoubt, since); err != nil {
+			if err := w.takeBack(ctx, msg, r, r.LastError, inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			first = false // its record is written
@@ -1053,7 +1053,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// the call, if one was made, does not count, and the message goes back to the
 			// queue at once, for another worker.
 			why := w.pauseSelf(st)
-			if err := w.takeBack(ctx, msg, r, why, time.Time{}, wasInDoubt, since); err != nil {
+			if err := w.takeBack(ctx, msg, r, why, wasInDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			return attemptResult{out: Snooze(why, handBack)}
@@ -1062,7 +1062,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			// Not the message's doing: the call does not count, and the message waits
 			// at the gate with every other until sending resumes.
 			inDoubt = wasInDoubt
-			if err := w.takeBack(ctx, msg, r, st.Explain(w.cfg.Location), st.Until, inDoubt, since); err != nil {
+			if err := w.takeBack(ctx, msg, r, st.Explain(w.cfg.Location), inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			continue
@@ -1073,7 +1073,7 @@ func (w *Worker) deliver(ctx context.Context, m push.Message, msg jetstream.Msg,
 			inDoubt = wasInDoubt
 			w.cfg.Logger.Warn("no access token could be had from the platform", "ucsId", r.UcsID, "err", err)
 			why := "no access token: " + platform.Reason(err)
-			if err := w.takeBack(ctx, msg, r, why, time.Time{}, inDoubt, since); err != nil {
+			if err := w.takeBack(ctx, msg, r, why, inDoubt, since); err != nil {
 				return attemptResult{out: Snooze(err.Error(), w.cfg.StoreRetry)}
 			}
 			return attemptResult{out: Snooze(why, w.cfg.StoreRetry)}
@@ -1346,19 +1346,17 @@ var errExhausted = errors.New("its attempts are used up")
 
 // takeBack takes back the attempt recorded before a call that did not count (the platform
 // refused the account or this worker, not the message; or no call went out) and records the
-// message held, why (lastError) and until when (retryAt). The record is written again until
-// the store has it, so that the recorded attempts stay the calls made; an error only when the
-// worker stops first. When the call before was in doubt, the record keeps saying sending, as
-// gate explains.
-func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, retryAt time.Time, inDoubt bool, since time.Time) error {
+// message held, and why (lastError). The record is written again until the store has it, so
+// that the recorded attempts stay the calls made; an error only when the worker stops first.
+// When the call before was in doubt, the record keeps saying sending, as gate explains. Until
+// when it is held is not recorded: a pause may be lifted before its end, and a copy handed out
+// again waits for a recorded retry time (handle); a lookup names the pause's end while it holds.
+func (w *Worker) takeBack(ctx context.Context, msg jetstream.Msg, r *push.Result, lastError string, inDoubt bool, since time.Time) error {
 	now := w.cfg.Now()
 	held := untried(*r, inDoubt, since, now)
 	held.Rev = store.NextRev(r.Rev)
 	r.Attempts, r.Rev = held.Attempts, held.Rev
 	held.LastError = lastError
-	if !inDoubt {
-		held.RetryAt = retryAt
-	}
 	return w.keepTrying("recording a call that did not count", msg, func() error {
 		return w.cfg.Events.Write(ctx, store.ProgressRecord(held, now))
 	})
@@ -1458,11 +1456,11 @@ func (w *Worker) accountPause(ctx context.Context, err error) (sending.PauseStat
 }
 
 // showHeld records a message held back by a pause (or handed back before its call) as queued,
-// with the reason, and the attempts made.
+// with the reason, and the attempts made; not the pause's end (see takeBack).
 func (w *Worker) showHeld(ctx context.Context, r *push.Result, st sending.PauseState, first bool) {
 	now := w.cfg.Now()
 	held := *r
-	held.State, held.Updated, held.RetryAt = push.StateQueued, now, st.Until
+	held.State, held.Updated, held.RetryAt = push.StateQueued, now, time.Time{}
 	held.LastError = st.Explain(w.cfg.Location)
 	// A first delivery has not read the push's history, which an earlier copy may have left
 	// (see markAttempt): its record is inserted, and the attempt's record finds the history.
