@@ -642,8 +642,9 @@ const handedOutEvery = 250 * time.Millisecond
 // handedOut is how far the workers' consumer has handed out messages of the stream, read at
 // most every handedOutEvery (one consumer info for all lookups). A consumer made again (an
 // operator removed it; the workers make it anew) counts from its making, so a message stored
-// before it may have reached the earlier one. When it cannot be read, or it is missing (not
-// made yet, or removed), every message counts as reached: the store tells.
+// before it may have reached the earlier one. When it cannot be read, or it is missing (an
+// operator removed it; the front end makes it at start), every message counts as reached: the
+// store tells.
 func (w *Waiting) handedOut(ctx context.Context) handedOut {
 	w.mu.Lock()
 	defer w.mu.Unlock()

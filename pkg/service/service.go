@@ -473,6 +473,13 @@ func (a *API) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The workers' consumer is made here too when missing, as the stream is: a lookup tells a
+	// push no worker can have received yet by it (queue.Waiting), and without it reads the store.
+	if _, err := a.conn.stream.Consumer(ctx, cfg.NATS.Consumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if _, err := queue.EnsureConsumer(ctx, a.conn.js, QueueConfig(cfg)); err != nil {
+			d.Logger.Warn("the workers' consumer could not be made; lookups read the store until a worker makes it", "err", err)
+		}
+	}
 	waiting := queue.NewWaiting(a.conn.js, a.conn.stream, cfg.NATS.Consumer)
 	a.Notify, err = notification.New(notification.Config{
 		Publisher: publisher, Waiting: waiting, Store: a.Store, Events: a.writer,
