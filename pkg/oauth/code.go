@@ -17,6 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/store"
 )
@@ -307,11 +308,16 @@ func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
 	// The signature is checked, with each set's algorithm pinned; the times are not (a hint
 	// may have expired).
 	var err error
+	unknown := false // some set of the token's algorithm holds no key of its kid
 	for _, ks := range s.KeySets() {
 		c = &idTokenOnly{}
 		if err = ks.Parse(tok, c, jwt.WithoutClaimsValidation()); err == nil {
 			break
 		}
+		unknown = unknown || errors.Is(err, keys.ErrUnknownKey)
+	}
+	if err != nil && unknown {
+		return nil, fmt.Errorf("ID token: %w", keys.ErrUnknownKey)
 	}
 	if err != nil {
 		return nil, err

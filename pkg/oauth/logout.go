@@ -1,7 +1,10 @@
 package oauth
 
 import (
+	"errors"
 	"net/url"
+
+	"github.com/campus-it/ucs/pkg/keys"
 )
 
 // LogoutRequest is a browser's logout request as ParseLogout checked it.
@@ -34,13 +37,23 @@ func (s *Service) ParseLogout(q url.Values) (LogoutRequest, *Error) {
 	lr := LogoutRequest{Target: postLogout, State: q.Get("state")}
 	if hint != "" {
 		idc, err := s.ParseIDToken(hint)
-		if err != nil {
+		switch {
+		case errors.Is(err, keys.ErrUnknownKey):
+			// Signed by a key retired since: the ID token of a session renewed past two
+			// rotations (its application kept the first). Nothing of it can be trusted: the
+			// logout goes on as one without a hint, which the user confirms, returning to
+			// post_logout_redirect_uri only when client_id names its application.
+			hint = ""
+			if clientID == "" {
+				postLogout, lr.Target = "", ""
+			}
+		case err != nil:
 			return bad("id_token_hint is not an ID token of this server.")
-		}
-		if clientID != "" && clientID != idc.Azp {
+		case clientID != "" && clientID != idc.Azp:
 			return bad("client_id differs from the ID token's client.")
+		default:
+			lr.Hint, clientID = idc, idc.Azp
 		}
-		lr.Hint, clientID = idc, idc.Azp
 	}
 	switch {
 	case postLogout != "" && clientID == "":

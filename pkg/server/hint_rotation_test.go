@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/campus-it/ucs/pkg/config"
+	"github.com/campus-it/ucs/pkg/keys"
+)
+
+// TestIDTokenHintOfARenewedSessionAfterTwoRotations: a session renewed in place (prompt=login in
+// the same browser) keeps its sid and moves its end on, so it can outlive two key rotations; the
+// portal's ID token of the session's start is then signed by a key no longer held. The portal's
+// RP-initiated logout with it is not refused: it goes on as a logout without a hint, which the
+// user confirms, and the live session ends.
+func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.SessionTTL = config.Duration(24 * time.Hour)
+		c.OAuth.KeyRotation = config.Duration(24 * time.Hour) // the least allowed
+	})
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	ctx := context.Background()
+	st := adminStore(t, e)
+	// Another front end's ticker: it rotates the keys when they are due.
+	rotate := func() {
+		for _, alg := range []string{"ES256", "RS256"} {
+			ks, err := keys.Load(ctx, st, alg, e.clock.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ks.Refresh(ctx, st, 24*time.Hour, e.clock.Now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The user keeps working in the library (a refresh every 20 minutes) and signs in again
+	// there (prompt=login) before the session's end, twice.
+	for h := 1; h <= 50*3; h++ {
+		e.clock.Advance(20 * time.Minute)
+		if h == 20*3 || h == 40*3 {
+			if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
+				t.Fatal(errc)
+			}
+		} else if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+			t.Fatalf("hour %d: the session should be alive: %s", h/3, errc)
+		}
+		rotate()
+	}
+	// A front end started now (or any front end once it read the keys again).
+	other := e.replica(t, e.cfg.OAuth.Clients)
+	// The user presses "sign out" in the portal: RP-initiated logout with its ID token.
+	p := get(t, b, other+"/protocol/openid-connect/logout?"+url.Values{"id_token_hint": {portal["id_token"].(string)},
+		"post_logout_redirect_uri": {rpRedirect}}.Encode())
+	if !strings.Contains(p.body, `name="confirm"`) {
+		t.Fatalf("logout with the portal's ID token of a live (renewed) session, signed by a key retired since: %d, want the confirmation", p.status)
+	}
+	if p = submit(t, b, p, url.Values{}); p.status != http.StatusOK || !strings.Contains(p.body, "You have signed out") {
+		t.Fatalf("the logout confirmed: %d %s", p.status, p.url)
+	}
+	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
+		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
+	}
+}
