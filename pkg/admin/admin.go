@@ -278,6 +278,9 @@ func (a *app) open(ctx context.Context) (*store.Store, error) {
 		if cfg.PublicURL == "" || a.config == "" {
 			cfg.PublicURL = info.BaseURL
 		}
+		if a.config == "" {
+			cfg.TimeZone = info.TimeZone // the stack's, as it shows times
+		}
 	}
 	cfg.Defaults()
 	if cfg.MongoDB.URI == "" {
@@ -308,6 +311,7 @@ type standaloneInfo struct {
 	BaseURL    string `json:"base_url"`
 	MongoDBURI string `json:"mongodb_uri"`
 	NATSURL    string `json:"nats_url"`
+	TimeZone   string `json:"time_zone"`
 	NATS       *struct {
 		User     string `json:"user"`
 		Password string `json:"password"`

@@ -60,12 +60,14 @@ type Options struct {
 
 // Info is what standalone.json holds: where everything is and how to get in.
 type Info struct {
-	BaseURL     string       `json:"base_url"`
-	NATSURL     string       `json:"nats_url"`
-	MongoDBURI  string       `json:"mongodb_uri"`
-	PlatformURL string       `json:"platform_url"`
-	Clients     []InfoClient `json:"clients"`
-	Users       []InfoUser   `json:"users"`
+	BaseURL     string `json:"base_url"`
+	NATSURL     string `json:"nats_url"`
+	MongoDBURI  string `json:"mongodb_uri"`
+	PlatformURL string `json:"platform_url"`
+	// TimeZone is the stack's time_zone, in which `api admin -data` shows times as it does.
+	TimeZone string       `json:"time_zone,omitempty"`
+	Clients  []InfoClient `json:"clients"`
+	Users    []InfoUser   `json:"users"`
 	// Platform holds the simulated account's credentials, kept so a restart reuses them.
 	Platform *InfoPlatform `json:"platform,omitempty"`
 	// Bindings of the demo users, written to the store at the first start; the followers are
@@ -364,6 +366,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.Info.NATSURL = cfg.NATS.URL
 	s.Info.MongoDBURI = cfg.MongoDB.URI
 	s.Info.PlatformURL = cfg.Platform.APIBase
+	s.Info.TimeZone = cfg.TimeZone
 	if err := writeInfo(filepath.Join(dir, "standalone.json"), s.Info); err != nil {
 		return nil, err
 	}
