@@ -412,7 +412,10 @@ func TestMetricsMove(t *testing.T) {
 	step("callback get bad sig", func() { e.do("GET", callbackPath+"?signature=x&timestamp=1&nonce=n&echostr=a", "", "", "") }, `ucs_security_events_total{event="callback_signature_invalid"} +1`)
 	q := e.plainQuery(cbToken, "m-1")
 	step("callback ok", func() { e.callback(q, followEvent("oA", "subscribe", e.clock.Now().Unix())) })
-	step("callback replayed", func() { e.callback(q, followEvent("oA", "subscribe", e.clock.Now().Unix()+1)) }, `ucs_security_events_total{event="callback_replayed"} +1`)
+	check := e.plainQuery(cbToken, "m-2")
+	step("callback check ok", func() { e.do("GET", callbackPath+"?"+check+"&echostr=a", "", "", "") })
+	step("callback check replayed", func() { e.do("GET", callbackPath+"?"+check+"&echostr=a", "", "", "") }, `ucs_security_events_total{event="callback_replayed"} +1`)
+	step("callback signed by a check", func() { e.callback(check, followEvent("oA", "subscribe", e.clock.Now().Unix()+1)) }, `ucs_security_events_total{event="callback_replayed"} +1`)
 	step("bearer wrong", func() { e.do("POST", "/v1/infra/notification/mp", j, "Bearer x", goodItemN(9)) })
 }
 
