@@ -273,7 +273,7 @@ exit code is then 1.`,
 			if err != nil {
 				return err
 			}
-			if res.Inserted+res.Updated > 0 {
+			if res.Inserted+res.Updated+len(res.Conflicts) > 0 {
 				changed := make([]string, 0, len(f.Rows))
 				for _, b := range f.Rows {
 					changed = append(changed, b.UserID)

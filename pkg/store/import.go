@@ -112,6 +112,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	var inserts []any
 	var replaces []mongo.WriteModel
 	var replaced []any // the bindings of replaces
+	wrote := map[string]bool{} // user number of a row written → whether it was inserted (else replaced)
 	flushInserts := func() error {
 		if len(inserts) == 0 {
 			return nil
@@ -126,6 +127,12 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		n, raced, err := s.insertBindings(ctx, inserts)
 		if err != nil {
 			return err
+		}
+		for _, x := range inserts {
+			wrote[x.(Binding).UserID] = true
+		}
+		for _, b := range raced {
+			delete(wrote, b.UserID) // replaced, below
 		}
 		res.Inserted += n
 		p.Done += n
@@ -147,6 +154,9 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 			}
 			if err := bulkWrite(ctx, s.bindings, replaces[:n], options.BulkWrite().SetOrdered(false)); err != nil {
 				return fmt.Errorf("import bindings: %w", err)
+			}
+			for _, x := range replaced[:n] {
+				wrote[x.(Binding).UserID] = false
 			}
 			res.Updated += n
 			p.Done += n
@@ -184,7 +194,59 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	if err := flushInserts(); err != nil {
 		return res, err
 	}
-	return res, flushReplaces(1)
+	if err := flushReplaces(1); err != nil {
+		return res, err
+	}
+	return res, s.yieldToPageBinds(ctx, rows, now, wrote, &res)
+}
+
+// yieldToPageBinds finds the followers a student bound on the binding page, to another user
+// number, while the import ran (after its read, before its write of the row): the follower is
+// then bound to two user numbers. The page wins, as it would have had the import read its
+// binding: the row's binding is undone and the row reported as a conflict. One more read of
+// every binding; a page's bind after it sees the import's binding, and replaces it as usual.
+func (s *Store) yieldToPageBinds(ctx context.Context, rows []Binding, written time.Time, wrote map[string]bool, res *ImportResult) error {
+	rowOf := make(map[string]int, len(wrote)) // openid of a row written → its row
+	for i, b := range rows {
+		if _, ok := wrote[b.UserID]; ok {
+			rowOf[b.OpenID] = i
+		}
+	}
+	if len(rowOf) == 0 {
+		return nil
+	}
+	others := map[string]Binding{} // openid of a row → the latest binding of another user number
+	err := s.EachBinding(ctx, func(b Binding) error {
+		i, ok := rowOf[b.OpenID]
+		if !ok || rows[i].UserID == b.UserID {
+			return nil
+		}
+		if o, seen := others[b.OpenID]; !seen || b.Updated.After(o.Updated) {
+			others[b.OpenID] = b
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("import bindings: checking for binds made meanwhile: %w", err)
+	}
+	for openID, page := range others {
+		i := rowOf[openID]
+		row := Binding{UserID: rows[i].UserID, OpenID: openID, Updated: written}
+		if _, err := s.removeBinding(ctx, row); err != nil {
+			return fmt.Errorf("import bindings: undoing %s's binding of %s: %w", row.UserID, openID, err)
+		}
+		// The page's bind again, for the follower's record to name its user number.
+		if _, _, err := s.bind(ctx, page.UserID, openID); err != nil {
+			return fmt.Errorf("import bindings: keeping %s's bind of %s: %w", page.UserID, openID, err)
+		}
+		if wrote[row.UserID] {
+			res.Inserted--
+		} else {
+			res.Updated--
+		}
+		res.Conflicts = append(res.Conflicts, ImportConflict{Row: i, UserID: page.UserID})
+	}
+	return nil
 }
 
 // importConflicts returns the rows to leave out, each with the user number that keeps its
