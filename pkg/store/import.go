@@ -111,7 +111,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	now := s.now()
 	var inserts []any
 	var replaces []mongo.WriteModel
-	var replaced []any // the bindings of replaces
+	var replaced []any         // the bindings of replaces
 	wrote := map[string]bool{} // user number of a row written → whether it was inserted (else replaced)
 	flushInserts := func() error {
 		if len(inserts) == 0 {
