@@ -73,3 +73,61 @@ func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
 	}
 }
+
+// TestIDTokenHintOfARenewedSessionAtAuthorize: the scenario of
+// TestIDTokenHintOfARenewedSessionAfterTwoRotations, at the authorization endpoint. The portal
+// still holds the ID token of the session's start, signed by a key retired since, and checks
+// silently whether its user is still signed in (prompt=none with id_token_hint, as
+// oidc-client-ts' signinSilent does). The user is signed in, in this browser, as the hint's
+// user: OpenID Connect Core §3.1.2.1 wants a positive answer (Keycloak ignores the hint at
+// authorize). The hint is read as no hint, as the logout reads it.
+func TestIDTokenHintOfARenewedSessionAtAuthorize(t *testing.T) {
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.SessionTTL = config.Duration(24 * time.Hour)
+		c.OAuth.KeyRotation = config.Duration(24 * time.Hour)
+	})
+	b := browser(t)
+	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	if errc != "" {
+		t.Fatal(errc)
+	}
+	ctx := context.Background()
+	st := adminStore(t, e)
+	rotate := func() {
+		for _, alg := range []string{"ES256", "RS256"} {
+			ks, err := keys.Load(ctx, st, alg, e.clock.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ks.Refresh(ctx, st, 24*time.Hour, e.clock.Now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for h := 1; h <= 50*3; h++ {
+		e.clock.Advance(20 * time.Minute)
+		if h == 20*3 || h == 40*3 {
+			if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
+				t.Fatal(errc)
+			}
+		} else if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
+			t.Fatalf("hour %d: the session should be alive: %s", h/3, errc)
+		}
+		rotate()
+	}
+	other := e.replica(t, e.cfg.OAuth.Clients)
+	// Without the hint the signed-in user gets a code (the session is alive).
+	u := other + e.authURL("portal", "pn", "prompt", "none")[len(e.issuer):]
+	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
+		t.Fatalf("prompt=none without a hint: %v, want a code", q)
+	}
+	// With the portal's own (old) ID token of this very session and user.
+	u = other + e.authURL("portal", "pn", "prompt", "none", "id_token_hint", portal["id_token"].(string))[len(e.issuer):]
+	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
+		t.Errorf("prompt=none with the portal's ID token of the live (renewed) session, signed by a key retired since: %v; want a code (as without the hint)", q)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/campus-it/ucs/pkg/cas"
+	"github.com/campus-it/ucs/pkg/keys"
 	"github.com/campus-it/ucs/pkg/metrics"
 	"github.com/campus-it/ucs/pkg/oauth"
 	"github.com/campus-it/ucs/pkg/pages"
@@ -199,10 +200,15 @@ func (s *Server) authorize(c echo.Context) error {
 	s.newFlow(c, &ar)
 	if req.IDTokenHint != "" {
 		hint, err := s.cfg.OAuth.ParseIDToken(req.IDTokenHint)
-		if err != nil {
+		switch {
+		case errors.Is(err, keys.ErrUnknownKey):
+			// Signed by a key retired since (the ID token of a session renewed past two
+			// rotations): read as no hint, as the logout reads it.
+		case err != nil:
 			return s.redirectError(c, ar, oauth.ErrInvalidRequest, "id_token_hint is not an ID token of this server")
+		default:
+			ar.Hint = hint.Subject
 		}
-		ar.Hint = hint.Subject
 	}
 	now, ctx := s.now(), c.Request().Context()
 	cookie := cookieValue(c, cookieSession)
