@@ -327,9 +327,6 @@ func TestConsentNeeded(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	if got := oauth.WithConsent([]string{"fake_api"}, "openid notification.mp fake_api"); strings.Join(got, " ") != "fake_api notification.mp" {
-		t.Errorf("WithConsent: %v", got)
-	}
 }
 
 // TestParseLogout checks a logout request's parameters without a session: where it may return,

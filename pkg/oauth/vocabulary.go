@@ -49,17 +49,6 @@ func ConsentNeeded(c *Client, scope, prompt string, granted []string) bool {
 	return PromptHas(prompt, "consent") || slices.ContainsFunc(want, func(sc string) bool { return !slices.Contains(granted, sc) })
 }
 
-// WithConsent returns granted with the consent scopes of scope added.
-func WithConsent(granted []string, scope string) []string {
-	out := slices.Clone(granted)
-	for _, sc := range ConsentScopes(scope) {
-		if !slices.Contains(out, sc) {
-			out = append(out, sc)
-		}
-	}
-	return out
-}
-
 // ConsentScopes are the scopes of scope that need the user's consent: the interfaces' (not
 // openid, nor the standard claim scopes, for which the service holds no claims).
 func ConsentScopes(scope string) []string {

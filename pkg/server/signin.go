@@ -30,7 +30,7 @@ type SignInStore interface {
 	// Consent returns the scopes userID consented to grant clientID, registered at
 	// registered (a consent from before counts for nothing).
 	Consent(ctx context.Context, userID, clientID string, registered time.Time) ([]string, error)
-	PutConsent(ctx context.Context, userID, clientID string, scopes []string) error
+	PutConsent(ctx context.Context, userID, clientID string, scopes []string, registered time.Time) error
 }
 
 // SignIn configures the authorization code flow's browser side. Without it the authorization
@@ -683,6 +683,10 @@ func (s *Server) afterLogin(c echo.Context, ar store.AuthRequest, se store.Sessi
 		return s.finish(c, ar, se)
 	}
 	want := oauth.ConsentScopes(ar.Scope)
+	if !oauth.PromptHas(ar.Prompt, "consent") {
+		// Only what the user has not granted yet is asked (prompt=consent asks for it all).
+		want = slices.DeleteFunc(want, func(sc string) bool { return slices.Contains(granted, sc) })
+	}
 	if ar.Prompt == "none" {
 		return s.redirectError(c, ar, oauth.ErrConsentRequired, "the user has not consented and prompt=none forbids asking")
 	}
@@ -767,24 +771,30 @@ func (s *Server) consent(c echo.Context) error {
 	if !ok || registeredAgain(ar, client) {
 		return s.clientGone(c) // nothing is recorded
 	}
-	granted, err := s.cfg.SignIn.Store.Consent(ctx, se.UserID, ar.ClientID, client.Registered)
-	if err != nil {
-		return s.redirectErrorInternal(c, ar, err)
-	}
-	if err := s.cfg.SignIn.Store.PutConsent(ctx, se.UserID, ar.ClientID, oauth.WithConsent(granted, ar.Scope)); err != nil {
-		return s.redirectErrorInternal(c, ar, err)
-	}
-	return s.finish(c, ar, se)
-}
-
-// finish issues the code and sends the browser back to the client. Answering the authorization
-// is a use of the session: its idle end moves on, past the code's lifetime; one that held the
-// session for its consent page (ar.Session) ends the hold.
-func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
-	ctx := c.Request().Context()
+	// The request is answered once: a form of one answered already (denied, or allowed and
+	// posted again) records nothing.
 	if ok, err := s.finishOnce(c, ar); !ok {
 		return err
 	}
+	if err := s.cfg.SignIn.Store.PutConsent(ctx, se.UserID, ar.ClientID, oauth.ConsentScopes(ar.Scope), client.Registered); err != nil {
+		return s.redirectErrorInternal(c, ar, err)
+	}
+	return s.issue(c, ar, se)
+}
+
+// finish issues the code and sends the browser back to the client, once (finishOnce).
+func (s *Server) finish(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	if ok, err := s.finishOnce(c, ar); !ok {
+		return err
+	}
+	return s.issue(c, ar, se)
+}
+
+// issue issues the code of ar, answered, and sends the browser back to the client. Answering
+// the authorization is a use of the session: its idle end moves on, past the code's lifetime;
+// one that held the session for its consent page (ar.Session) ends the hold.
+func (s *Server) issue(c echo.Context, ar store.AuthRequest, se store.Session) error {
+	ctx := c.Request().Context()
 	if ar.Session == se.Key {
 		s.cfg.OAuth.Release(ctx, se, ar.ID)
 	} else {

@@ -254,27 +254,53 @@ func (s *Store) Consent(ctx context.Context, userID, clientID string, registered
 	case err != nil:
 		return nil, err
 	}
-	given := g.Given
-	if given.IsZero() {
-		given = g.At
-	}
-	if given.Before(registered) {
+	if g.ScopesBefore(registered) {
 		return nil, nil
 	}
 	return g.Scopes, nil
 }
 
-// PutConsent records the scopes userID has consented to grant clientID.
-func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string) error {
+// ScopesBefore reports whether the grant's scopes were given before registered: to an earlier
+// client of the same id, so that they count for nothing.
+func (g Grant) ScopesBefore(registered time.Time) bool {
+	given := g.Given
+	if given.IsZero() {
+		given = g.At
+	}
+	return given.Before(registered)
+}
+
+// PutConsent records that userID consented to grant clientID scopes, besides what it consented
+// to before: added in one write, so that two consents given at once (two tabs, two replicas)
+// both count. A grant given before the client's registration (registered: an earlier client of
+// the same id) is replaced instead.
+func (s *Store) PutConsent(ctx context.Context, userID, clientID string, scopes []string, registered time.Time) error {
 	id := grantID(userID, clientID)
 	now, err := s.afterRevocation(ctx, userID, clientID, s.now())
 	if err != nil {
 		return fmt.Errorf("put consent: %w", err)
 	}
 	defer s.consents.lock(id)()
-	_, err = s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id},
-		bson.M{"$set": bson.M{"scopes": scopes, "userid": userID, "client": clientID, "given": now}, "$setOnInsert": bson.M{"at": now}},
-		options.Update().SetUpsert(true))
+	if scopes == nil {
+		scopes = []string{}
+	}
+	set := bson.M{"userid": userID, "client": clientID, "given": now}
+	upd := bson.M{"$addToSet": bson.M{"scopes": bson.M{"$each": scopes}}, "$set": set, "$setOnInsert": bson.M{"at": now}}
+	switch g, err := s.Grant(ctx, userID, clientID); {
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("put consent: %w", err)
+	case err == nil && g.ScopesBefore(registered):
+		set["scopes"] = scopes
+		upd = bson.M{"$set": set, "$setOnInsert": bson.M{"at": now}}
+	}
+	write := func() error {
+		_, err := s.col(colConsents).UpdateOne(ctx, bson.M{"_id": id}, upd, options.Update().SetUpsert(true))
+		return err
+	}
+	err = write()
+	if mongo.IsDuplicateKeyError(err) {
+		err = write() // another consent inserted the grant first: it is there now
+	}
 	if err != nil {
 		return fmt.Errorf("put consent: %w", err)
 	}

@@ -163,7 +163,7 @@ func TestConsentKeptWhileTheGrantIsUsed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if err := st.PutConsent(ctx, user, "portal", []string{"openid", "notification.mp"}); err != nil {
+			if err := st.PutConsent(ctx, user, "portal", []string{"openid", "notification.mp"}, time.Time{}); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -723,7 +723,7 @@ func TestAccountRecords(t *testing.T) {
 	}
 
 	// Grants: consent, use, revocation.
-	if err := st.PutConsent(ctx, "u1", "portal", []string{"notification.mp"}); err != nil {
+	if err := st.PutConsent(ctx, "u1", "portal", []string{"notification.mp"}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	granted := clk.Now()
