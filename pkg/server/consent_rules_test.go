@@ -155,4 +155,3 @@ func TestDeclinedConsentFormPostedAgainRecordsNothing(t *testing.T) {
 		t.Fatalf("labs' next request is not asked: consent recorded from a form of a finished request: %d %s", p.status, p.location)
 	}
 }
-
