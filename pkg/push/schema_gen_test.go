@@ -240,14 +240,15 @@ func generatePushSchema() []byte {
 		{"mainItem", obj{
 			{"description", fmt.Sprintf("A main content item: required, not blank, at most %d characters (removed characters not counted).", mainItemMaxRunes)},
 			{"$ref", "#/$defs/text"},
+			{"type", "string"}, // beside each pattern, for validators in strict mode (AJV)
 			{"pattern", nonBlank},
-			{"allOf", []any{obj{{"pattern", countPattern(mainItemMaxRunes)}}}},
+			{"allOf", []any{obj{{"type", "string"}, {"pattern", countPattern(mainItemMaxRunes)}}}},
 		}},
 		{"extraItem", obj{
 			{"description", fmt.Sprintf("Header or remark: optional, at most %d characters (removed characters not counted); the platform no longer shows them. null means not given.", extraItemMaxRunes)},
 			{"anyOf", []any{
 				obj{{"type", "null"}},
-				obj{{"$ref", "#/$defs/text"}, {"pattern", countPattern(extraItemMaxRunes)}},
+				obj{{"$ref", "#/$defs/text"}, {"type", "string"}, {"pattern", countPattern(extraItemMaxRunes)}},
 			}},
 		}},
 	}
