@@ -268,15 +268,6 @@ func pushOnce(u, body string) int {
 // platformWait is how long the platform waits for an event push's answer.
 const platformWait = 5 * time.Second
 
-func httpPost(u, body string) (int, error) {
-	resp, err := http.DefaultClient.Post(u, "text/xml", strings.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
 // TestForgedReceiptsIgnored: a receipt for a msgid this service has not sent stores nothing a
 // later message with that msgid could pick up, and a receipt naming another follower than the
 // message went to changes nothing; the real receipts then apply.
