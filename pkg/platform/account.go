@@ -108,7 +108,7 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, v a
 	}
 	for attempt := 0; ; attempt++ {
 		sentAt := c.tokens.now()
-		raw, err := c.do(ctx, method, target+"?access_token="+url.QueryEscape(tok), target, body)
+		raw, err := c.do(ctx, method, target+"?access_token="+url.QueryEscape(tok), target, body, maxAccountAnswerBytes)
 		if err != nil {
 			return err
 		}

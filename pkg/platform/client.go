@@ -23,9 +23,14 @@ import (
 )
 
 const (
-	// maxAnswerBytes bounds what is read of any answer of the platform, so a
-	// broken proxy in between cannot make a worker buffer without limit.
-	maxAnswerBytes = 1 << 20
+	// maxAnswerBytes bounds what is read of an answer of the send and token endpoints (under
+	// 200 bytes as the platform writes them), so that a broken proxy or a captive portal in
+	// between cannot make a worker's concurrent sends buffer much: 256 of them hold at most
+	// 16 MiB of it at once.
+	maxAnswerBytes = 64 << 10
+	// maxAccountAnswerBytes bounds an answer of the account's other endpoints (api admin's
+	// template lists), which may be larger.
+	maxAccountAnswerBytes = 1 << 20
 	// defaultHTTPTimeout bounds one request when Config.HTTPClient is nil.
 	defaultHTTPTimeout = 10 * time.Second
 )
@@ -250,12 +255,12 @@ func redacted(raw string) string {
 // errors name instead of target: target may carry the access token, which the
 // standard client would otherwise copy into its error text.
 func (c *Client) post(ctx context.Context, target, shownURL string, body []byte) ([]byte, error) {
-	return c.do(ctx, http.MethodPost, target, shownURL, body)
+	return c.do(ctx, http.MethodPost, target, shownURL, body, maxAnswerBytes)
 }
 
 // do makes one request (a JSON body with POST, none with GET) and returns the
-// answer's body, naming shownURL in errors.
-func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte) ([]byte, error) {
+// answer's body, at most limit bytes of it, naming shownURL in errors.
+func (c *Client) do(ctx context.Context, method, target, shownURL string, body []byte, limit int) ([]byte, error) {
 	var rd io.Reader
 	if method == http.MethodPost {
 		rd = bytes.NewReader(body)
@@ -278,7 +283,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
@@ -289,8 +294,8 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 		}
 		return nil, he
 	}
-	if len(raw) > maxAnswerBytes {
-		return nil, fmt.Errorf("answer longer than %d bytes", maxAnswerBytes)
+	if len(raw) > limit {
+		return nil, fmt.Errorf("answer longer than %d bytes", limit)
 	}
 	return raw, nil
 }

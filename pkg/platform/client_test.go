@@ -280,7 +280,7 @@ func TestUnusableAnswersAreRetryable(t *testing.T) {
 		{"not JSON", func(w http.ResponseWriter) { _, _ = io.WriteString(w, "<html>maintenance</html>") }, "unparsable answer"},
 		{"too long", func(w http.ResponseWriter) {
 			_, _ = w.Write(bytes.Repeat([]byte(" "), 2<<20))
-		}, "answer longer than 1048576 bytes"},
+		}, "answer longer than 65536 bytes"},
 		{"connection dropped", func(w http.ResponseWriter) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
