@@ -116,7 +116,7 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, v a
 			ErrCode int `json:"errcode"`
 		}
 		if err := json.Unmarshal(raw, &code); err != nil {
-			return fmt.Errorf("unparsable answer: %w", err)
+			return unparsable(err)
 		}
 		if attempt < maxTokenResends && isTokenCode(code.ErrCode) {
 			if tok, err = c.tokens.get(ctx, tok, sentAt); err != nil {
@@ -125,7 +125,7 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, v a
 			continue
 		}
 		if err := json.Unmarshal(raw, v); err != nil {
-			return fmt.Errorf("unparsable answer: %w", err)
+			return unparsable(err)
 		}
 		return nil
 	}

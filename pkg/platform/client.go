@@ -228,7 +228,7 @@ func (c *Client) send(ctx context.Context, tok string, body []byte) (msgID int64
 	}
 	var a sendAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return 0, fmt.Errorf("send template: unparsable answer: %w", err)
+		return 0, fmt.Errorf("send template: %w", unparsable(err))
 	}
 	if a.ErrCode != 0 {
 		return 0, fmt.Errorf("send template: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
@@ -236,7 +236,7 @@ func (c *Client) send(ctx context.Context, tok string, body []byte) (msgID int64
 	if a.MsgID <= 0 {
 		// Not the platform's answer (a proxy's, cut short): whether the message was taken is
 		// unknown, and a retry with the same client_msg_id gets its msgid.
-		return 0, errors.New("send template: an answer of errcode 0 without a msgid")
+		return 0, fmt.Errorf("send template: %w", &UnusableAnswerError{Why: "errcode 0 without a msgid"})
 	}
 	return a.MsgID, nil
 }
@@ -256,6 +256,11 @@ func redacted(raw string) string {
 // standard client would otherwise copy into its error text.
 func (c *Client) post(ctx context.Context, target, shownURL string, body []byte) ([]byte, error) {
 	return c.do(ctx, http.MethodPost, target, shownURL, body, maxAnswerBytes)
+}
+
+// unparsable is the error of an answer that does not decode as the platform's JSON.
+func unparsable(err error) error {
+	return &UnusableAnswerError{Why: "unparsable answer: " + err.Error()}
 }
 
 // do makes one request (a JSON body with POST, none with GET) and returns the
@@ -295,7 +300,7 @@ func (c *Client) do(ctx context.Context, method, target, shownURL string, body [
 		return nil, he
 	}
 	if len(raw) > limit {
-		return nil, fmt.Errorf("answer longer than %d bytes", limit)
+		return nil, &UnusableAnswerError{Why: fmt.Sprintf("answer longer than %d bytes", limit)}
 	}
 	return raw, nil
 }

@@ -178,9 +178,20 @@ func ErrorLabel(err error) string {
 		return "timeout"
 	case errors.As(err, &he):
 		return "http"
+	case errors.As(err, new(*UnusableAnswerError)):
+		return "answer"
 	}
 	return "network"
 }
+
+// UnusableAnswerError is an answer of the platform's address that is not the platform's: not
+// JSON (a gateway's or a captive portal's page), cut short, too long, or without what every
+// answer of the platform carries. Whether a send was taken is unknown.
+type UnusableAnswerError struct {
+	Why string
+}
+
+func (e *UnusableAnswerError) Error() string { return "unusable answer: " + e.Why }
 
 // Reason is err as the push's caller reads it (a result's lastError): the platform's own
 // answers, an errcode or an HTTP status, as they are; for a call that got no answer, what
@@ -196,6 +207,9 @@ func Reason(err error) string {
 		return ""
 	case errors.As(err, &pe), errors.As(err, &he):
 		return err.Error()
+	case errors.As(err, new(*UnusableAnswerError)):
+		ua, _ := errors.AsType[*UnusableAnswerError](err)
+		return "the platform's address answered, but not as the platform does (" + ua.Why + "): a gateway or proxy in between?"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "the platform did not answer in time"
 	case errors.As(err, &dns):

@@ -220,13 +220,13 @@ func (c *Client) fetchToken(ctx context.Context, force bool) (string, time.Durat
 	}
 	var a stableTokenAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return "", 0, fmt.Errorf("fetch access token: unparsable answer: %w", err)
+		return "", 0, fmt.Errorf("fetch access token: %w", unparsable(err))
 	}
 	if a.ErrCode != 0 {
 		return "", 0, fmt.Errorf("fetch access token: %w", &Error{Code: a.ErrCode, Msg: a.ErrMsg})
 	}
 	if a.AccessToken == "" || a.ExpiresIn <= 0 {
-		return "", 0, errors.New("fetch access token: answer without access_token or expires_in")
+		return "", 0, fmt.Errorf("fetch access token: %w", &UnusableAnswerError{Why: "answer without access_token or expires_in"})
 	}
 	return a.AccessToken, time.Duration(a.ExpiresIn) * time.Second, nil
 }
