@@ -316,7 +316,8 @@ func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
 		}
 		unknown = unknown || errors.Is(err, keys.ErrUnknownKey)
 	}
-	if err != nil && unknown {
+	if err != nil && unknown && s.claimsIssuer(tok) {
+		// A key of this server's retired since; another issuer's token is refused below.
 		return nil, fmt.Errorf("ID token: %w", keys.ErrUnknownKey)
 	}
 	if err != nil {
@@ -327,6 +328,14 @@ func (s *Service) ParseIDToken(tok string) (*IDClaims, error) {
 		return nil, errors.New("not an ID token of this issuer")
 	}
 	return &c.IDClaims, nil
+}
+
+// claimsIssuer reports whether tok, unverified, names this server as its issuer: a token of
+// another (another IdP, a staging realm) is no ID token of this server, whatever its key.
+func (s *Service) claimsIssuer(tok string) bool {
+	var c jwt.RegisteredClaims
+	_, _, err := jwt.NewParser().ParseUnverified(tok, &c)
+	return err == nil && c.Issuer == s.Issuer
 }
 
 // idTokenOnly decodes the claims that only other kinds of token carry, to refuse them.

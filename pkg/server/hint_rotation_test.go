@@ -2,11 +2,16 @@ package server_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/campus-it/ucs/pkg/config"
 	"github.com/campus-it/ucs/pkg/keys"
@@ -129,5 +134,36 @@ func TestIDTokenHintOfARenewedSessionAtAuthorize(t *testing.T) {
 	u = other + e.authURL("portal", "pn", "prompt", "none", "id_token_hint", portal["id_token"].(string))[len(e.issuer):]
 	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
 		t.Errorf("prompt=none with the portal's ID token of the live (renewed) session, signed by a key retired since: %v; want a code (as without the hint)", q)
+	}
+}
+
+// TestForeignIDTokenAsHintIsInvalidRequest: deployments/README.md says a hint that is not an ID
+// token of this server is invalid_request back to the client, signed in or not; only one signed
+// by a key of this server retired since is read as no hint. An ID token of another issuer
+// (another IdP, the staging realm), signed by its own key, is not an ID token of this server.
+func TestForeignIDTokenAsHintIsInvalidRequest(t *testing.T) {
+	e := newSignInEnv(t)
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+		"iss": "https://idp.other.example/realms/campus", "sub": "2020000042", "aud": "trusted", "azp": "trusted",
+		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
+	})
+	tok.Header["kid"] = "other-idp-key"
+	hint, err := tok.SignedString(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := callback(t, get(t, browser(t), e.authURL("trusted", "h", "prompt", "none", "id_token_hint", hint)))
+	if q.Get("error") != "invalid_request" {
+		t.Errorf("not signed in, another issuer's ID token as id_token_hint: %v, want error=invalid_request", q)
+	}
+	b := browser(t)
+	e.signedIn(t, b)
+	q = callback(t, get(t, b, e.authURL("trusted", "h2", "prompt", "none", "id_token_hint", hint)))
+	if q.Get("error") != "invalid_request" {
+		t.Errorf("signed in, another issuer's ID token (sub 2020000042) as id_token_hint: %v, want error=invalid_request", q)
 	}
 }

@@ -85,6 +85,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	// stored holds the current openid of the rows' user numbers that have a binding; owners,
 	// the user numbers bound to the rows' openids now.
 	stored := make(map[string]string)
+	prior := make(map[string]Binding) // the bindings of stored, as read
 	owners := make(map[string][]string)
 	err := s.EachBinding(ctx, func(b Binding) error {
 		if p.Compared++; p.Compared%importProgressEvery == 0 {
@@ -97,7 +98,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		if !ok {
 			return nil
 		}
-		stored[b.UserID] = b.OpenID
+		stored[b.UserID], prior[b.UserID] = b.OpenID, b
 		if openID == b.OpenID {
 			res.Unchanged++
 		}
@@ -197,15 +198,16 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	if err := flushReplaces(1); err != nil {
 		return res, err
 	}
-	return res, s.yieldToPageBinds(ctx, rows, now, wrote, &res)
+	return res, s.yieldToPageBinds(ctx, rows, now, wrote, prior, &res)
 }
 
 // yieldToPageBinds finds the followers a student bound on the binding page, to another user
 // number, while the import ran (after its read, before its write of the row): the follower is
 // then bound to two user numbers. The page wins, as it would have had the import read its
-// binding: the row's binding is undone and the row reported as a conflict. One more read of
-// every binding; a page's bind after it sees the import's binding, and replaces it as usual.
-func (s *Store) yieldToPageBinds(ctx context.Context, rows []Binding, written time.Time, wrote map[string]bool, res *ImportResult) error {
+// binding: the row's binding is undone (the user number's binding before the import, prior,
+// put back), and the row reported as a conflict. One more read of every binding; a page's bind
+// after it sees the import's binding, and replaces it as usual.
+func (s *Store) yieldToPageBinds(ctx context.Context, rows []Binding, written time.Time, wrote map[string]bool, prior map[string]Binding, res *ImportResult) error {
 	rowOf := make(map[string]int, len(wrote)) // openid of a row written → its row
 	for i, b := range rows {
 		if _, ok := wrote[b.UserID]; ok {
@@ -232,11 +234,18 @@ func (s *Store) yieldToPageBinds(ctx context.Context, rows []Binding, written ti
 	for openID, page := range others {
 		i := rowOf[openID]
 		row := Binding{UserID: rows[i].UserID, OpenID: openID, Updated: written}
-		if _, err := s.removeBinding(ctx, row); err != nil {
+		gone, err := s.removeBinding(ctx, row)
+		if err != nil {
 			return fmt.Errorf("import bindings: undoing %s's binding of %s: %w", row.UserID, openID, err)
 		}
-		// The page's bind again, for the follower's record to name its user number.
-		if _, _, err := s.bind(ctx, page.UserID, openID); err != nil {
+		if before, ok := prior[row.UserID]; ok && gone {
+			// Its binding before the import, unless the user number was bound since; its
+			// follower's record still names it (a replace leaves it).
+			if _, err := s.bindings.InsertOne(ctx, before); err != nil && !mongo.IsDuplicateKeyError(err) {
+				return fmt.Errorf("import bindings: putting back %s's binding of %s: %w", row.UserID, before.OpenID, err)
+			}
+		}
+		if err := s.pointTo(ctx, page); err != nil {
 			return fmt.Errorf("import bindings: keeping %s's bind of %s: %w", page.UserID, openID, err)
 		}
 		if wrote[row.UserID] {
@@ -247,6 +256,22 @@ func (s *Store) yieldToPageBinds(ctx context.Context, rows []Binding, written ti
 		res.Conflicts = append(res.Conflicts, ImportConflict{Row: i, UserID: page.UserID})
 	}
 	return nil
+}
+
+// pointTo makes the followers record of b.OpenID name b's user number, as Bind left it, if b is
+// still that user number's binding as read: a later bind or unbind of the student's stands.
+func (s *Store) pointTo(ctx context.Context, b Binding) error {
+	defer s.followers.lock(b.OpenID)()
+	cur, err := s.Binding(ctx, b.UserID)
+	if errors.Is(err, ErrNotFound) || err == nil && (cur.OpenID != b.OpenID || !cur.Updated.Equal(b.Updated)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.col(colFollowers).UpdateOne(ctx, bson.D{{Key: "_id", Value: b.OpenID}},
+		bson.M{"$set": bson.M{"userid": b.UserID, "bound": b.Updated}})
+	return err
 }
 
 // importConflicts returns the rows to leave out, each with the user number that keeps its
