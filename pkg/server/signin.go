@@ -1069,6 +1069,13 @@ func (s *Server) endSession(c echo.Context, target, state string) error {
 		}
 		s.clearCookie(c, name)
 	}
+	if cookieValue(c, cookieBrowser) != "" {
+		// A new browser value: a sign-in or consent form opened before the sign-out (the Back
+		// button, a resubmitted post on a shared computer) is no longer this browser's, and
+		// signs no one in.
+		c.SetCookie(&http.Cookie{Name: cookieBrowser, Value: oauth.NewSecret(), Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteLaxMode, Secure: s.secureCookies()})
+	}
 	if target != "" && state != "" {
 		target = withQuery(target, url.Values{"state": {state}})
 	}
