@@ -17,22 +17,24 @@ import (
 	"github.com/campus-it/ucs/pkg/keys"
 )
 
-// TestIDTokenHintOfARenewedSessionAfterTwoRotations: a session renewed in place (prompt=login in
-// the same browser) keeps its sid and moves its end on, so it can outlive two key rotations; the
-// portal's ID token of the session's start is then signed by a key no longer held. The portal's
-// RP-initiated logout with it is not refused: it goes on as a logout without a hint, which the
-// user confirms, and the live session ends.
-func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+// renewedPastTwoRotations signs a browser in to the portal and the library, keeps the session
+// alive in the library for 50 hours (a refresh every 20 minutes, a new sign-in in the same
+// browser, prompt=login, at hours 20 and 40, which renews the session in place) while the keys
+// rotate daily, the least allowed: the portal's ID token of the session's start is signed by a
+// key no longer held. It returns the browser, the portal's and the library's token answers, and
+// a front end started now (or any once it read the keys again).
+func renewedPastTwoRotations(t *testing.T) (e *signInEnv, b *http.Client, portal, library map[string]any, other string) {
+	t.Helper()
+	e = newSignInEnvWith(t, nil, func(c *config.Config) {
 		c.OAuth.SessionTTL = config.Duration(24 * time.Hour)
 		c.OAuth.KeyRotation = config.Duration(24 * time.Hour) // the least allowed
 	})
-	b := browser(t)
+	b = browser(t)
 	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
 	if errc != "" {
 		t.Fatal(errc)
 	}
-	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
+	library, errc = e.exchange(t, "library", e.signInCode(t, b, "library"))
 	if errc != "" {
 		t.Fatal(errc)
 	}
@@ -50,8 +52,6 @@ func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 			}
 		}
 	}
-	// The user keeps working in the library (a refresh every 20 minutes) and signs in again
-	// there (prompt=login) before the session's end, twice.
 	for h := 1; h <= 50*3; h++ {
 		e.clock.Advance(20 * time.Minute)
 		if h == 20*3 || h == 40*3 {
@@ -63,8 +63,16 @@ func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 		}
 		rotate()
 	}
-	// A front end started now (or any front end once it read the keys again).
-	other := e.replica(t, e.cfg.OAuth.Clients)
+	return e, b, portal, library, e.replica(t, e.cfg.OAuth.Clients)
+}
+
+// TestIDTokenHintOfARenewedSessionAfterTwoRotations: a session renewed in place (prompt=login in
+// the same browser) keeps its sid and moves its end on, so it can outlive two key rotations; the
+// portal's ID token of the session's start is then signed by a key no longer held. The portal's
+// RP-initiated logout with it is not refused: it goes on as a logout without a hint, which the
+// user confirms, and the live session ends.
+func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
+	e, b, portal, library, other := renewedPastTwoRotations(t)
 	// The user presses "sign out" in the portal: RP-initiated logout with its ID token.
 	p := get(t, b, other+"/protocol/openid-connect/logout?"+url.Values{"id_token_hint": {portal["id_token"].(string)},
 		"post_logout_redirect_uri": {rpRedirect}}.Encode())
@@ -87,44 +95,7 @@ func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 // user: OpenID Connect Core §3.1.2.1 wants a positive answer (Keycloak ignores the hint at
 // authorize). The hint is read as no hint, as the logout reads it.
 func TestIDTokenHintOfARenewedSessionAtAuthorize(t *testing.T) {
-	e := newSignInEnvWith(t, nil, func(c *config.Config) {
-		c.OAuth.SessionTTL = config.Duration(24 * time.Hour)
-		c.OAuth.KeyRotation = config.Duration(24 * time.Hour)
-	})
-	b := browser(t)
-	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	library, errc := e.exchange(t, "library", e.signInCode(t, b, "library"))
-	if errc != "" {
-		t.Fatal(errc)
-	}
-	ctx := context.Background()
-	st := adminStore(t, e)
-	rotate := func() {
-		for _, alg := range []string{"ES256", "RS256"} {
-			ks, err := keys.Load(ctx, st, alg, e.clock.Now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ks.Refresh(ctx, st, 24*time.Hour, e.clock.Now); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for h := 1; h <= 50*3; h++ {
-		e.clock.Advance(20 * time.Minute)
-		if h == 20*3 || h == 40*3 {
-			if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
-				t.Fatal(errc)
-			}
-		} else if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
-			t.Fatalf("hour %d: the session should be alive: %s", h/3, errc)
-		}
-		rotate()
-	}
-	other := e.replica(t, e.cfg.OAuth.Clients)
+	e, b, portal, _, other := renewedPastTwoRotations(t)
 	// Without the hint the signed-in user gets a code (the session is alive).
 	u := other + e.authURL("portal", "pn", "prompt", "none")[len(e.issuer):]
 	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
