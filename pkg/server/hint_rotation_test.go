@@ -18,8 +18,9 @@ import (
 )
 
 // renewedPastTwoRotations signs a browser in to the portal and the library, keeps the session
-// alive in the library for 50 hours (a refresh every 20 minutes, a new sign-in in the same
-// browser, prompt=login, at hours 20 and 40, which renews the session in place) while the keys
+// alive in the library for 56 hours (a refresh every 2 hours, within its idle limit of 3, and a
+// new sign-in in the same browser, prompt=login, at hours 20 and 40, which renews the session
+// in place) while the keys
 // rotate daily, the least allowed: the portal's ID token of the session's start is signed by a
 // key no longer held. It returns the browser, the portal's and the library's token answers, and
 // a front end started now (or any once it read the keys again).
@@ -28,6 +29,7 @@ func renewedPastTwoRotations(t *testing.T) (e *signInEnv, b *http.Client, portal
 	e = newSignInEnvWith(t, nil, func(c *config.Config) {
 		c.OAuth.SessionTTL = config.Duration(24 * time.Hour)
 		c.OAuth.KeyRotation = config.Duration(24 * time.Hour) // the least allowed
+		c.OAuth.RefreshTokenTTL = config.Duration(3 * time.Hour)
 	})
 	b = browser(t)
 	portal, errc := e.exchange(t, "portal", e.signInCode(t, b, "portal"))
@@ -52,14 +54,14 @@ func renewedPastTwoRotations(t *testing.T) (e *signInEnv, b *http.Client, portal
 			}
 		}
 	}
-	for h := 1; h <= 50*3; h++ {
-		e.clock.Advance(20 * time.Minute)
-		if h == 20*3 || h == 40*3 {
+	for h := 2; h <= 56; h += 2 {
+		e.clock.Advance(2 * time.Hour)
+		if h == 20 || h == 40 {
 			if library, errc = e.exchange(t, "library", e.signInCode(t, b, "library", "prompt", "login")); errc != "" {
 				t.Fatal(errc)
 			}
 		} else if library, errc = e.refresh(t, "library", library["refresh_token"].(string)); errc != "" {
-			t.Fatalf("hour %d: the session should be alive: %s", h/3, errc)
+			t.Fatalf("hour %d: the session should be alive: %s", h, errc)
 		}
 		rotate()
 	}
