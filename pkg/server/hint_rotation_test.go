@@ -70,11 +70,26 @@ func renewedPastTwoRotations(t *testing.T) (e *signInEnv, b *http.Client, portal
 
 // TestIDTokenHintOfARenewedSessionAfterTwoRotations: a session renewed in place (prompt=login in
 // the same browser) keeps its sid and moves its end on, so it can outlive two key rotations; the
-// portal's ID token of the session's start is then signed by a key no longer held. The portal's
-// RP-initiated logout with it is not refused: it goes on as a logout without a hint, which the
-// user confirms, and the live session ends.
+// portal's ID token of the session's start is then signed by a key no longer held.
+//
+// At the authorization endpoint the portal checks silently whether its user is still signed in
+// (prompt=none with that id_token_hint, as oidc-client-ts' signinSilent does): the user is, in
+// this browser, as the hint's user, and OpenID Connect Core §3.1.2.1 wants a positive answer
+// (Keycloak ignores the hint at authorize): the hint is read as no hint. Then the portal's
+// RP-initiated logout with it is not refused either: it goes on as a logout without a hint,
+// which the user confirms, and the live session ends.
 func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 	e, b, portal, library, other := renewedPastTwoRotations(t)
+	// Without the hint the signed-in user gets a code (the session is alive).
+	u := other + e.authURL("portal", "pn", "prompt", "none")[len(e.issuer):]
+	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
+		t.Fatalf("prompt=none without a hint: %v, want a code", q)
+	}
+	// With the portal's own (old) ID token of this very session and user.
+	u = other + e.authURL("portal", "pn", "prompt", "none", "id_token_hint", portal["id_token"].(string))[len(e.issuer):]
+	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
+		t.Errorf("prompt=none with the portal's ID token of the live (renewed) session, signed by a key retired since: %v; want a code (as without the hint)", q)
+	}
 	// The user presses "sign out" in the portal: RP-initiated logout with its ID token.
 	p := get(t, b, other+"/protocol/openid-connect/logout?"+url.Values{"id_token_hint": {portal["id_token"].(string)},
 		"post_logout_redirect_uri": {rpRedirect}}.Encode())
@@ -86,27 +101,6 @@ func TestIDTokenHintOfARenewedSessionAfterTwoRotations(t *testing.T) {
 	}
 	if _, errc := e.refresh(t, "library", library["refresh_token"].(string)); errc != "invalid_grant" {
 		t.Errorf("the session lives on after the portal's logout: the library still refreshes (%q)", errc)
-	}
-}
-
-// TestIDTokenHintOfARenewedSessionAtAuthorize: the scenario of
-// TestIDTokenHintOfARenewedSessionAfterTwoRotations, at the authorization endpoint. The portal
-// still holds the ID token of the session's start, signed by a key retired since, and checks
-// silently whether its user is still signed in (prompt=none with id_token_hint, as
-// oidc-client-ts' signinSilent does). The user is signed in, in this browser, as the hint's
-// user: OpenID Connect Core §3.1.2.1 wants a positive answer (Keycloak ignores the hint at
-// authorize). The hint is read as no hint, as the logout reads it.
-func TestIDTokenHintOfARenewedSessionAtAuthorize(t *testing.T) {
-	e, b, portal, _, other := renewedPastTwoRotations(t)
-	// Without the hint the signed-in user gets a code (the session is alive).
-	u := other + e.authURL("portal", "pn", "prompt", "none")[len(e.issuer):]
-	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
-		t.Fatalf("prompt=none without a hint: %v, want a code", q)
-	}
-	// With the portal's own (old) ID token of this very session and user.
-	u = other + e.authURL("portal", "pn", "prompt", "none", "id_token_hint", portal["id_token"].(string))[len(e.issuer):]
-	if q := callback(t, get(t, b, u)); q.Get("code") == "" {
-		t.Errorf("prompt=none with the portal's ID token of the live (renewed) session, signed by a key retired since: %v; want a code (as without the hint)", q)
 	}
 }
 
