@@ -202,13 +202,13 @@ func Reason(err error) string {
 	var he *HTTPError
 	var ne net.Error
 	var dns *net.DNSError
+	var ua *UnusableAnswerError
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &pe), errors.As(err, &he):
 		return err.Error()
-	case errors.As(err, new(*UnusableAnswerError)):
-		ua, _ := errors.AsType[*UnusableAnswerError](err)
+	case errors.As(err, &ua):
 		return "the platform's address answered, but not as the platform does (" + ua.Why + "): a gateway or proxy in between?"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "the platform did not answer in time"

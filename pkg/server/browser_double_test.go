@@ -35,13 +35,7 @@ func slowApp(t *testing.T, delay time.Duration) (cb string) {
 // the form twice, and the second post must not leave them on an error page while the code
 // of the first is dropped with the navigation the second replaced.
 func TestConsentDoubleClickEndsAtTheApplication(t *testing.T) {
-	cb := slowApp(t, 500*time.Millisecond)
-	e := newSignInEnvWith(t, nil, func(c *config.Config) {
-		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "webapp", ClientSecret: rpSecret,
-			Grants: []string{"authorization_code"}, Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{cb}})
-	})
-	ctx, _ := chromium(t)
-	tb := tab{t: t, ctx: ctx}
+	e, cb, tb := slowAppEnv(t)
 	auth := e.issuer + "/protocol/openid-connect/auth?" + url.Values{"client_id": {"webapp"}, "response_type": {"code"},
 		"redirect_uri": {cb}, "scope": {"openid notification.mp"}, "state": {"s1"}, "kc_idp_hint": {"local"}}.Encode()
 	tb.run(chromedp.Navigate(auth),
@@ -74,6 +68,19 @@ func atApplication(tb tab, cb string) (loc, body string, ok bool) {
 func settled(tb tab) {
 	tb.t.Helper()
 	waitFor(tb.t, func() bool { return tb.eval(`document.readyState`) == "complete" })
+}
+
+// slowAppEnv is a sign-in environment with the client webapp, whose callback is a slowApp
+// answering in 500 ms, and a Chromium tab.
+func slowAppEnv(t *testing.T) (*signInEnv, string, tab) {
+	t.Helper()
+	cb := slowApp(t, 500*time.Millisecond)
+	e := newSignInEnvWith(t, nil, func(c *config.Config) {
+		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "webapp", ClientSecret: rpSecret,
+			Grants: []string{"authorization_code"}, Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{cb}})
+	})
+	ctx, _ := chromium(t)
+	return e, cb, tab{t: t, ctx: ctx}
 }
 
 // doubleClick double-clicks the element css selects as a person does: two presses 120 ms apart,
@@ -133,13 +140,7 @@ func TestBackAfterSignOutSignsNoOneIn(t *testing.T) {
 // TestLogoutConfirmDoubleClickEndsAtTheApplication: a double click on the logout
 // confirmation's "Sign out" ends at the application's post-logout address, as one click does.
 func TestLogoutConfirmDoubleClickEndsAtTheApplication(t *testing.T) {
-	cb := slowApp(t, 500*time.Millisecond)
-	e := newSignInEnvWith(t, nil, func(c *config.Config) {
-		c.OAuth.Clients = append(c.OAuth.Clients, config.Client{ClientID: "webapp", ClientSecret: rpSecret,
-			Grants: []string{"authorization_code"}, Scopes: []string{"openid", "notification.mp"}, RedirectURIs: []string{cb}})
-	})
-	ctx, _ := chromium(t)
-	tb := tab{t: t, ctx: ctx}
+	e, cb, tb := slowAppEnv(t)
 	signInOnAccountPage(t, tb, e.issuer)
 	tb.run(chromedp.Navigate(e.issuer+"/protocol/openid-connect/logout?"+url.Values{"client_id": {"webapp"},
 		"post_logout_redirect_uri": {cb}}.Encode()), chromedp.WaitVisible(chromedp.CSS(`button[type=submit]`)))

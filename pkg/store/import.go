@@ -82,10 +82,9 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		}
 		want[b.UserID], wantOpenIDs[b.OpenID] = b.OpenID, true
 	}
-	// stored holds the current openid of the rows' user numbers that have a binding; owners,
-	// the user numbers bound to the rows' openids now.
-	stored := make(map[string]string)
-	prior := make(map[string]Binding) // the bindings of stored, as read
+	// stored holds the current binding of the rows' user numbers that have one, as read;
+	// owners, the user numbers bound to the rows' openids now.
+	stored := make(map[string]Binding)
 	owners := make(map[string][]string)
 	err := s.EachBinding(ctx, func(b Binding) error {
 		if p.Compared++; p.Compared%importProgressEvery == 0 {
@@ -98,7 +97,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 		if !ok {
 			return nil
 		}
-		stored[b.UserID], prior[b.UserID] = b.OpenID, b
+		stored[b.UserID] = b
 		if openID == b.OpenID {
 			res.Unchanged++
 		}
@@ -169,7 +168,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	keeper := importConflicts(rows, want, stored, owners)
 	for i, b := range rows {
 		old, ok := stored[b.UserID]
-		if ok && old == b.OpenID {
+		if ok && old.OpenID == b.OpenID {
 			continue
 		}
 		if other, ok := keeper[i]; ok {
@@ -198,7 +197,7 @@ func (s *Store) ImportBindings(ctx context.Context, rows []Binding, progress fun
 	if err := flushReplaces(1); err != nil {
 		return res, err
 	}
-	return res, s.yieldToPageBinds(ctx, rows, now, wrote, prior, &res)
+	return res, s.yieldToPageBinds(ctx, rows, now, wrote, stored, &res)
 }
 
 // yieldToPageBinds finds the followers a student bound on the binding page, to another user
@@ -279,7 +278,7 @@ func (s *Store) pointTo(ctx context.Context, b Binding) error {
 // own row is left out. A row left out keeps its user number where it is, which may leave out
 // others in turn: the rows whose openid that user number holds are checked again, so each row
 // is checked a bounded number of times and a chain of conflicts costs time linear in the rows.
-func importConflicts(rows []Binding, want, stored map[string]string, owners map[string][]string) map[int]string {
+func importConflicts(rows []Binding, want map[string]string, stored map[string]Binding, owners map[string][]string) map[int]string {
 	row := make(map[string]int, len(rows)) // user number → its row
 	for i, b := range rows {
 		row[b.UserID] = i
@@ -295,7 +294,7 @@ func importConflicts(rows []Binding, want, stored map[string]string, owners map[
 	out := map[int]string{}
 	leaveOut := func(i int) bool {
 		b := rows[i]
-		if _, left := out[i]; left || stored[b.UserID] == b.OpenID {
+		if _, left := out[i]; left || stored[b.UserID].OpenID == b.OpenID {
 			return false
 		}
 		for _, u := range owners[b.OpenID] {

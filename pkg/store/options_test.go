@@ -37,11 +37,11 @@ func TestServerSelectionTimeout(t *testing.T) {
 // a file shifted up by one row, the last user left out of the file. u_{n-1}, who keeps
 // o_{n-1}, leaves out row n-2, which keeps o_{n-2} with u_{n-2}, and so on: every row is a
 // conflict, each found only once the row after it is.
-func shiftedChain(n int) (rows []Binding, want, stored map[string]string, owners map[string][]string) {
-	want, stored, owners = map[string]string{}, map[string]string{}, map[string][]string{}
+func shiftedChain(n int) (rows []Binding, want map[string]string, stored map[string]Binding, owners map[string][]string) {
+	want, stored, owners = map[string]string{}, map[string]Binding{}, map[string][]string{}
 	for i := range n {
 		u, o := fmt.Sprintf("u%07d", i), fmt.Sprintf("o%07d", i)
-		stored[u], owners[o] = o, []string{u}
+		stored[u], owners[o] = Binding{UserID: u, OpenID: o}, []string{u}
 	}
 	for i := range n - 1 {
 		b := Binding{UserID: fmt.Sprintf("u%07d", i), OpenID: fmt.Sprintf("o%07d", i+1)}
